@@ -1,0 +1,40 @@
+# Finds every third-party dependency from the system's packages and checks the
+# minimum versions listed in docs/DEPENDENCIES.md. Each failure names the
+# Debian package that provides the missing piece; scripts/setup.sh installs them.
+
+function(fedagg_require_version what found minimum package)
+  if(found VERSION_LESS minimum)
+    message(FATAL_ERROR
+      "fedagg needs ${what} >= ${minimum}, found ${found}. "
+      "Install a newer '${package}' (scripts/setup.sh installs the tested version).")
+  endif()
+endfunction()
+
+find_package(absl CONFIG QUIET)
+if(NOT absl_FOUND)
+  message(FATAL_ERROR "Abseil not found: install the Debian package 'libabsl-dev' "
+                      "(or run scripts/setup.sh).")
+endif()
+# Abseil's package config carries no usable version; check for the 20220623 API we use.
+if(NOT TARGET absl::statusor)
+  message(FATAL_ERROR "Abseil is too old (no absl::statusor): fedagg needs libabsl-dev >= 20220623.")
+endif()
+
+find_package(Threads REQUIRED)
+
+if(FEDAGG_BUILD_TESTS)
+  find_package(GTest 1.12 QUIET)
+  if(NOT GTest_FOUND)
+    message(FATAL_ERROR "GoogleTest >= 1.12 not found: install 'libgtest-dev' and "
+                        "'libgmock-dev', or configure with -DFEDAGG_BUILD_TESTS=OFF.")
+  endif()
+endif()
+
+if(FEDAGG_BUILD_BENCHMARKS)
+  find_package(benchmark QUIET)
+  if(NOT benchmark_FOUND)
+    message(FATAL_ERROR "Google Benchmark not found: install 'libbenchmark-dev', "
+                        "or configure with -DFEDAGG_BUILD_BENCHMARKS=OFF.")
+  endif()
+  fedagg_require_version("Google Benchmark" "${benchmark_VERSION}" 1.7 libbenchmark-dev)
+endif()

@@ -1,0 +1,56 @@
+// What Report() returns: the reduced value of every field, owned, with the number of
+// contributions and total weight it contains. Sparse results (sparse_sum_sparse) carry
+// their sorted linear indices; counts are present where the spec asked for them.
+#ifndef FEDAGG_SERVICE_CORE_AGGREGATE_RESULT_H_
+#define FEDAGG_SERVICE_CORE_AGGREGATE_RESULT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "service/core/dtype.h"
+#include "service/core/intrinsic.h"
+
+namespace fedagg {
+
+// An owned dense tensor.
+struct Tensor {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  std::vector<std::byte> bytes;
+
+  template <typename T>
+  absl::Span<const T> values() const {
+    return absl::MakeConstSpan(reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T));
+  }
+  template <typename T>
+  absl::Span<T> mutable_values() {
+    return absl::MakeSpan(reinterpret_cast<T*>(bytes.data()), bytes.size() / sizeof(T));
+  }
+  // Reads element i widened to double, whatever the dtype (for checks and printing).
+  double ValueAsDouble(size_t i) const;
+};
+
+struct ReportedField {
+  std::string path;
+  Intrinsic intrinsic;
+  // Dense intrinsics and the dense-result sparse family: the field's shape.
+  // sparse_sum_sparse: a vector of nnz values, one per entry of `indices`.
+  Tensor value;
+  std::vector<int64_t> indices;  // sparse_sum_sparse only: sorted, unique linear indices
+  // When the spec asked for counts: per coordinate (sparse), per row (row-sparse),
+  // or per entry of `indices` (sparse_sum_sparse). Empty otherwise.
+  std::vector<int64_t> counts;
+};
+
+struct AggregateResult {
+  int64_t contributions = 0;
+  double weight_sum = 0;
+  std::vector<ReportedField> fields;
+};
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_CORE_AGGREGATE_RESULT_H_

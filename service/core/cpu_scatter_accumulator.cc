@@ -1,0 +1,123 @@
+// CPU accumulator for the dense-result sparse family (scatter into a dense table).
+#include "service/core/cpu_scatter_accumulator.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "service/core/cpu_kernels.h"
+
+namespace fedagg {
+
+template <typename Acc>
+CpuScatterAccumulator<Acc>::CpuScatterAccumulator(const FieldSpec& field)
+    : field_(field), acc_(static_cast<size_t>(field.rows * field.row_width)) {
+  const size_t rows = static_cast<size_t>(field.rows);
+  if (field.keeps_counts || weighted()) {
+    counts_.assign(rows, 0);
+    last_touch_.assign(rows, 0);
+  }
+  if (weighted()) weight_sums_.assign(rows, 0.0);
+}
+
+template <typename Acc>
+void CpuScatterAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue* const> values,
+                                                 absl::Span<const double> weights) {
+  cpu::DispatchDType(field_.type.dtype, [&](auto tag) {
+    using In = typename decltype(tag)::type;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const FieldValue& value = *values[i];
+      const int64_t* ids = value.indices.data();
+      const size_t n = value.indices.size();
+      cpu::ScatterAddRows(acc_.data(), field_.row_width, ids,
+                          reinterpret_cast<const In*>(value.values.data()), n,
+                          static_cast<Acc>(weights[i]), weighted());
+      if (counts_.empty()) continue;
+      const uint64_t serial = next_serial_++;
+      for (size_t k = 0; k < n; ++k) {
+        const int64_t row = ids[k];
+        if (last_touch_[row] == serial) continue;
+        last_touch_[row] = serial;
+        ++counts_[row];
+        if (!weight_sums_.empty()) weight_sums_[row] += weights[i];
+      }
+    }
+  });
+}
+
+template <typename Acc>
+void CpuScatterAccumulator<Acc>::MergeWith(const FieldAccumulator& other_base) {
+  const auto& other = static_cast<const CpuScatterAccumulator<Acc>&>(other_base);
+  for (size_t i = 0; i < acc_.size(); ++i) acc_[i] = cpu::Add(acc_[i], other.acc_[i]);
+  for (size_t i = 0; i < counts_.size(); ++i) counts_[i] += other.counts_[i];
+  for (size_t i = 0; i < weight_sums_.size(); ++i) weight_sums_[i] += other.weight_sums_[i];
+}
+
+template <typename Acc>
+void CpuScatterAccumulator<Acc>::SerializeTo(ByteWriter& out) const {
+  out.PutArray(acc_.data(), acc_.size());
+  out.PutArray(counts_.data(), counts_.size());
+  out.PutArray(weight_sums_.data(), weight_sums_.size());
+}
+
+template <typename Acc>
+absl::Status CpuScatterAccumulator<Acc>::DeserializeFrom(ByteReader& in, int64_t contributions) {
+  const std::string what = absl::StrCat("field '", field_.path, "'");
+  if (absl::Status s = in.GetArrayExact(acc_.data(), acc_.size(), what); !s.ok()) return s;
+  if (absl::Status s = in.GetArrayExact(counts_.data(), counts_.size(), what + " counts"); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = in.GetArrayExact(weight_sums_.data(), weight_sums_.size(),
+                                        what + " weight sums");
+      !s.ok()) {
+    return s;
+  }
+  for (int64_t count : counts_) {
+    if (count < 0 || count > contributions) {
+      return absl::DataLossError(absl::StrCat("partial aggregate: ", what, " has a count of ",
+                                              count, " with only ", contributions,
+                                              " contributions"));
+    }
+  }
+  for (double w : weight_sums_) {
+    if (!std::isfinite(w) || w < 0) {
+      return absl::DataLossError(absl::StrCat("partial aggregate: ", what,
+                                              " has an invalid weight sum ", w));
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename Acc>
+ReportedField CpuScatterAccumulator<Acc>::Report(int64_t, double) const {
+  ReportedField out{field_.path, field_.intrinsic, Tensor{field_.result_dtype, field_.type.shape, {}}};
+  out.value.bytes.resize(acc_.size() * DTypeSize(field_.result_dtype));
+  const bool mean = field_.intrinsic == Intrinsic::kSparseMean ||
+                    field_.intrinsic == Intrinsic::kRowSparseMean || weighted();
+  const int64_t width = field_.row_width;
+  cpu::DispatchDType(field_.result_dtype, [&](auto tag) {
+    using Out = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<Out, float> || std::is_same_v<Out, double> ||
+                  std::is_same_v<Out, int64_t>) {
+      absl::Span<Out> dst = out.value.mutable_values<Out>();
+      for (int64_t row = 0; row < field_.rows; ++row) {
+        using Div = std::conditional_t<std::is_integral_v<Acc>, double, Acc>;
+        Div divisor = 0;
+        if (mean) divisor = weighted() ? static_cast<Div>(weight_sums_[row]) : static_cast<Div>(counts_[row]);
+        for (int64_t e = 0; e < width; ++e) {
+          const size_t i = static_cast<size_t>(row * width + e);
+          // A coordinate nobody touched has mean 0: there is nothing to divide.
+          dst[i] = mean ? (divisor == 0 ? Out{0} : static_cast<Out>(static_cast<Div>(acc_[i]) / divisor))
+                        : static_cast<Out>(acc_[i]);
+        }
+      }
+    }
+  });
+  if (field_.report_counts) out.counts = counts_;
+  return out;
+}
+
+template class CpuScatterAccumulator<float>;
+template class CpuScatterAccumulator<double>;
+template class CpuScatterAccumulator<int64_t>;
+
+}  // namespace fedagg

@@ -1,0 +1,44 @@
+// CPU accumulator for the sparse-family intrinsics with a dense result: sparse_sum,
+// sparse_mean, sparse_weighted_mean (COO: rows of width 1), row_sparse_sum and
+// row_sparse_mean (rows of an [R, ...] table). Values are scattered into a dense
+// accumulator; per-row contributor counts (and weight sums, for the weighted mean) are
+// kept when the intrinsic needs them or the spec asks. An index repeated inside one
+// update adds its values and counts that update once.
+#ifndef FEDAGG_SERVICE_CORE_CPU_SCATTER_ACCUMULATOR_H_
+#define FEDAGG_SERVICE_CORE_CPU_SCATTER_ACCUMULATOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "service/core/field_accumulator.h"
+
+namespace fedagg {
+
+template <typename Acc>
+class CpuScatterAccumulator final : public FieldAccumulator {
+ public:
+  explicit CpuScatterAccumulator(const FieldSpec& field);
+
+  void AccumulateBatch(absl::Span<const FieldValue* const> values,
+                       absl::Span<const double> weights) override;
+  void MergeWith(const FieldAccumulator& other) override;
+  void SerializeTo(ByteWriter& out) const override;
+  absl::Status DeserializeFrom(ByteReader& in, int64_t contributions) override;
+  ReportedField Report(int64_t contributions, double weight_sum) const override;
+
+ private:
+  bool weighted() const { return field_.intrinsic == Intrinsic::kSparseWeightedMean; }
+
+  const FieldSpec& field_;
+  std::vector<Acc> acc_;              // rows * row_width
+  std::vector<int64_t> counts_;       // per row, when field_.keeps_counts
+  std::vector<double> weight_sums_;   // per row, for sparse_weighted_mean
+  // Per row, the serial of the last update that touched it: lets an update with a
+  // repeated index count once. Working state only; not serialized.
+  std::vector<uint64_t> last_touch_;
+  uint64_t next_serial_ = 1;
+};
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_CORE_CPU_SCATTER_ACCUMULATOR_H_

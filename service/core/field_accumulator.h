@@ -1,0 +1,44 @@
+// FieldAccumulator: the running reduction of one leaf field of an aggregation — the
+// interface a backend implements per field. The CPU backend's implementations are in
+// cpu_*_accumulator.h; MakeCpuFieldAccumulator picks the right one for a FieldSpec.
+// Callers validate every value first (update_validator.h): accumulators trust their input.
+#ifndef FEDAGG_SERVICE_CORE_FIELD_ACCUMULATOR_H_
+#define FEDAGG_SERVICE_CORE_FIELD_ACCUMULATOR_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "service/core/aggregate_result.h"
+#include "service/core/byte_codec.h"
+#include "service/core/field_value.h"
+#include "service/core/reduction_spec.h"
+#include "service/core/thread_pool.h"
+
+namespace fedagg {
+
+class FieldAccumulator {
+ public:
+  virtual ~FieldAccumulator() = default;
+
+  // Adds a batch of validated values, values[i] weighted by weights[i] (weights are 1
+  // for unweighted specs). Cannot fail: all checks happened before.
+  virtual void AccumulateBatch(absl::Span<const FieldValue* const> values,
+                               absl::Span<const double> weights) = 0;
+  // Adds another accumulator of the same field spec.
+  virtual void MergeWith(const FieldAccumulator& other) = 0;
+  virtual void SerializeTo(ByteWriter& out) const = 0;
+  // Replaces the state with one read from `in`; DATA_LOSS when it is malformed or does not
+  // fit the field. `contributions` bounds every per-coordinate count.
+  virtual absl::Status DeserializeFrom(ByteReader& in, int64_t contributions) = 0;
+  // The field's result, given the aggregation's contribution count and weight sum (> 0).
+  virtual ReportedField Report(int64_t contributions, double weight_sum) const = 0;
+};
+
+std::unique_ptr<FieldAccumulator> MakeCpuFieldAccumulator(const FieldSpec& field,
+                                                          ThreadPool& pool);
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_CORE_FIELD_ACCUMULATOR_H_

@@ -1,0 +1,149 @@
+// PartialAggregate: validation-first accumulation, merging, the binary format, reporting.
+#include "service/core/partial_aggregate.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "service/core/byte_codec.h"
+#include "service/core/status_macros.h"
+#include "service/core/update_validator.h"
+
+namespace fedagg {
+namespace {
+constexpr char kMagic[4] = {'F', 'A', 'P', 'A'};
+}  // namespace
+
+PartialAggregate::PartialAggregate(std::shared_ptr<const ReductionSpec> spec, ThreadPool& pool)
+    : spec_(std::move(spec)), pool_(&pool) {
+  for (const FieldSpec& field : spec_->fields()) {
+    fields_.push_back(MakeCpuFieldAccumulator(field, *pool_));
+  }
+}
+
+absl::Status PartialAggregate::Accumulate(const UpdateView& update) {
+  return AccumulateBatch(absl::MakeConstSpan(&update, 1));
+}
+
+absl::Status PartialAggregate::AccumulateBatch(absl::Span<const UpdateView> updates) {
+  for (size_t i = 0; i < updates.size(); ++i) {
+    if (absl::Status status = ValidateUpdate(*spec_, updates[i]); !status.ok()) {
+      if (updates.size() == 1) return status;
+      return absl::Status(status.code(),
+                          absl::StrCat("update ", i, " of the batch: ", status.message()));
+    }
+  }
+  AddValidated(updates);
+  return absl::OkStatus();
+}
+
+void PartialAggregate::AddValidated(absl::Span<const UpdateView> updates) {
+  if (updates.empty()) return;
+  std::vector<double> weights(updates.size());
+  for (size_t i = 0; i < updates.size(); ++i) weights[i] = updates[i].weight.value_or(1.0);
+  std::vector<const FieldValue*> values(updates.size());
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    for (size_t i = 0; i < updates.size(); ++i) values[i] = &updates[i].fields[f];
+    fields_[f]->AccumulateBatch(values, weights);
+  }
+  contributions_ += static_cast<int64_t>(updates.size());
+  for (double w : weights) weight_sum_ += w;
+}
+
+absl::Status PartialAggregate::MergeWith(const PartialAggregate& other) {
+  if (other.spec_->canonical() != spec_->canonical()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot merge partial aggregates of different specs: ",
+                     spec_->canonical(), " vs ", other.spec_->canonical()));
+  }
+  for (size_t f = 0; f < fields_.size(); ++f) fields_[f]->MergeWith(*other.fields_[f]);
+  contributions_ += other.contributions_;
+  weight_sum_ += other.weight_sum_;
+  return absl::OkStatus();
+}
+
+std::string PartialAggregate::Serialize() const {
+  ByteWriter out;
+  for (char c : kMagic) out.Put(c);
+  out.Put<uint32_t>(kFormatVersion);
+  out.PutString(spec_->canonical());
+  out.Put<int64_t>(contributions_);
+  out.Put<double>(weight_sum_);
+  out.Put<uint32_t>(static_cast<uint32_t>(fields_.size()));
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    out.Put<uint8_t>(static_cast<uint8_t>(spec_->fields()[f].intrinsic));
+    out.Put<uint8_t>(static_cast<uint8_t>(spec_->fields()[f].accumulation_dtype));
+    fields_[f]->SerializeTo(out);
+  }
+  return out.Take();
+}
+
+absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
+    std::shared_ptr<const ReductionSpec> spec, absl::string_view bytes, ThreadPool& pool) {
+  ByteReader in(bytes);
+  char magic[4];
+  for (char& c : magic) FEDAGG_RETURN_IF_ERROR(in.Get(&c));
+  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+    return absl::DataLossError("not a fedagg partial aggregate (bad magic bytes)");
+  }
+  uint32_t version = 0;
+  FEDAGG_RETURN_IF_ERROR(in.Get(&version));
+  if (version != kFormatVersion) {
+    return absl::DataLossError(absl::StrCat("partial aggregate format version ", version,
+                                            " is not supported; this build reads version ",
+                                            kFormatVersion));
+  }
+  std::string canonical;
+  FEDAGG_RETURN_IF_ERROR(in.GetString(&canonical));
+  if (canonical != spec->canonical()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "partial aggregate was built for spec ", canonical, ", expected ", spec->canonical()));
+  }
+  PartialAggregate partial(std::move(spec), pool);
+  FEDAGG_RETURN_IF_ERROR(in.Get(&partial.contributions_));
+  FEDAGG_RETURN_IF_ERROR(in.Get(&partial.weight_sum_));
+  if (partial.contributions_ < 0 || !std::isfinite(partial.weight_sum_) ||
+      partial.weight_sum_ < 0) {
+    return absl::DataLossError(absl::StrCat("partial aggregate has invalid totals: ",
+                                            partial.contributions_, " contributions, weight sum ",
+                                            partial.weight_sum_));
+  }
+  uint32_t field_count = 0;
+  FEDAGG_RETURN_IF_ERROR(in.Get(&field_count));
+  if (field_count != partial.fields_.size()) {
+    return absl::DataLossError(absl::StrCat("partial aggregate has ", field_count,
+                                            " fields, spec has ", partial.fields_.size()));
+  }
+  for (size_t f = 0; f < partial.fields_.size(); ++f) {
+    const FieldSpec& field = partial.spec_->fields()[f];
+    uint8_t intrinsic = 0, accumulation = 0;
+    FEDAGG_RETURN_IF_ERROR(in.Get(&intrinsic));
+    FEDAGG_RETURN_IF_ERROR(in.Get(&accumulation));
+    if (intrinsic != static_cast<uint8_t>(field.intrinsic) ||
+        accumulation != static_cast<uint8_t>(field.accumulation_dtype)) {
+      return absl::DataLossError(
+          absl::StrCat("partial aggregate field ", f, " header does not match field '", field.path, "'"));
+    }
+    FEDAGG_RETURN_IF_ERROR(partial.fields_[f]->DeserializeFrom(in, partial.contributions_));
+  }
+  if (!in.AtEnd()) {
+    return absl::DataLossError(absl::StrCat("partial aggregate has ",
+                                            bytes.size() - in.position(), " trailing bytes"));
+  }
+  return partial;
+}
+
+absl::StatusOr<AggregateResult> PartialAggregate::Report() const {
+  if (contributions_ == 0) {
+    return absl::FailedPreconditionError("no contributions yet: there is nothing to report");
+  }
+  AggregateResult result;
+  result.contributions = contributions_;
+  result.weight_sum = weight_sum_;
+  for (const auto& field : fields_) {
+    result.fields.push_back(field->Report(contributions_, weight_sum_));
+  }
+  return result;
+}
+
+}  // namespace fedagg

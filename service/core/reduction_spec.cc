@@ -1,0 +1,95 @@
+// ReductionSpec: validation of a value type against its per-field intrinsics, and the
+// accumulation / result dtypes each field gets.
+#include "service/core/reduction_spec.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "service/core/status_macros.h"
+
+namespace fedagg {
+namespace {
+
+bool IsMeanFamily(Intrinsic intrinsic) {
+  return intrinsic == Intrinsic::kFederatedMean || intrinsic == Intrinsic::kSparseMean ||
+         intrinsic == Intrinsic::kRowSparseMean;
+}
+
+// Integers sum exactly in int64; weighted integers and all floats go through floating
+// point: float64 for float64 input (or when asked), float32 otherwise.
+DType AccumulationDType(DType input, Intrinsic intrinsic, const ReductionOptions& options) {
+  if (IsInteger(input)) return IsWeighted(intrinsic) ? DType::kFloat64 : DType::kInt64;
+  if (input == DType::kFloat64 || options.float64_accumulation) return DType::kFloat64;
+  return DType::kFloat32;
+}
+
+DType ResultDType(DType accumulation, Intrinsic intrinsic) {
+  if (accumulation == DType::kInt64 && IsMeanFamily(intrinsic)) return DType::kFloat64;
+  return accumulation;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
+    ValueType type, std::vector<FieldIntrinsic> intrinsics, ReductionOptions options) {
+  FEDAGG_RETURN_IF_ERROR(type.Validate());
+  std::vector<LeafField> leaves = FlattenLeaves(type);
+  if (leaves.size() != intrinsics.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("type ", type.ToString(), " has ", leaves.size(), " tensor fields but ",
+                     intrinsics.size(), " intrinsics were given; name one per field"));
+  }
+  std::shared_ptr<ReductionSpec> spec(new ReductionSpec());
+  spec->options_ = options;
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const LeafField& leaf = leaves[i];
+    const FieldIntrinsic& choice = intrinsics[i];
+    FieldSpec field;
+    field.path = leaf.path;
+    field.type = leaf.type;
+    field.intrinsic = choice.intrinsic;
+    field.encoding = EncodingOf(choice.intrinsic);
+    field.report_counts = choice.report_counts;
+    field.keeps_counts = choice.report_counts || NeedsCoordinateCounts(choice.intrinsic);
+    if (choice.report_counts && !IsSparseFamily(choice.intrinsic)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field '", leaf.path, "' uses ", IntrinsicName(choice.intrinsic),
+          ", a dense intrinsic: every update touches every coordinate, so per-coordinate counts "
+          "equal the contribution count; ask for counts only on sparse-family fields"));
+    }
+    switch (field.encoding) {
+      case Encoding::kDense:
+        field.rows = 1;
+        field.row_width = leaf.type.num_elements();
+        break;
+      case Encoding::kSparse:
+        field.rows = leaf.type.num_elements();
+        field.row_width = 1;
+        break;
+      case Encoding::kRowSparse:
+        if (leaf.type.shape.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "field '", leaf.path, "' is a scalar (", leaf.type.ToString(), "); ",
+              IntrinsicName(choice.intrinsic), " needs a tensor of rank >= 1 whose first dimension "
+              "indexes rows"));
+        }
+        field.rows = leaf.type.shape[0];
+        field.row_width = field.rows == 0 ? 0 : leaf.type.num_elements() / field.rows;
+        break;
+    }
+    field.accumulation_dtype = AccumulationDType(leaf.type.dtype, choice.intrinsic, options);
+    field.result_dtype = ResultDType(field.accumulation_dtype, choice.intrinsic);
+    spec->has_weighted_field_ |= IsWeighted(choice.intrinsic);
+    parts.push_back(absl::StrCat(leaf.path, ":", leaf.type.ToString(), ":",
+                                 IntrinsicName(choice.intrinsic),
+                                 choice.report_counts ? "+counts" : ""));
+    spec->fields_.push_back(std::move(field));
+  }
+  spec->canonical_ = absl::StrCat(
+      type.ToString(), "|", absl::StrJoin(parts, ";"), "|finite=", options.require_finite ? 1 : 0,
+      ",f64=", options.float64_accumulation ? 1 : 0);
+  spec->value_type_ = std::move(type);
+  return std::shared_ptr<const ReductionSpec>(std::move(spec));
+}
+
+}  // namespace fedagg

@@ -1,0 +1,74 @@
+// ReductionSpec: what an aggregation reduces and how — its value type, the intrinsic of
+// every leaf field, and numeric options. It is the part of an aggregation that the
+// reduction core needs; lifecycle parts (id, quorum, deadline) live in service/rounds.
+// Built once, validated, then shared read-only (std::shared_ptr<const ReductionSpec>).
+#ifndef FEDAGG_SERVICE_CORE_REDUCTION_SPEC_H_
+#define FEDAGG_SERVICE_CORE_REDUCTION_SPEC_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "service/core/dtype.h"
+#include "service/core/intrinsic.h"
+#include "service/core/value_type.h"
+
+namespace fedagg {
+
+// The intrinsic a caller picks for one leaf field.
+struct FieldIntrinsic {
+  Intrinsic intrinsic = Intrinsic::kFederatedSum;
+  // Report per-coordinate (per-row) contributor counts; sparse family only.
+  bool report_counts = false;
+};
+
+struct ReductionOptions {
+  // Reject updates holding NaN or +-Inf in any floating-point value.
+  bool require_finite = false;
+  // Accumulate float32 / float16 / bfloat16 inputs in float64 instead of float32.
+  bool float64_accumulation = false;
+};
+
+// Everything the reduction needs to know about one leaf field, derived once.
+struct FieldSpec {
+  std::string path;
+  TensorType type;            // as declared: dtype is the transport dtype
+  Intrinsic intrinsic;
+  Encoding encoding;
+  bool report_counts;         // caller asked for counts
+  bool keeps_counts;          // counts kept (asked for, or needed by the intrinsic)
+  int64_t rows;               // row-sparse: shape[0]; sparse: num_elements; dense: 1
+  int64_t row_width;          // row-sparse: elements per row; sparse: 1; dense: num_elements
+  DType accumulation_dtype;   // float32, float64 or int64
+  DType result_dtype;         // dtype of the reported values
+};
+
+class ReductionSpec {
+ public:
+  // `intrinsics` holds one entry per leaf of `type`, in depth-first order.
+  static absl::StatusOr<std::shared_ptr<const ReductionSpec>> Create(
+      ValueType type, std::vector<FieldIntrinsic> intrinsics, ReductionOptions options = {});
+
+  const ValueType& value_type() const { return value_type_; }
+  const std::vector<FieldSpec>& fields() const { return fields_; }
+  const ReductionOptions& options() const { return options_; }
+  // True when some field's intrinsic uses the update weight (so updates must carry one).
+  bool has_weighted_field() const { return has_weighted_field_; }
+  // One line naming every field, its type, intrinsic and options; equal strings mean
+  // partial aggregates of the two specs can be merged.
+  const std::string& canonical() const { return canonical_; }
+
+ private:
+  ReductionSpec() = default;
+
+  ValueType value_type_;
+  std::vector<FieldSpec> fields_;
+  ReductionOptions options_;
+  bool has_weighted_field_ = false;
+  std::string canonical_;
+};
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_CORE_REDUCTION_SPEC_H_

@@ -1,0 +1,72 @@
+// A fixed pool of worker threads with a blocking ParallelFor.
+#include "service/core/thread_pool.h"
+
+#include <algorithm>
+
+namespace fedagg {
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (std::thread& worker : workers_) worker.join();
+}
+
+void ThreadPool::WorkerLoop() {
+  while (true) {
+    std::function<void()> task;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &ThreadPool::HasWorkOrStopping));
+      if (tasks_.empty()) return;  // stopping, and nothing left to run
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
+                             absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  if (n <= 0) return;
+  const int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(1, min_chunk));
+  const int64_t chunks = std::min<int64_t>(threads(), max_chunks);
+  if (chunks <= 1) {
+    fn(0, n);
+    return;
+  }
+  const int64_t chunk = (n + chunks - 1) / chunks;
+  absl::Mutex done_mu;
+  int64_t remaining = chunks - 1;
+  {
+    absl::MutexLock lock(&mu_);
+    for (int64_t c = 1; c < chunks; ++c) {
+      const int64_t begin = c * chunk;
+      const int64_t end = std::min(n, begin + chunk);
+      tasks_.push_back([&fn, &done_mu, &remaining, begin, end] {
+        if (begin < end) fn(begin, end);
+        absl::MutexLock done_lock(&done_mu);
+        --remaining;
+      });
+    }
+  }
+  fn(0, std::min(n, chunk));
+  absl::MutexLock done_lock(&done_mu);
+  done_mu.Await(absl::Condition(
+      +[](int64_t* left) { return *left == 0; }, &remaining));
+}
+
+ThreadPool& ThreadPool::Default() {
+  // Lives for the whole process on purpose: accumulators may still run at static
+  // destruction time, so the pool is never torn down before them.
+  static ThreadPool* pool =
+      new ThreadPool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  return *pool;
+}
+
+}  // namespace fedagg

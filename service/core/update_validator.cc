@@ -1,0 +1,121 @@
+// Validation of client updates against their ReductionSpec.
+#include "service/core/update_validator.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "service/core/status_macros.h"
+
+namespace fedagg {
+namespace {
+
+template <typename T>
+bool AllFinite(absl::Span<const std::byte> bytes) {
+  const T* values = reinterpret_cast<const T*>(bytes.data());
+  const size_t n = bytes.size() / sizeof(T);
+  bool finite = true;
+  for (size_t i = 0; i < n; ++i) {
+    if constexpr (std::is_floating_point_v<T>) {
+      finite &= std::isfinite(values[i]);
+    } else {
+      finite &= IsFinite(values[i]);
+    }
+  }
+  return finite;
+}
+
+bool ValuesFinite(DType dtype, absl::Span<const std::byte> bytes) {
+  switch (dtype) {
+    case DType::kFloat32: return AllFinite<float>(bytes);
+    case DType::kFloat64: return AllFinite<double>(bytes);
+    case DType::kFloat16: return AllFinite<Float16>(bytes);
+    case DType::kBFloat16: return AllFinite<BFloat16>(bytes);
+    case DType::kInt32:
+    case DType::kInt64: return true;
+  }
+  return true;
+}
+
+absl::Status FieldError(const FieldSpec& field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat("field '", field.path, "' (",
+                                                 field.type.ToString(), ", ",
+                                                 IntrinsicName(field.intrinsic), "): ", problem));
+}
+
+}  // namespace
+
+absl::Status ValidateField(const ReductionSpec& spec, const FieldSpec& field,
+                           const FieldValue& value) {
+  if (value.encoding != field.encoding) {
+    return FieldError(field, absl::StrCat("sent ", EncodingName(value.encoding), " but ",
+                                          IntrinsicName(field.intrinsic), " takes ",
+                                          EncodingName(field.encoding), " values"));
+  }
+  if (value.dtype != field.type.dtype) {
+    return FieldError(field, absl::StrCat("sent dtype ", DTypeName(value.dtype), ", declared ",
+                                          DTypeName(field.type.dtype)));
+  }
+  const size_t element_size = DTypeSize(field.type.dtype);
+  if (reinterpret_cast<uintptr_t>(value.values.data()) % element_size != 0) {
+    return FieldError(field, "values are not aligned to their element size");
+  }
+  if (field.encoding == Encoding::kDense) {
+    if (!value.indices.empty()) return FieldError(field, "a dense value carries no indices");
+    if (value.values.size() != field.type.num_bytes()) {
+      return FieldError(field, absl::StrCat("expected ", field.type.num_elements(), " elements (",
+                                            field.type.num_bytes(), " bytes), got ",
+                                            value.values.size(), " bytes"));
+    }
+  } else {
+    const char* what = field.encoding == Encoding::kSparse ? "index" : "row id";
+    const uint64_t row_bytes = static_cast<uint64_t>(field.row_width) * element_size;
+    if (value.values.size() != value.indices.size() * row_bytes) {
+      return FieldError(
+          field, absl::StrCat(value.indices.size(), " ", what, "s but ",
+                              row_bytes == 0 ? 0 : value.values.size() / row_bytes,
+                              field.encoding == Encoding::kSparse ? " values" : " rows",
+                              " (", value.values.size(), " bytes); send one ",
+                              field.encoding == Encoding::kSparse ? "value" : "row", " per ", what));
+    }
+    for (size_t i = 0; i < value.indices.size(); ++i) {
+      const int64_t index = value.indices[i];
+      if (index < 0 || index >= field.rows) {
+        return FieldError(field, absl::StrCat(what, " ", index, " at position ", i,
+                                              " is out of range [0, ", field.rows, ")"));
+      }
+    }
+  }
+  if (spec.options().require_finite && !ValuesFinite(value.dtype, value.values)) {
+    return FieldError(field, "holds NaN or Inf, and this aggregation requires finite values");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateUpdate(const ReductionSpec& spec, const UpdateView& update) {
+  if (update.fields.size() != spec.fields().size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "update has ", update.fields.size(), " fields but type ", spec.value_type().ToString(),
+        " has ", spec.fields().size()));
+  }
+  if (spec.has_weighted_field()) {
+    if (!update.weight.has_value()) {
+      return absl::InvalidArgumentError(
+          "this aggregation has a weighted field; send a weight with the update");
+    }
+    const double weight = *update.weight;
+    if (!std::isfinite(weight) || weight <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("weight ", weight, " is invalid: it must be finite and greater than 0"));
+    }
+  } else if (update.weight.has_value()) {
+    return absl::InvalidArgumentError(
+        "this aggregation has no weighted field; send the update without a weight");
+  }
+  for (size_t i = 0; i < update.fields.size(); ++i) {
+    FEDAGG_RETURN_IF_ERROR(ValidateField(spec, spec.fields()[i], update.fields[i]));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fedagg

@@ -1,0 +1,22 @@
+// Complete validation of one client update against a ReductionSpec: field count,
+// encodings, dtypes, sizes, index bounds, weight and (when asked) finiteness.
+// Nothing reaches an accumulator before this returns OK, so bad input never half-applies.
+#ifndef FEDAGG_SERVICE_CORE_UPDATE_VALIDATOR_H_
+#define FEDAGG_SERVICE_CORE_UPDATE_VALIDATOR_H_
+
+#include "absl/status/status.h"
+#include "service/core/field_value.h"
+#include "service/core/reduction_spec.h"
+
+namespace fedagg {
+
+// INVALID_ARGUMENT with a message naming the field and the problem, or OK.
+absl::Status ValidateUpdate(const ReductionSpec& spec, const UpdateView& update);
+
+// Validates one field alone (used when fields arrive one at a time).
+absl::Status ValidateField(const ReductionSpec& spec, const FieldSpec& field,
+                           const FieldValue& value);
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_CORE_UPDATE_VALIDATOR_H_
