@@ -99,17 +99,16 @@ void AddRows(Acc* __restrict acc, const In* const* rows, const Acc* weights, siz
   }
 }
 
-// The better of a running extreme and a new value; NaN wins, so it propagates.
+// The better of a running extreme and a new value; NaN wins, so it propagates. Written
+// as selects without branches so the loop vectorises.
 template <bool kMax, typename Acc>
 inline Acc Extreme(Acc running, Acc x) {
+  const Acc best = (kMax ? (x > running) : (x < running)) ? x : running;
   if constexpr (std::is_floating_point_v<Acc>) {
-    if (std::isnan(running)) return running;
-    if (std::isnan(x)) return x;
-  }
-  if constexpr (kMax) {
-    return x > running ? x : running;
+    const Acc with_new_nan = (x != x) ? x : best;
+    return (running != running) ? running : with_new_nan;
   } else {
-    return x < running ? x : running;
+    return best;
   }
 }
 
