@@ -176,7 +176,7 @@ TYPED_TEST(IntrinsicTest, SparseSum) {
     ExpectValues(result.fields[0], SumDType(this->kDType), {6}, {1, 0, 0, 8, 0, -1});
     EXPECT_TRUE(result.fields[0].indices.empty());
     EXPECT_EQ(result.fields[0].counts,
-              counts ? std::vector<int64_t>{1, 0, 0, 2, 0, 1} : std::vector<int64_t>{});
+              (counts ? std::vector<int64_t>{1, 0, 0, 2, 0, 1} : std::vector<int64_t>{}));
   }
 }
 
@@ -190,7 +190,7 @@ TYPED_TEST(IntrinsicTest, SparseSumSparse) {
     EXPECT_EQ(result.contributions, 3);
     ExpectValues(result.fields[0], SumDType(this->kDType), {3}, {1, 8, -1});
     EXPECT_EQ(result.fields[0].indices, (std::vector<int64_t>{0, 3, 5}));
-    EXPECT_EQ(result.fields[0].counts, counts ? std::vector<int64_t>{1, 2, 1} : std::vector<int64_t>{});
+    EXPECT_EQ(result.fields[0].counts, (counts ? std::vector<int64_t>{1, 2, 1} : std::vector<int64_t>{}));
   }
 }
 
@@ -216,7 +216,7 @@ TYPED_TEST(IntrinsicTest, SparseMean) {
     // the duplicate index 3 of u1 counts u1 once: (2 + 4 + 2) / 2.
     ExpectValues(result.fields[0], MeanDType(this->kDType), {6}, {1, 0, 0, 4, 0, -1});
     EXPECT_EQ(result.fields[0].counts,
-              counts ? std::vector<int64_t>{1, 0, 0, 2, 0, 1} : std::vector<int64_t>{});
+              (counts ? std::vector<int64_t>{1, 0, 0, 2, 0, 1} : std::vector<int64_t>{}));
   }
 }
 
@@ -234,7 +234,7 @@ TYPED_TEST(IntrinsicTest, SparseWeightedMean) {
     // index 3: (1 * 2 + 3 * (4 + 2)) / (1 + 3); index 5: 3 * -1 / 3.
     ExpectValues(result.fields[0], MeanDType(this->kDType), {6}, {1, 0, 0, 5, 0, -1});
     EXPECT_EQ(result.fields[0].counts,
-              counts ? std::vector<int64_t>{1, 0, 0, 2, 0, 1} : std::vector<int64_t>{});
+              (counts ? std::vector<int64_t>{1, 0, 0, 2, 0, 1} : std::vector<int64_t>{}));
   }
 }
 
@@ -259,7 +259,7 @@ TYPED_TEST(IntrinsicTest, RowSparseSum) {
     ASSERT_TRUE(IsOk(partial.AccumulateBatch(Views(updates))));
     const AggregateResult result = Reported(partial);
     ExpectValues(result.fields[0], SumDType(this->kDType), {4, 2}, {0, 0, 5, 8, 0, 0, 3, 4});
-    EXPECT_EQ(result.fields[0].counts, counts ? std::vector<int64_t>{0, 2, 0, 1} : std::vector<int64_t>{});
+    EXPECT_EQ(result.fields[0].counts, (counts ? std::vector<int64_t>{0, 2, 0, 1} : std::vector<int64_t>{}));
   }
 }
 
@@ -271,7 +271,7 @@ TYPED_TEST(IntrinsicTest, RowSparseMean) {
     for (const Update& u : updates) ASSERT_TRUE(IsOk(partial.Accumulate(u.view())));
     const AggregateResult result = Reported(partial);
     ExpectValues(result.fields[0], MeanDType(this->kDType), {4, 2}, {0, 0, 2.5, 4, 0, 0, 3, 4});
-    EXPECT_EQ(result.fields[0].counts, counts ? std::vector<int64_t>{0, 2, 0, 1} : std::vector<int64_t>{});
+    EXPECT_EQ(result.fields[0].counts, (counts ? std::vector<int64_t>{0, 2, 0, 1} : std::vector<int64_t>{}));
   }
 }
 
@@ -491,7 +491,7 @@ TEST(PartialAggregateTest, IntegerSumsAreExactInInt64) {
     b.Dense(std::vector<int64_t>{1, -3});
     ASSERT_TRUE(IsOk(partial.Accumulate(a.view())));
     ASSERT_TRUE(IsOk(partial.Accumulate(b.view())));
-    const Tensor& value = Reported(partial).fields[0].value;
+    const Tensor value = Reported(partial).fields[0].value;
     ASSERT_EQ(value.dtype, DType::kInt64);
     EXPECT_EQ(value.values<int64_t>()[0], (int64_t{1} << 60) + 2);
     EXPECT_EQ(value.values<int64_t>()[1], -(int64_t{1} << 62) - 3);
@@ -504,7 +504,7 @@ TEST(PartialAggregateTest, IntegerSumsAreExactInInt64) {
       u.Sparse<int32_t>({0, 1}, {std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()});
     }
     ASSERT_TRUE(IsOk(partial.AccumulateBatch(Views(updates))));
-    const Tensor& value = Reported(partial).fields[0].value;
+    const Tensor value = Reported(partial).fields[0].value;
     ASSERT_EQ(value.dtype, DType::kInt64);
     EXPECT_EQ(value.values<int64_t>()[0], 3 * int64_t{std::numeric_limits<int32_t>::max()});
     EXPECT_EQ(value.values<int64_t>()[1], 3 * int64_t{std::numeric_limits<int32_t>::min()});
@@ -551,7 +551,7 @@ TEST(PartialAggregateTest, IntegerMeansReportFloat64) {
     }
     ASSERT_TRUE(IsOk(partial.Accumulate(a.view())));
     ASSERT_TRUE(IsOk(partial.Accumulate(b.view())));
-    const Tensor& value = Reported(partial).fields[0].value;
+    const Tensor value = Reported(partial).fields[0].value;
     ASSERT_EQ(value.dtype, DType::kFloat64);
     EXPECT_EQ(value.values<double>()[0], 1.5);
   }
@@ -574,7 +574,7 @@ TEST(PartialAggregateTest, HalfFloatsAreWidenedToFloat32) {
     b.Dense(std::vector<Float16>{Float16{0x7bff}, FromDouble<Float16>(1)});
     ASSERT_TRUE(IsOk(partial.Accumulate(a.view())));
     ASSERT_TRUE(IsOk(partial.Accumulate(b.view())));
-    const Tensor& value = Reported(partial).fields[0].value;
+    const Tensor value = Reported(partial).fields[0].value;
     ASSERT_EQ(value.dtype, DType::kFloat32);
     EXPECT_EQ(value.values<float>()[0], 131008.0f);
     EXPECT_EQ(value.values<float>()[1], 2049.0f);  // not representable in float16
@@ -587,7 +587,7 @@ TEST(PartialAggregateTest, HalfFloatsAreWidenedToFloat32) {
     b.Sparse<BFloat16>({0}, Values<BFloat16>({1}));
     ASSERT_TRUE(IsOk(partial.Accumulate(a.view())));
     ASSERT_TRUE(IsOk(partial.Accumulate(b.view())));
-    const Tensor& value = Reported(partial).fields[0].value;
+    const Tensor value = Reported(partial).fields[0].value;
     ASSERT_EQ(value.dtype, DType::kFloat32);
     EXPECT_EQ(value.values<float>()[0], 257.0f);
   }
@@ -625,7 +625,7 @@ TEST(PartialAggregateTest, Float64AccumulationGivesFloat64Results) {
       }
       ASSERT_TRUE(IsOk(partial.Accumulate(a.view())));
       ASSERT_TRUE(IsOk(partial.Accumulate(b.view())));
-      const Tensor& value = Reported(partial).fields[0].value;
+      const Tensor value = Reported(partial).fields[0].value;
       EXPECT_EQ(value.dtype, f64 ? DType::kFloat64 : DType::kFloat32);
       EXPECT_EQ(value.ValueAsDouble(0), f64 ? 16777217.0 : 16777216.0);
     }
@@ -641,9 +641,39 @@ TEST(PartialAggregateTest, Float64AccumulationGivesFloat64Results) {
       a.Dense(Values<V>({0.5}));
     });
     ASSERT_TRUE(IsOk(partial.Accumulate(a.view())));
-    const Tensor& value = Reported(partial).fields[0].value;
+    const Tensor value = Reported(partial).fields[0].value;
     EXPECT_EQ(value.dtype, DType::kFloat64);
     EXPECT_EQ(value.values<double>()[0], 0.5);
+  }
+}
+
+// The validator accepts any finite weight > 0, so the weighted means must be right for all
+// of them, including weights that have no float32 representation when the field
+// accumulates in float32 (float64 fields are the control).
+TEST(PartialAggregateTest, WeightedMeansForWeightsOutsideFloat32Range) {
+  for (DType dtype : {DType::kFloat64, DType::kFloat32, DType::kBFloat16}) {
+    for (Intrinsic intrinsic : {Intrinsic::kFederatedWeightedMean, Intrinsic::kSparseWeightedMean}) {
+      for (double w : {1e39, 1e-50}) {
+        SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " ", IntrinsicName(intrinsic), " weight ", w));
+        PartialAggregate partial(OneFieldSpec(dtype, {1}, intrinsic));
+        std::vector<Update> updates(2);
+        cpu::DispatchDType(dtype, [&](auto tag) {
+          using V = typename decltype(tag)::type;
+          if (intrinsic == Intrinsic::kFederatedWeightedMean) {
+            updates[0].Dense(Values<V>({1}));
+            updates[1].Dense(Values<V>({5}));
+          } else {
+            updates[0].Sparse<V>({0}, Values<V>({1}));
+            updates[1].Sparse<V>({0}, Values<V>({5}));
+          }
+        });
+        updates[0].Weight(w);
+        updates[1].Weight(3 * w);
+        ASSERT_TRUE(IsOk(partial.AccumulateBatch(Views(updates))));
+        // (w * 1 + 3w * 5) / 4w = 4
+        EXPECT_NEAR(Reported(partial).fields[0].value.ValueAsDouble(0), 4.0, 1e-5);
+      }
+    }
   }
 }
 
@@ -838,43 +868,43 @@ std::vector<BadCase> BadCases() {
                      u.Dense(Values<float>({1, 2, 3})).Sparse<float>({}, {}).RowSparse<float>({}, {});
                      return u;
                    },
-                   "expected 4 elements (16 bytes), got 12 bytes"});
+                   "field 'w' (float32[2,2], federated_sum): expected 4 elements (16 bytes), got 12 bytes"});
   cases.push_back({"sparse index out of range", false, false, [=] {
                      Update u;
                      u.Dense(dense()).Sparse<float>({1, 6}, Values<float>({1, 2})).RowSparse<float>({}, {});
                      return u;
                    },
-                   "index 6 at position 1 is out of range [0, 6)"});
+                   "field 'ids' (float32[6], sparse_mean): index 6 at position 1 is out of range [0, 6)"});
   cases.push_back({"negative sparse index", false, false, [=] {
                      Update u;
                      u.Dense(dense()).Sparse<float>({-1}, Values<float>({1})).RowSparse<float>({}, {});
                      return u;
                    },
-                   "index -1 at position 0 is out of range [0, 6)"});
+                   "field 'ids' (float32[6], sparse_mean): index -1 at position 0 is out of range [0, 6)"});
   cases.push_back({"row id out of range", false, false, [=] {
                      Update u;
                      u.Dense(dense()).Sparse<float>({}, {}).RowSparse<float>({0, 4}, Values<float>({1, 2, 3, 4}));
                      return u;
                    },
-                   "row id 4 at position 1 is out of range [0, 4)"});
+                   "field 'emb' (float32[4,2], row_sparse_mean): row id 4 at position 1 is out of range [0, 4)"});
   cases.push_back({"negative row id", false, false, [=] {
                      Update u;
                      u.Dense(dense()).Sparse<float>({}, {}).RowSparse<float>({-2}, Values<float>({1, 2}));
                      return u;
                    },
-                   "row id -2 at position 0 is out of range [0, 4)"});
+                   "field 'emb' (float32[4,2], row_sparse_mean): row id -2 at position 0 is out of range [0, 4)"});
   cases.push_back({"sparse nnz mismatch", false, false, [=] {
                      Update u;
                      u.Dense(dense()).Sparse<float>({1, 2, 3}, Values<float>({1, 2})).RowSparse<float>({}, {});
                      return u;
                    },
-                   "send one value per index"});
+                   "field 'ids' (float32[6], sparse_mean): 3 ind"});
   cases.push_back({"row nnz mismatch", false, false, [=] {
                      Update u;
                      u.Dense(dense()).Sparse<float>({}, {}).RowSparse<float>({1, 2}, Values<float>({1, 2}));
                      return u;
                    },
-                   "2 row ids but 1 rows (8 bytes); send one row per row id"});
+                   "field 'emb' (float32[4,2], row_sparse_mean): 2 row ids but 1 rows (8 bytes); send one row per row id"});
   cases.push_back({"NaN dense with require_finite", false, true, [=] {
                      Update u;
                      u.Dense(Values<float>({1, NAN, 3, 4})).Sparse<float>({}, {}).RowSparse<float>({}, {});
@@ -905,7 +935,7 @@ std::vector<BadCase> BadCases() {
                      return u;
                    },
                    "this aggregation has no weighted field; send the update without a weight"});
-  for (double w : {-1.0, 0.0, std::nan(""), INFINITY, -INFINITY}) {
+  for (double w : std::initializer_list<double>{-1.0, 0.0, std::nan(""), INFINITY, -INFINITY}) {
     cases.push_back({absl::StrCat("weight ", w), true, false, [=] {
                        Update u = GoodUpdate(false);
                        u.Weight(w);

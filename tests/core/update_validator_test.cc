@@ -168,8 +168,8 @@ TEST(UpdateValidatorTest, RejectsSparseIndexOutOfRange) {
   for (const Case& c : {
            Case{{0, 6}, "index 6 at position 1 is out of range [0, 6)"},
            Case{{-1, 0}, "index -1 at position 0 is out of range [0, 6)"},
-           Case{{1, 2, std::numeric_limits<int64_t>::max()}, "at position 2 is out of range"},
-           Case{{std::numeric_limits<int64_t>::min()}, "at position 0 is out of range"},
+           Case{{1, 2, std::numeric_limits<int64_t>::max()}, "index 9223372036854775807 at position 2 is out of range [0, 6)"},
+           Case{{std::numeric_limits<int64_t>::min()}, "index -9223372036854775808 at position 0 is out of range [0, 6)"},
        }) {
     SCOPED_TRACE(c.message);
     Update u;
@@ -318,7 +318,7 @@ TEST(UpdateValidatorTest, WeightRequiredExactlyForWeightedSpecs) {
 
 TEST(UpdateValidatorTest, RejectsBadWeights) {
   const auto weighted = ThreeEncodings({}, /*weighted=*/true);
-  for (double w : {0.0, -0.0, -1.0, -1e-300, std::nan(""), INFINITY, -INFINITY}) {
+  for (double w : std::initializer_list<double>{0.0, -0.0, -1.0, -1e-300, std::nan(""), INFINITY, -INFINITY}) {
     SCOPED_TRACE(w);
     Update u = Good();
     u.Weight(w);

@@ -1,0 +1,91 @@
+// UpdateBuffer: aligned per-field storage for one incoming update.
+#include "service/core/update_buffer.h"
+
+#include "absl/strings/str_cat.h"
+#include "service/core/crc32c.h"
+
+namespace fedagg {
+
+absl::StatusOr<UpdateBuffer> UpdateBuffer::Create(const ReductionSpec& spec,
+                                                  absl::Span<const int64_t> nnz,
+                                                  std::optional<double> weight,
+                                                  uint64_t max_bytes) {
+  if (nnz.size() != spec.fields().size()) {
+    return absl::InvalidArgumentError(absl::StrCat("update header describes ", nnz.size(),
+                                                   " fields but type ",
+                                                   spec.value_type().ToString(), " has ",
+                                                   spec.fields().size()));
+  }
+  UpdateBuffer buffer;
+  buffer.fields_.resize(nnz.size());
+  buffer.view_.weight = weight;
+  // First pass: sizes and limits, before allocating anything.
+  std::vector<std::pair<uint64_t, uint64_t>> sizes;  // (indices, value bytes)
+  uint64_t total = 0;
+  for (size_t f = 0; f < nnz.size(); ++f) {
+    const FieldSpec& field = spec.fields()[f];
+    const uint64_t element = DTypeSize(field.type.dtype);
+    uint64_t indices = 0, value_bytes = 0;
+    if (field.encoding == Encoding::kDense) {
+      value_bytes = field.type.num_bytes();
+    } else {
+      // An update cannot hold more entries than there are coordinates (or rows) times a
+      // small factor for repeats; the byte limit below is the real bound.
+      if (nnz[f] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("field '", field.path, "': nnz ", nnz[f], " is negative"));
+      }
+      indices = static_cast<uint64_t>(nnz[f]);
+      const uint64_t row_bytes = static_cast<uint64_t>(field.row_width) * element;
+      if (row_bytes != 0 && indices > max_bytes / (row_bytes + 8)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "field '", field.path, "': ", indices, " entries exceed the update size limit of ",
+            max_bytes, " bytes"));
+      }
+      value_bytes = indices * row_bytes;
+    }
+    total += indices * 8 + value_bytes;
+    if (total > max_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("update of at least ", total,
+                                                     " bytes exceeds the size limit of ",
+                                                     max_bytes, " bytes"));
+    }
+    sizes.emplace_back(indices, value_bytes);
+  }
+  for (size_t f = 0; f < nnz.size(); ++f) {
+    const FieldSpec& field = spec.fields()[f];
+    FieldStorage& storage = buffer.fields_[f];
+    storage.num_indices = sizes[f].first;
+    storage.value_bytes = sizes[f].second;
+    if (storage.num_indices > 0) storage.indices = std::make_unique<int64_t[]>(storage.num_indices);
+    const size_t words = (storage.value_bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
+    if (words > 0) storage.values = std::make_unique_for_overwrite<std::max_align_t[]>(words);
+    buffer.view_.fields.push_back(FieldValue{
+        field.encoding, field.type.dtype,
+        absl::MakeConstSpan(storage.indices.get(), storage.num_indices),
+        absl::MakeConstSpan(reinterpret_cast<const std::byte*>(storage.values.get()),
+                            storage.value_bytes)});
+  }
+  buffer.total_bytes_ = total;
+  return buffer;
+}
+
+absl::Span<std::byte> UpdateBuffer::section(size_t field, Section section) {
+  FieldStorage& storage = fields_[field];
+  if (section == Section::kIndices) {
+    return absl::MakeSpan(reinterpret_cast<std::byte*>(storage.indices.get()),
+                          storage.num_indices * sizeof(int64_t));
+  }
+  return absl::MakeSpan(reinterpret_cast<std::byte*>(storage.values.get()), storage.value_bytes);
+}
+
+uint32_t UpdateBuffer::Crc32c() const {
+  uint32_t crc = 0;
+  for (const FieldStorage& storage : fields_) {
+    crc = Crc32cExtend(crc, storage.indices.get(), storage.num_indices * sizeof(int64_t));
+    crc = Crc32cExtend(crc, storage.values.get(), storage.value_bytes);
+  }
+  return crc;
+}
+
+}  // namespace fedagg

@@ -1,0 +1,111 @@
+// fedagg-server: the aggregation service. Without --parent it is the root (the server
+// placement); with --parent it is an intermediate aggregator. Every flag can also come
+// from a file: --flagfile=/etc/fedagg/server.flags (one --flag=value per line).
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/ascii.h"
+#include <atomic>
+#include "service/server.h"
+
+ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "address:port to serve gRPC on (port 0: pick one)");
+ABSL_FLAG(std::string, parent, "", "host:port of the parent aggregator; empty: this is the root");
+ABSL_FLAG(std::string, node_id, "", "this node's name at its parent (default: listen address)");
+ABSL_FLAG(int, batch_size, 16, "client updates reduced together in one pass");
+ABSL_FLAG(int64_t, max_update_mib, 1024, "largest accepted client update, MiB");
+ABSL_FLAG(int64_t, child_grace_ms, 10000,
+          "after a seal, how long the root waits for child aggregators' final partials");
+ABSL_FLAG(int64_t, forward_interval_ms, 1000,
+          "intermediate aggregators: how often partial aggregates are forwarded up");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for the listener (enables TLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for the listener");
+ABSL_FLAG(std::string, tls_client_ca, "", "PEM CA that client certificates must chain to (mTLS)");
+ABSL_FLAG(std::string, parent_tls_ca, "", "PEM CA that verifies the parent (enables TLS to it)");
+ABSL_FLAG(std::string, parent_tls_cert, "", "PEM client certificate for the parent (mTLS)");
+ABSL_FLAG(std::string, parent_tls_key, "", "PEM private key for --parent_tls_cert");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "file with one accepted bearer token per line; calls without one get UNAUTHENTICATED");
+ABSL_FLAG(std::string, parent_token_file, "", "file holding the bearer token for the parent");
+ABSL_FLAG(std::string, backend, "auto",
+          "reduction backend: auto, cpu or cuda (the service reduces on the CPU so far; "
+          "see docs/ARCHITECTURE.md)");
+
+namespace {
+
+absl::StatusOr<std::vector<std::string>> ReadTokens(const std::string& path) {
+  std::vector<std::string> tokens;
+  if (path.empty()) return tokens;
+  absl::StatusOr<std::string> content = fedagg::ReadFile(path);
+  if (!content.ok()) return content.status();
+  for (absl::string_view line : absl::StrSplit(*content, '\n', absl::SkipWhitespace())) {
+    tokens.emplace_back(absl::StripAsciiWhitespace(line));
+  }
+  return tokens;
+}
+
+std::atomic<bool> g_stop{false};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "fedagg-server: aggregation tier for federated computation.\n"
+      "  root:          fedagg-server --listen=0.0.0.0:50051\n"
+      "  intermediate:  fedagg-server --listen=0.0.0.0:50052 --parent=root-host:50051");
+  absl::ParseCommandLine(argc, argv);
+
+  const std::string backend = absl::GetFlag(FLAGS_backend);
+  if (backend != "auto" && backend != "cpu" && backend != "cuda") {
+    std::fprintf(stderr, "fedagg-server: --backend must be auto, cpu or cuda, not '%s'\n", backend.c_str());
+    return 2;
+  }
+  if (backend == "cuda") {
+    std::fprintf(stderr,
+                 "fedagg-server: --backend=cuda is not available yet: the service reduces on the "
+                 "CPU backend (the CUDA backend is being built, see docs/ARCHITECTURE.md)\n");
+    return 2;
+  }
+
+  fedagg::ServerConfig config;
+  config.listen_address = absl::GetFlag(FLAGS_listen);
+  config.parent_address = absl::GetFlag(FLAGS_parent);
+  config.node_id = absl::GetFlag(FLAGS_node_id);
+  config.batch_size = absl::GetFlag(FLAGS_batch_size);
+  config.max_update_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_update_mib)) << 20;
+  config.child_grace = absl::Milliseconds(absl::GetFlag(FLAGS_child_grace_ms));
+  config.forward_interval = absl::Milliseconds(absl::GetFlag(FLAGS_forward_interval_ms));
+  config.tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_client_ca)};
+  config.parent_tls = {absl::GetFlag(FLAGS_parent_tls_cert), absl::GetFlag(FLAGS_parent_tls_key),
+                       absl::GetFlag(FLAGS_parent_tls_ca)};
+  absl::StatusOr<std::vector<std::string>> tokens = ReadTokens(absl::GetFlag(FLAGS_auth_tokens_file));
+  absl::StatusOr<std::vector<std::string>> parent_token = ReadTokens(absl::GetFlag(FLAGS_parent_token_file));
+  if (!tokens.ok() || !parent_token.ok()) {
+    std::fprintf(stderr, "fedagg-server: %s\n",
+                 (!tokens.ok() ? tokens.status() : parent_token.status()).ToString().c_str());
+    return 2;
+  }
+  config.auth_tokens = *tokens;
+  if (!parent_token->empty()) config.parent_token = parent_token->front();
+
+  absl::StatusOr<std::unique_ptr<fedagg::FedaggServer>> server = fedagg::FedaggServer::Start(config);
+  if (!server.ok()) {
+    std::fprintf(stderr, "fedagg-server: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("fedagg-server listening on port %d as %s (backend: cpu%s)\n", (*server)->port(),
+              config.parent_address.empty() ? "root" : ("intermediate under " + config.parent_address).c_str(),
+              backend == "auto" ? ", chosen by --backend=auto" : "");
+  std::fflush(stdout);
+
+  std::signal(SIGINT, [](int) { g_stop = true; });
+  std::signal(SIGTERM, [](int) { g_stop = true; });
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::printf("fedagg-server: shutting down\n");
+  (*server)->Shutdown(absl::Seconds(2));
+  return 0;
+}

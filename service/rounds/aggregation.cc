@@ -1,0 +1,333 @@
+// Aggregation: lifecycle, exactly-once accounting, batching and child partials.
+#include "service/rounds/aggregation.h"
+
+#include "absl/strings/str_cat.h"
+#include "service/core/update_validator.h"
+
+namespace fedagg {
+
+Aggregation::Aggregation(AggregationConfig config, AggregationOptions options)
+    : config_(std::move(config)), options_(options), partial_(config_.reduction) {}
+
+absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
+  absl::MutexLock lock(&mu_);
+  if (state_ != v1::OPEN) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "aggregation '", id(), "' is ", v1::AggregationState_Name(state_),
+        " and accepts no more updates; ask GetTask for an open one"));
+  }
+  if (counted_.contains(client_id)) {
+    return absl::AlreadyExistsError(absl::StrCat("client '", client_id,
+                                                 "' already contributed to aggregation '", id(),
+                                                 "'; its update is counted once"));
+  }
+  if (in_flight_.contains(client_id)) {
+    return absl::AbortedError(absl::StrCat("another update from client '", client_id,
+                                           "' to aggregation '", id(),
+                                           "' is in flight; wait for its ack"));
+  }
+  if (config_.max_contributions > 0 &&
+      contributions_ + static_cast<int64_t>(in_flight_.size()) >= config_.max_contributions) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "aggregation '", id(), "' has all ", config_.max_contributions,
+        " contributions it accepts (counted or in flight)"));
+  }
+  in_flight_.insert(client_id);
+  return absl::OkStatus();
+}
+
+void Aggregation::AbandonUpdate(const std::string& client_id) {
+  absl::MutexLock lock(&mu_);
+  in_flight_.erase(client_id);
+}
+
+absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id,
+                                                  UpdateBuffer update) {
+  if (absl::Status valid = ValidateUpdate(reduction(), update.view()); !valid.ok()) {
+    AbandonUpdate(client_id);
+    return valid;
+  }
+  int64_t contributions = 0;
+  bool batch_full = false;
+  bool sealed_now = false;
+  std::vector<ChildNotifier> to_notify;
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_.erase(client_id);
+    if (state_ != v1::OPEN) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "aggregation '", id(), "' became ", v1::AggregationState_Name(state_),
+          " while the update was in flight; it was not counted"));
+    }
+    counted_.insert(client_id);
+    weight_sum_ += update.view().weight.value_or(1.0);
+    pending_.push_back(std::move(update));
+    contributions = ++contributions_;
+    batch_full = static_cast<int>(pending_.size()) >= options_.batch_size;
+    if (config_.max_contributions > 0 && contributions_ >= config_.max_contributions) {
+      SealLocked(&to_notify);
+      sealed_now = true;
+    }
+  }
+  if (batch_full) ReducePending();
+  if (sealed_now) {
+    for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
+    NotifyWatchers();
+    MaybeFinalize();
+  }
+  return contributions;
+}
+
+void Aggregation::ReduceBatch(std::vector<UpdateBuffer>& batch) {
+  if (batch.empty()) return;
+  std::vector<UpdateView> views;
+  views.reserve(batch.size());
+  for (const UpdateBuffer& buffer : batch) views.push_back(buffer.view());
+  // Every update was validated by CommitUpdate, so this fails only on a bug.
+  reduce_error_.Update(partial_.AccumulateBatch(views));
+  batch.clear();
+}
+
+void Aggregation::ReducePending() {
+  absl::MutexLock reduce(&reduce_mu_);
+  std::vector<UpdateBuffer> batch;
+  {
+    absl::MutexLock lock(&mu_);
+    batch.swap(pending_);
+  }
+  ReduceBatch(batch);
+}
+
+absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_id,
+                                                       uint64_t sequence, bool final,
+                                                       absl::string_view bytes) {
+  absl::StatusOr<PartialAggregate> child =
+      PartialAggregate::Deserialize(config_.reduction, bytes);
+  if (!child.ok()) {
+    return absl::Status(child.status().code(),
+                        absl::StrCat("partial from child '", child_id, "': ",
+                                     child.status().message()));
+  }
+  int64_t contributions = 0;
+  bool finalize = false;
+  {
+    absl::MutexLock reduce(&reduce_mu_);
+    absl::MutexLock lock(&mu_);
+    if (state_ != v1::OPEN && state_ != v1::SEALED) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "aggregation '", id(), "' is ", v1::AggregationState_Name(state_),
+          "; the partial from child '", child_id, "' was not merged"));
+    }
+    Child& child_state = children_[child_id];
+    if (sequence <= child_state.last_sequence) return contributions_;  // a retried push
+    if (sequence != child_state.last_sequence + 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "partial ", sequence, " from child '", child_id, "' skips ahead: expected ",
+          child_state.last_sequence + 1));
+    }
+    absl::Status merged = partial_.MergeWith(*child);
+    if (!merged.ok()) return merged;
+    child_state.last_sequence = sequence;
+    child_state.final_received |= final;
+    contributions_ += child->contributions();
+    weight_sum_ += child->weight_sum();
+    contributions = contributions_;
+    finalize = state_ == v1::SEALED;
+  }
+  if (finalize) MaybeFinalize();
+  return contributions;
+}
+
+void Aggregation::ChildJoined(const std::string& child_id, ChildNotifier notifier) {
+  bool sealed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    Child& child = children_[child_id];
+    child.notifier = notifier;
+    child.connected = true;
+    sealed = state_ != v1::OPEN;
+  }
+  if (sealed) notifier(ChildCommand::kSeal);
+}
+
+void Aggregation::ChildLeft(const std::string& child_id) {
+  bool sealed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = children_.find(child_id);
+    if (it == children_.end()) return;
+    it->second.connected = false;
+    it->second.notifier = nullptr;
+    sealed = state_ == v1::SEALED;
+  }
+  if (sealed) MaybeFinalize();
+}
+
+void Aggregation::SealLocked(std::vector<ChildNotifier>* to_notify) {
+  state_ = v1::SEALED;
+  sealed_at_ = absl::Now();
+  for (const auto& [child_id, child] : children_) {
+    if (child.connected && child.notifier) to_notify->push_back(child.notifier);
+  }
+}
+
+absl::Status Aggregation::Seal() {
+  std::vector<ChildNotifier> to_notify;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == v1::SEALED) return absl::OkStatus();
+    if (state_ != v1::OPEN) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "aggregation '", id(), "' is ", v1::AggregationState_Name(state_), "; only an OPEN one can be sealed"));
+    }
+    SealLocked(&to_notify);
+  }
+  for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
+  NotifyWatchers();
+  MaybeFinalize();
+  return absl::OkStatus();
+}
+
+absl::Status Aggregation::Cancel(const std::string& reason) {
+  std::vector<ChildNotifier> to_notify;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != v1::OPEN && state_ != v1::SEALED) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "aggregation '", id(), "' is already ", v1::AggregationState_Name(state_)));
+    }
+    for (const auto& [child_id, child] : children_) {
+      if (child.connected && child.notifier) to_notify.push_back(child.notifier);
+    }
+    state_ = v1::CANCELLED;
+    detail_ = reason.empty() ? "cancelled by an operator" : reason;
+    pending_.clear();
+  }
+  for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
+  NotifyWatchers();
+  return absl::OkStatus();
+}
+
+bool Aggregation::ChildrenDoneLocked() const {
+  for (const auto& [child_id, child] : children_) {
+    if (child.connected && !child.final_received) return false;
+  }
+  return true;
+}
+
+void Aggregation::MaybeFinalize() {
+  if (options_.forwarding) return;
+  {
+    absl::MutexLock reduce(&reduce_mu_);
+    absl::MutexLock lock(&mu_);
+    if (state_ != v1::SEALED) return;
+    if (!ChildrenDoneLocked() && absl::Now() < sealed_at_ + options_.child_grace) return;
+    ReduceBatch(pending_);
+    if (!reduce_error_.ok()) {
+      state_ = v1::FAILED;
+      detail_ = absl::StrCat("internal error while reducing a validated batch: ",
+                             reduce_error_.ToString());
+    } else if (contributions_ < config_.min_contributions || contributions_ == 0) {
+      state_ = v1::FAILED;
+      detail_ = absl::StrCat("quorum not reached: ", contributions_, " contributions, at least ",
+                             std::max<int64_t>(1, config_.min_contributions), " required");
+    } else {
+      absl::StatusOr<AggregateResult> report = partial_.Report();
+      if (report.ok()) {
+        result_ = std::make_shared<const AggregateResult>(*std::move(report));
+        state_ = v1::FINALIZED;
+      } else {
+        state_ = v1::FAILED;
+        detail_ = absl::StrCat("report failed: ", report.status().ToString());
+      }
+    }
+  }
+  NotifyWatchers();
+}
+
+void Aggregation::Tick(absl::Time now) {
+  if (options_.forwarding) return;
+  bool sealed_now = false;
+  bool sealed = false;
+  std::vector<ChildNotifier> to_notify;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == v1::OPEN && now >= config_.deadline) {
+      SealLocked(&to_notify);
+      sealed_now = true;
+    }
+    sealed = state_ == v1::SEALED;
+  }
+  for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
+  if (sealed_now) NotifyWatchers();
+  if (sealed) MaybeFinalize();
+}
+
+Aggregation::Delta Aggregation::TakeDelta() {
+  absl::MutexLock reduce(&reduce_mu_);
+  absl::MutexLock lock(&mu_);
+  ReduceBatch(pending_);
+  Delta delta{partial_.Serialize(), partial_.contributions()};
+  partial_ = PartialAggregate(config_.reduction);
+  return delta;
+}
+
+void Aggregation::MarkForwarded() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == v1::CANCELLED || state_ == v1::FINALIZED) return;
+    state_ = v1::FINALIZED;
+    detail_ = "forwarded to the parent aggregator";
+  }
+  NotifyWatchers();
+}
+
+v1::AggregationStatus Aggregation::Status() const {
+  v1::AggregationStatus status;
+  *status.mutable_spec() = config_.proto;
+  absl::MutexLock lock(&mu_);
+  status.set_state(state_);
+  status.set_contributions(contributions_);
+  status.set_weight_sum(weight_sum_);
+  status.set_detail(detail_);
+  status.set_children(static_cast<int64_t>(children_.size()));
+  return status;
+}
+
+v1::AggregationState Aggregation::state() const {
+  absl::MutexLock lock(&mu_);
+  return state_;
+}
+
+absl::StatusOr<std::shared_ptr<const AggregateResult>> Aggregation::Result() const {
+  absl::MutexLock lock(&mu_);
+  if (state_ != v1::FINALIZED || result_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "aggregation '", id(), "' is ", v1::AggregationState_Name(state_),
+        detail_.empty() ? "" : absl::StrCat(" (", detail_, ")"),
+        "; a result exists only once it is FINALIZED"));
+  }
+  return result_;
+}
+
+int Aggregation::AddWatcher(std::function<void()> watcher) {
+  absl::MutexLock lock(&mu_);
+  watchers_[next_watcher_] = std::move(watcher);
+  return next_watcher_++;
+}
+
+void Aggregation::RemoveWatcher(int handle) {
+  absl::MutexLock lock(&mu_);
+  watchers_.erase(handle);
+}
+
+void Aggregation::NotifyWatchers() {
+  std::vector<std::function<void()>> watchers;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [handle, watcher] : watchers_) watchers.push_back(watcher);
+  }
+  for (const auto& watcher : watchers) watcher();
+}
+
+}  // namespace fedagg

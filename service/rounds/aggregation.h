@@ -1,0 +1,137 @@
+// Aggregation: one run of an intrinsic over one population at this node — its lifecycle
+// (OPEN -> SEALED -> FINALIZED, or FAILED / CANCELLED), exactly-once accounting per
+// client id, batching of validated updates into the partial aggregate, and the partials
+// merged from child aggregators. Thread-safe: stream reactors, the control plane, the
+// tier link and the deadline ticker all call into it.
+//
+// Batching: committed updates wait in a pending batch; a full batch is swapped out and
+// reduced while the next one fills. Reduction happens on the thread that filled the
+// batch, outside the state lock; a second full batch waits for the first (bounded memory:
+// at most two batches of updates are held).
+#ifndef FEDAGG_SERVICE_ROUNDS_AGGREGATION_H_
+#define FEDAGG_SERVICE_ROUNDS_AGGREGATION_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "fedagg/v1/types.pb.h"
+#include "service/core/partial_aggregate.h"
+#include "service/core/update_buffer.h"
+#include "service/rounds/spec_conversion.h"
+
+namespace fedagg {
+
+struct AggregationOptions {
+  int batch_size = 16;  // updates reduced together
+  // After a seal, how long to wait for child aggregators' final partials.
+  absl::Duration child_grace = absl::Seconds(10);
+  // An intermediate aggregator's mirror: it never finalizes itself; its partial goes
+  // up to the parent (TakeDelta) and the parent decides the outcome.
+  bool forwarding = false;
+};
+
+class Aggregation {
+ public:
+  // Sent to a child aggregator over its Tier.Join stream.
+  enum class ChildCommand { kFlush, kSeal };
+  using ChildNotifier = std::function<void(ChildCommand)>;
+
+  Aggregation(AggregationConfig config, AggregationOptions options);
+
+  const std::string& id() const { return config_.id; }
+  const AggregationConfig& config() const { return config_; }
+  const ReductionSpec& reduction() const { return *config_.reduction; }
+
+  // Starts an update from `client_id`: FAILED_PRECONDITION when not open, ALREADY_EXISTS
+  // when this client was already counted, ABORTED when another of its updates is in
+  // flight, RESOURCE_EXHAUSTED when max_contributions is taken.
+  absl::Status BeginUpdate(const std::string& client_id);
+  // Drops an update begun but not committed (stream cut, bad chunk): nothing is counted.
+  void AbandonUpdate(const std::string& client_id);
+  // Validates the assembled update completely and counts it (returns the contributions
+  // after it); on error it is not counted and the client may send a corrected update.
+  absl::StatusOr<int64_t> CommitUpdate(const std::string& client_id, UpdateBuffer update);
+
+  // A child's partial aggregate since its previous push. A repeated (child, sequence) is
+  // acknowledged without merging again.
+  absl::StatusOr<int64_t> MergeChildPartial(const std::string& child_id, uint64_t sequence,
+                                            bool final, absl::string_view bytes);
+  void ChildJoined(const std::string& child_id, ChildNotifier notifier);
+  void ChildLeft(const std::string& child_id);
+
+  absl::Status Seal();
+  absl::Status Cancel(const std::string& reason);
+  // Seals at the deadline, and finalizes a sealed aggregation whose children are done or
+  // whose child grace period ran out. Called by the registry's ticker.
+  void Tick(absl::Time now);
+
+  // Forwarding mirrors: reduces what is pending and hands out everything accumulated
+  // since the last call, serialized, with its contribution count.
+  struct Delta {
+    std::string bytes;
+    int64_t contributions = 0;
+  };
+  Delta TakeDelta();
+  // Forwarding mirrors: marks the mirror done after its final delta went up.
+  void MarkForwarded();
+
+  v1::AggregationStatus Status() const;
+  v1::AggregationState state() const;
+  // The result of a FINALIZED aggregation; FAILED_PRECONDITION otherwise.
+  absl::StatusOr<std::shared_ptr<const AggregateResult>> Result() const;
+
+  // `watcher` runs (outside any lock) after every state change until removed.
+  int AddWatcher(std::function<void()> watcher);
+  void RemoveWatcher(int handle);
+
+ private:
+  // Moves the pending batch into the partial aggregate. Call without mu_.
+  void ReducePending();
+  // Accumulates `batch` into the partial aggregate and empties it.
+  void ReduceBatch(std::vector<UpdateBuffer>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(reduce_mu_);
+  // Finalizes a sealed aggregation once its children are done or their grace ran out.
+  void MaybeFinalize();
+  void SealLocked(std::vector<ChildNotifier>* to_notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ChildrenDoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NotifyWatchers();
+
+  const AggregationConfig config_;
+  const AggregationOptions options_;
+
+  mutable absl::Mutex mu_;
+  v1::AggregationState state_ ABSL_GUARDED_BY(mu_) = v1::OPEN;
+  std::string detail_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> counted_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
+  std::vector<UpdateBuffer> pending_ ABSL_GUARDED_BY(mu_);
+  int64_t contributions_ ABSL_GUARDED_BY(mu_) = 0;
+  double weight_sum_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time sealed_at_ ABSL_GUARDED_BY(mu_);
+  struct Child {
+    ChildNotifier notifier;
+    uint64_t last_sequence = 0;
+    bool connected = false;
+    bool final_received = false;
+  };
+  std::map<std::string, Child> children_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const AggregateResult> result_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::function<void()>> watchers_ ABSL_GUARDED_BY(mu_);
+  int next_watcher_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Lock order: reduce_mu_ before mu_. Guards the partial aggregate.
+  absl::Mutex reduce_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  PartialAggregate partial_ ABSL_GUARDED_BY(reduce_mu_);
+  absl::Status reduce_error_ ABSL_GUARDED_BY(reduce_mu_);
+};
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_ROUNDS_AGGREGATION_H_

@@ -1,0 +1,105 @@
+// AggregationRegistry: creation, lookup (with upstream mirroring) and the deadline ticker.
+#include "service/rounds/aggregation_registry.h"
+
+#include "absl/strings/str_cat.h"
+#include "service/core/status_macros.h"
+
+namespace fedagg {
+namespace {
+constexpr absl::Duration kTickInterval = absl::Milliseconds(20);
+}  // namespace
+
+AggregationRegistry::AggregationRegistry(AggregationOptions options)
+    : options_(options), ticker_([this] { TickerLoop(); }) {}
+
+AggregationRegistry::~AggregationRegistry() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  ticker_.join();
+}
+
+absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(
+    const v1::AggregationSpec& spec) {
+  if (is_intermediate()) {
+    return absl::FailedPreconditionError(
+        "this is an intermediate aggregator: create aggregations at the root, which is the "
+        "server placement; this node learns them from its parent");
+  }
+  FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(spec));
+  absl::MutexLock lock(&mu_);
+  if (by_id_.contains(config.id)) {
+    return absl::AlreadyExistsError(absl::StrCat("aggregation '", config.id, "' already exists"));
+  }
+  auto aggregation = std::make_shared<Aggregation>(std::move(config), options_);
+  by_id_[aggregation->id()] = aggregation;
+  creation_order_.push_back(aggregation->id());
+  return aggregation;
+}
+
+absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::GetOrMirror(
+    const v1::AggregationSpec& spec) {
+  FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(spec));
+  std::shared_ptr<Aggregation> mirror;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_id_.find(config.id);
+    if (it != by_id_.end()) return it->second;
+    AggregationOptions options = options_;
+    options.forwarding = true;
+    mirror = std::make_shared<Aggregation>(std::move(config), options);
+    by_id_[mirror->id()] = mirror;
+    creation_order_.push_back(mirror->id());
+  }
+  upstream_->MirrorCreated(mirror);
+  return mirror;
+}
+
+absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Find(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) {
+    return absl::NotFoundError(absl::StrCat("no aggregation '", id, "' on this server"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Get(const std::string& id) {
+  absl::StatusOr<std::shared_ptr<Aggregation>> found = Find(id);
+  if (found.ok() || !is_intermediate()) return found;
+  FEDAGG_ASSIGN_OR_RETURN(v1::AggregationSpec spec, upstream_->FetchSpec(id));
+  return GetOrMirror(spec);
+}
+
+std::vector<std::shared_ptr<Aggregation>> AggregationRegistry::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<Aggregation>> out;
+  for (const std::string& id : creation_order_) out.push_back(by_id_.at(id));
+  return out;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<Aggregation>>> AggregationRegistry::OpenAggregations(
+    int max) {
+  // On an intermediate aggregator these are the mirrors of the parent's open
+  // aggregations, kept current by the parent link.
+  std::vector<std::shared_ptr<Aggregation>> out;
+  for (std::shared_ptr<Aggregation>& aggregation : List()) {
+    if (static_cast<int>(out.size()) >= max) break;
+    if (aggregation->state() == v1::OPEN) out.push_back(std::move(aggregation));
+  }
+  return out;
+}
+
+void AggregationRegistry::TickerLoop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), kTickInterval)) return;
+    }
+    const absl::Time now = absl::Now();
+    for (const std::shared_ptr<Aggregation>& aggregation : List()) aggregation->Tick(now);
+  }
+}
+
+}  // namespace fedagg

@@ -1,0 +1,67 @@
+// AggregationRegistry: the aggregations this node knows, by id. Creates them from
+// specs (validated), finds them for the RPC layer, and runs the ticker that seals
+// aggregations at their deadline and finalizes sealed ones. An intermediate aggregator
+// installs an UpstreamSource so that unknown ids are fetched from its parent.
+#ifndef FEDAGG_SERVICE_ROUNDS_AGGREGATION_REGISTRY_H_
+#define FEDAGG_SERVICE_ROUNDS_AGGREGATION_REGISTRY_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "service/rounds/aggregation.h"
+
+namespace fedagg {
+
+// Where an intermediate aggregator learns specs: its parent.
+class UpstreamSource {
+ public:
+  virtual ~UpstreamSource() = default;
+  virtual absl::StatusOr<v1::AggregationSpec> FetchSpec(const std::string& id) = 0;
+  // Called once per mirror created, to join the parent and forward partials.
+  virtual void MirrorCreated(std::shared_ptr<Aggregation> mirror) = 0;
+};
+
+class AggregationRegistry {
+ public:
+  explicit AggregationRegistry(AggregationOptions options);
+  ~AggregationRegistry();  // stops the ticker
+
+  // Only before serving: makes this node an intermediate aggregator.
+  void SetUpstream(UpstreamSource* upstream) { upstream_ = upstream; }
+  bool is_intermediate() const { return upstream_ != nullptr; }
+
+  // ALREADY_EXISTS for a known id; INVALID_ARGUMENT for a bad spec; FAILED_PRECONDITION
+  // on an intermediate aggregator (create aggregations at the root).
+  absl::StatusOr<std::shared_ptr<Aggregation>> Create(const v1::AggregationSpec& spec);
+  // NOT_FOUND for an unknown id (after asking the parent, on an intermediate aggregator).
+  absl::StatusOr<std::shared_ptr<Aggregation>> Get(const std::string& id);
+  // NOT_FOUND for an id this node does not hold (never asks the parent).
+  absl::StatusOr<std::shared_ptr<Aggregation>> Find(const std::string& id) const;
+  std::vector<std::shared_ptr<Aggregation>> List() const;
+  // Up to `max` OPEN aggregations, oldest first (the task path hands these out).
+  absl::StatusOr<std::vector<std::shared_ptr<Aggregation>>> OpenAggregations(int max);
+  // Intermediate aggregators: the local mirror of a parent's aggregation, created (and
+  // announced to the UpstreamSource) on first use.
+  absl::StatusOr<std::shared_ptr<Aggregation>> GetOrMirror(const v1::AggregationSpec& spec);
+
+ private:
+  void TickerLoop();
+
+  const AggregationOptions options_;
+  UpstreamSource* upstream_ = nullptr;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Aggregation>> by_id_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> creation_order_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread ticker_;
+};
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_ROUNDS_AGGREGATION_REGISTRY_H_

@@ -1,0 +1,137 @@
+// Protobuf <-> core conversions for value types, specs and tensors.
+#include "service/rounds/spec_conversion.h"
+
+#include "absl/strings/str_cat.h"
+#include "service/core/status_macros.h"
+
+namespace fedagg {
+namespace {
+
+constexpr int kMaxTypeDepth = 32;
+constexpr size_t kMaxIdLength = 128;
+
+absl::StatusOr<ValueType> FromProtoAtDepth(const v1::ValueType& proto, int depth) {
+  if (depth > kMaxTypeDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("value type nests deeper than ", kMaxTypeDepth, " levels"));
+  }
+  switch (proto.kind_case()) {
+    case v1::ValueType::kTensor: {
+      FEDAGG_ASSIGN_OR_RETURN(DType dtype, DTypeFromProto(proto.tensor().dtype()));
+      return ValueType::Tensor(dtype, {proto.tensor().shape().begin(), proto.tensor().shape().end()});
+    }
+    case v1::ValueType::kStructType: {
+      std::vector<std::pair<std::string, ValueType>> fields;
+      for (const auto& field : proto.struct_type().fields()) {
+        FEDAGG_ASSIGN_OR_RETURN(ValueType type, FromProtoAtDepth(field.type(), depth + 1));
+        fields.emplace_back(field.name(), std::move(type));
+      }
+      return ValueType::Struct(std::move(fields));
+    }
+    default:
+      return absl::InvalidArgumentError("value type is empty: set tensor or struct_type");
+  }
+}
+
+bool IsValidId(const std::string& id) {
+  if (id.empty() || id.size() > kMaxIdLength) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<DType> DTypeFromProto(v1::DType dtype) {
+  const int raw = static_cast<int>(dtype);
+  if (!IsValidDType(static_cast<uint8_t>(raw)) || raw > 255) {
+    return absl::InvalidArgumentError(absl::StrCat("dtype ", raw, " is not a known fedagg dtype"));
+  }
+  return static_cast<DType>(raw);
+}
+
+v1::DType DTypeToProto(DType dtype) { return static_cast<v1::DType>(static_cast<int>(dtype)); }
+
+absl::StatusOr<ValueType> ValueTypeFromProto(const v1::ValueType& proto) {
+  FEDAGG_ASSIGN_OR_RETURN(ValueType type, FromProtoAtDepth(proto, 0));
+  FEDAGG_RETURN_IF_ERROR(type.Validate());
+  return type;
+}
+
+v1::ValueType ValueTypeToProto(const ValueType& type) {
+  v1::ValueType proto;
+  if (type.is_tensor()) {
+    proto.mutable_tensor()->set_dtype(DTypeToProto(type.tensor().dtype));
+    for (int64_t d : type.tensor().shape) proto.mutable_tensor()->add_shape(d);
+    return proto;
+  }
+  for (const StructField& field : type.fields()) {
+    auto* f = proto.mutable_struct_type()->add_fields();
+    f->set_name(field.name);
+    *f->mutable_type() = ValueTypeToProto(*field.type);
+  }
+  return proto;
+}
+
+absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& proto) {
+  AggregationConfig config;
+  config.id = proto.aggregation_id();
+  if (!IsValidId(config.id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "aggregation id '", config.id, "' is invalid: use 1 to ", kMaxIdLength,
+        " characters from A-Z a-z 0-9 . _ -"));
+  }
+  FEDAGG_ASSIGN_OR_RETURN(ValueType type, ValueTypeFromProto(proto.value_type()));
+  std::vector<FieldIntrinsic> intrinsics;
+  for (const v1::FieldIntrinsic& field : proto.intrinsics()) {
+    const int raw = static_cast<int>(field.intrinsic());
+    if (raw < 0 || raw > 255 || !IsValidIntrinsic(static_cast<uint8_t>(raw))) {
+      return absl::InvalidArgumentError(absl::StrCat("intrinsic ", raw, " is not a known intrinsic"));
+    }
+    intrinsics.push_back(FieldIntrinsic{static_cast<Intrinsic>(raw), field.report_counts()});
+  }
+  FEDAGG_ASSIGN_OR_RETURN(
+      config.reduction,
+      ReductionSpec::Create(std::move(type), std::move(intrinsics),
+                            ReductionOptions{proto.require_finite(), proto.float64_accumulation()}));
+  if (proto.min_contributions() < 0 || proto.max_contributions() < 0) {
+    return absl::InvalidArgumentError("min_contributions and max_contributions must be >= 0");
+  }
+  if (proto.max_contributions() != 0 && proto.max_contributions() < proto.min_contributions()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_contributions (", proto.max_contributions(), ") is below min_contributions (",
+        proto.min_contributions(), ")"));
+  }
+  config.min_contributions = proto.min_contributions();
+  config.max_contributions = proto.max_contributions();
+  if (proto.deadline_unix_ms() < 0) {
+    return absl::InvalidArgumentError("deadline_unix_ms must be >= 0 (0: no deadline)");
+  }
+  if (proto.deadline_unix_ms() > 0) config.deadline = absl::FromUnixMillis(proto.deadline_unix_ms());
+  for (int i = 0; i < proto.broadcast_size(); ++i) {
+    const v1::Tensor& tensor = proto.broadcast(i);
+    FEDAGG_ASSIGN_OR_RETURN(DType dtype, DTypeFromProto(tensor.dtype()));
+    TensorType type{dtype, {tensor.shape().begin(), tensor.shape().end()}};
+    FEDAGG_RETURN_IF_ERROR(ValueType::Tensor(dtype, type.shape).Validate());
+    if (tensor.data().size() != type.num_bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat("broadcast tensor ", i, " of type ",
+                                                     type.ToString(), " needs ", type.num_bytes(),
+                                                     " bytes, has ", tensor.data().size()));
+    }
+  }
+  config.proto = proto;
+  return config;
+}
+
+v1::Tensor TensorToProto(const Tensor& tensor) {
+  v1::Tensor proto;
+  proto.set_dtype(DTypeToProto(tensor.dtype));
+  for (int64_t d : tensor.shape) proto.add_shape(d);
+  proto.set_data(reinterpret_cast<const char*>(tensor.bytes.data()), tensor.bytes.size());
+  return proto;
+}
+
+}  // namespace fedagg

@@ -1,0 +1,41 @@
+// Conversions between the fedagg.v1 protobuf messages and the aggregation core's types:
+// value types, intrinsics, specs (with every check an operator's input needs) and results.
+// No gRPC here: only generated messages.
+#ifndef FEDAGG_SERVICE_ROUNDS_SPEC_CONVERSION_H_
+#define FEDAGG_SERVICE_ROUNDS_SPEC_CONVERSION_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "fedagg/v1/types.pb.h"
+#include "service/core/aggregate_result.h"
+#include "service/core/reduction_spec.h"
+#include "service/core/value_type.h"
+
+namespace fedagg {
+
+// An aggregation's spec, checked and converted once at creation.
+struct AggregationConfig {
+  std::string id;
+  std::shared_ptr<const ReductionSpec> reduction;
+  int64_t min_contributions = 0;
+  int64_t max_contributions = 0;  // 0: unlimited
+  absl::Time deadline = absl::InfiniteFuture();
+  v1::AggregationSpec proto;      // as accepted, handed to clients and child aggregators
+};
+
+absl::StatusOr<ValueType> ValueTypeFromProto(const v1::ValueType& proto);
+v1::ValueType ValueTypeToProto(const ValueType& type);
+absl::StatusOr<DType> DTypeFromProto(v1::DType dtype);
+v1::DType DTypeToProto(DType dtype);
+
+// INVALID_ARGUMENT naming the offending field for any spec a server cannot run.
+absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& proto);
+
+v1::Tensor TensorToProto(const Tensor& tensor);
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_ROUNDS_SPEC_CONVERSION_H_

@@ -1,0 +1,44 @@
+// The fedagg.v1.Aggregation service.
+#include "service/rpc/aggregation_service.h"
+
+#include "service/rpc/contribute_reactor.h"
+#include "service/rpc/grpc_status.h"
+#include "service/rpc/submit_reactor.h"
+
+namespace fedagg {
+namespace {
+constexpr int kMaxTasks = 64;
+}  // namespace
+
+grpc::ServerBidiReactor<v1::ContributeRequest, v1::ContributeResponse>*
+AggregationService::Contribute(grpc::CallbackServerContext* context) {
+  return new ContributeReactor(context, context_);
+}
+
+grpc::ServerUnaryReactor* AggregationService::GetTask(grpc::CallbackServerContext* context,
+                                                      const v1::GetTaskRequest* request,
+                                                      v1::GetTaskResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status auth = context_.authenticator.Check(*context); !auth.ok()) {
+    reactor->Finish(ToGrpcStatus(auth));
+    return reactor;
+  }
+  const int wanted = request->max_tasks() <= 0 ? 1 : std::min(request->max_tasks(), kMaxTasks);
+  absl::StatusOr<std::vector<std::shared_ptr<Aggregation>>> open =
+      context_.registry.OpenAggregations(wanted);
+  if (!open.ok()) {
+    reactor->Finish(ToGrpcStatus(open.status()));
+    return reactor;
+  }
+  response->set_protocol_version(kProtocolVersion);
+  for (const auto& aggregation : *open) *response->add_tasks() = aggregation->config().proto;
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerReadReactor<v1::SubmitRequest>* AggregationService::Submit(
+    grpc::CallbackServerContext* context, v1::SubmitResponse* response) {
+  return new SubmitReactor(context, context_, response);
+}
+
+}  // namespace fedagg

@@ -1,0 +1,181 @@
+// ContributeReactor: the bidirectional contribution stream.
+#include "service/rpc/contribute_reactor.h"
+
+#include "absl/strings/str_cat.h"
+#include "service/rpc/grpc_status.h"
+
+namespace fedagg {
+namespace {
+// Responses queued before the reactor stops reading until the client catches up.
+constexpr size_t kMaxQueuedResponses = 8;
+}  // namespace
+
+ContributeReactor::ContributeReactor(grpc::CallbackServerContext* context, ServiceContext& service)
+    : service_(service), assembler_(service.registry, service.max_update_bytes) {
+  if (absl::Status auth = service.authenticator.Check(*context); !auth.ok()) {
+    absl::MutexLock lock(&mu_);
+    finished_ = true;
+    Finish(ToGrpcStatus(auth));
+    return;
+  }
+  StartRead(&request_);
+}
+
+void ContributeReactor::OnReadDone(bool ok) {
+  if (!ok) {
+    // The client half-closed or the stream broke: an update in progress is discarded.
+    assembler_.Abandon();
+    FinishWhenDrained(grpc::Status::OK);
+    return;
+  }
+  if (std::optional<grpc::Status> end = Handle(request_); end.has_value()) {
+    assembler_.Abandon();
+    FinishWhenDrained(*end);
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  if (outbox_.size() >= kMaxQueuedResponses) {
+    read_paused_ = true;  // OnWriteDone resumes reading
+  } else {
+    StartRead(&request_);
+  }
+}
+
+std::optional<grpc::Status> ContributeReactor::Handle(const v1::ContributeRequest& request) {
+  using Kind = v1::ContributeRequest::KindCase;
+  if (phase_ == Phase::kAwaitHello) {
+    if (request.kind_case() != Kind::kHello) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "the first message of a Contribute stream must be Hello");
+    }
+    if (request.hello().protocol_version() == 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "Hello.protocol_version is 0; this server speaks version 1");
+    }
+    if (request.hello().client_id().empty()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "Hello.client_id is empty; it is the exactly-once key of your updates");
+    }
+    client_id_ = request.hello().client_id();
+    v1::ContributeResponse response;
+    v1::Welcome* welcome = response.mutable_welcome();
+    welcome->set_protocol_version(std::min(request.hello().protocol_version(), kProtocolVersion));
+    absl::StatusOr<std::vector<std::shared_ptr<Aggregation>>> open =
+        service_.registry.OpenAggregations(service_.welcome_aggregations);
+    if (open.ok()) {
+      for (const auto& aggregation : *open) *welcome->add_open_aggregations() = aggregation->config().proto;
+    }
+    phase_ = Phase::kIdle;
+    Send(std::move(response));
+    return std::nullopt;
+  }
+  switch (request.kind_case()) {
+    case Kind::kHello:
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "Hello sent twice on one stream");
+    case Kind::kHeader: {
+      // A header while an update is in progress: the previous one is incomplete.
+      if (phase_ == Phase::kInUpdate) {
+        const std::string previous = assembler_.aggregation_id();
+        assembler_.Abandon();
+        Reject(absl::InvalidArgumentError(
+                   "a new update header arrived before the previous update ended; the previous "
+                   "update was discarded"),
+               previous);
+      }
+      if (absl::Status begun = assembler_.Begin(request.header(), client_id_); !begun.ok()) {
+        Reject(begun, request.header().aggregation_id());
+        phase_ = Phase::kSkippingUpdate;
+      } else {
+        phase_ = Phase::kInUpdate;
+      }
+      return std::nullopt;
+    }
+    case Kind::kChunk:
+      if (phase_ == Phase::kSkippingUpdate) return std::nullopt;
+      if (phase_ != Phase::kInUpdate) {
+        Reject(absl::FailedPreconditionError("chunk outside an update: send an update header first"), "");
+        phase_ = Phase::kSkippingUpdate;
+        return std::nullopt;
+      }
+      if (absl::Status added = assembler_.AddChunk(request.chunk()); !added.ok()) {
+        Reject(added, assembler_.aggregation_id());
+        phase_ = Phase::kSkippingUpdate;
+      }
+      return std::nullopt;
+    case Kind::kEnd: {
+      if (phase_ == Phase::kSkippingUpdate) {
+        phase_ = Phase::kIdle;
+        return std::nullopt;
+      }
+      if (phase_ != Phase::kInUpdate) {
+        Reject(absl::FailedPreconditionError("update end without an update header"), "");
+        return std::nullopt;
+      }
+      const std::string aggregation_id = assembler_.aggregation_id();
+      absl::StatusOr<int64_t> counted = assembler_.End(request.end());
+      phase_ = Phase::kIdle;
+      if (!counted.ok()) {
+        Reject(counted.status(), aggregation_id);
+        return std::nullopt;
+      }
+      v1::ContributeResponse response;
+      response.mutable_ack()->set_aggregation_id(aggregation_id);
+      response.mutable_ack()->set_contributions(*counted);
+      Send(std::move(response));
+      return std::nullopt;
+    }
+    default:
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "empty ContributeRequest: set hello, header, chunk or end");
+  }
+}
+
+void ContributeReactor::Reject(const absl::Status& status, const std::string& aggregation_id) {
+  v1::ContributeResponse response;
+  v1::Rejection* rejection = response.mutable_rejection();
+  rejection->set_aggregation_id(aggregation_id);
+  rejection->set_code(static_cast<int32_t>(status.code()));
+  rejection->set_message(std::string(status.message()));
+  Send(std::move(response));
+}
+
+void ContributeReactor::Send(v1::ContributeResponse response) {
+  absl::MutexLock lock(&mu_);
+  outbox_.push_back(std::move(response));
+  if (!writing_) {
+    writing_ = true;
+    StartWrite(&outbox_.front());
+  }
+}
+
+void ContributeReactor::OnWriteDone(bool ok) {
+  absl::MutexLock lock(&mu_);
+  outbox_.pop_front();
+  writing_ = false;
+  if (!ok) {
+    // The client is gone; reads will fail too and finish the stream.
+    outbox_.clear();
+  } else if (!outbox_.empty()) {
+    writing_ = true;
+    StartWrite(&outbox_.front());
+  }
+  if (read_paused_ && outbox_.size() < kMaxQueuedResponses && !finish_status_.has_value()) {
+    read_paused_ = false;
+    StartRead(&request_);
+  }
+  MaybeFinishLocked();
+}
+
+void ContributeReactor::FinishWhenDrained(grpc::Status status) {
+  absl::MutexLock lock(&mu_);
+  if (!finish_status_.has_value()) finish_status_ = std::move(status);
+  MaybeFinishLocked();
+}
+
+void ContributeReactor::MaybeFinishLocked() {
+  if (finished_ || !finish_status_.has_value() || writing_ || !outbox_.empty()) return;
+  finished_ = true;
+  Finish(*finish_status_);
+}
+
+}  // namespace fedagg

@@ -1,0 +1,59 @@
+// ContributeReactor: one Aggregation.Contribute bidirectional stream. Reads one message
+// at a time (so gRPC flow control pushes back on fast senders), keeps one write in
+// flight, and never blocks: hello -> welcome; per update header, chunks, end -> ack or
+// rejection. A rejected update's remaining chunks are skipped; the stream stays usable.
+// A stream cut mid-update discards that update whole.
+#ifndef FEDAGG_SERVICE_RPC_CONTRIBUTE_REACTOR_H_
+#define FEDAGG_SERVICE_RPC_CONTRIBUTE_REACTOR_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <deque>
+#include <optional>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "fedagg/v1/aggregation.grpc.pb.h"
+#include "service/rpc/service_context.h"
+#include "service/rpc/update_assembler.h"
+
+namespace fedagg {
+
+class ContributeReactor final
+    : public grpc::ServerBidiReactor<v1::ContributeRequest, v1::ContributeResponse> {
+ public:
+  ContributeReactor(grpc::CallbackServerContext* context, ServiceContext& service);
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnDone() override { delete this; }
+
+ private:
+  enum class Phase { kAwaitHello, kIdle, kInUpdate, kSkippingUpdate };
+
+  // Handles one request; returns a status to end the stream with, or nullopt to go on.
+  std::optional<grpc::Status> Handle(const v1::ContributeRequest& request);
+  void Reject(const absl::Status& status, const std::string& aggregation_id);
+  // Queues a response; starts writing when no write is in flight.
+  void Send(v1::ContributeResponse response);
+  // Ends the stream once reading stopped and every queued response was written.
+  void FinishWhenDrained(grpc::Status status);
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  ServiceContext& service_;
+  UpdateAssembler assembler_;  // touched only from OnReadDone (one read at a time)
+  Phase phase_ = Phase::kAwaitHello;
+  std::string client_id_;
+  v1::ContributeRequest request_;
+
+  absl::Mutex mu_;
+  std::deque<v1::ContributeResponse> outbox_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_RPC_CONTRIBUTE_REACTOR_H_

@@ -1,0 +1,27 @@
+// The fedagg.v1.Tier service, on the parent side of a tier link: child aggregators Join
+// an aggregation (and hear SEAL / FLUSH on that stream) and PushPartial their partial
+// aggregates, which are merged exactly once per (child, sequence).
+#ifndef FEDAGG_SERVICE_RPC_TIER_SERVICE_H_
+#define FEDAGG_SERVICE_RPC_TIER_SERVICE_H_
+
+#include "fedagg/v1/tier.grpc.pb.h"
+#include "service/rpc/service_context.h"
+
+namespace fedagg {
+
+class TierService final : public v1::Tier::CallbackService {
+ public:
+  explicit TierService(ServiceContext& context) : context_(context) {}
+
+  grpc::ServerWriteReactor<v1::TierCommand>* Join(grpc::CallbackServerContext* context,
+                                                  const v1::JoinRequest* request) override;
+  grpc::ServerReadReactor<v1::PartialChunk>* PushPartial(
+      grpc::CallbackServerContext* context, v1::PushPartialResponse* response) override;
+
+ private:
+  ServiceContext& context_;
+};
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_RPC_TIER_SERVICE_H_

@@ -1,0 +1,108 @@
+// UpdateAssembler: header, chunks and end of one update, into a committed contribution.
+#include "service/rpc/update_assembler.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "service/core/status_macros.h"
+
+namespace fedagg {
+
+absl::Status UpdateAssembler::Begin(const v1::UpdateHeader& header, const std::string& client_id) {
+  Abandon();
+  if (client_id.empty()) {
+    return absl::InvalidArgumentError("client id is empty: send it in Hello (or in the header for Submit)");
+  }
+  FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<Aggregation> aggregation,
+                          registry_.Get(header.aggregation_id()));
+  std::vector<int64_t> nnz;
+  for (const v1::FieldLayout& field : header.fields()) nnz.push_back(field.nnz());
+  std::optional<double> weight;
+  if (header.has_weight()) weight = header.weight();
+  FEDAGG_ASSIGN_OR_RETURN(UpdateBuffer buffer, UpdateBuffer::Create(aggregation->reduction(), nnz,
+                                                                    weight, max_update_bytes_));
+  FEDAGG_RETURN_IF_ERROR(aggregation->BeginUpdate(client_id));
+  aggregation_ = std::move(aggregation);
+  aggregation_id_ = header.aggregation_id();
+  client_id_ = client_id;
+  received_.assign(buffer.num_fields() * 2, 0);
+  buffer_.emplace(std::move(buffer));
+  return absl::OkStatus();
+}
+
+absl::Status UpdateAssembler::AddChunk(const v1::Chunk& chunk) {
+  if (!active()) {
+    return absl::FailedPreconditionError("chunk outside an update: send an update header first");
+  }
+  if (chunk.field() >= buffer_->num_fields()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "chunk names field ", chunk.field(), "; the type has ", buffer_->num_fields(), " fields")));
+  }
+  if (chunk.section() != v1::VALUES && chunk.section() != v1::INDICES) {
+    return Fail(absl::InvalidArgumentError("chunk section must be VALUES or INDICES"));
+  }
+  if (chunk.data().size() > kMaxChunkBytes) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "chunk of ", chunk.data().size(), " bytes exceeds the ", kMaxChunkBytes, "-byte limit")));
+  }
+  const bool indices = chunk.section() == v1::INDICES;
+  absl::Span<std::byte> target = buffer_->section(
+      chunk.field(), indices ? UpdateBuffer::Section::kIndices : UpdateBuffer::Section::kValues);
+  uint64_t& received = received_[chunk.field() * 2 + (indices ? 1 : 0)];
+  if (chunk.offset() != received) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "chunk for field ", chunk.field(), " ", v1::Section_Name(chunk.section()), " at offset ",
+        chunk.offset(), " is out of order: ", received,
+        " bytes of that section were received; send chunks in order, without gaps or overlaps")));
+  }
+  if (chunk.data().size() > target.size() - received) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "chunk overruns field ", chunk.field(), " ", v1::Section_Name(chunk.section()), ": the header declares ",
+        target.size(), " bytes, this chunk would bring it to ", received + chunk.data().size())));
+  }
+  if (!chunk.data().empty()) std::memcpy(target.data() + received, chunk.data().data(), chunk.data().size());
+  received += chunk.data().size();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> UpdateAssembler::End(const v1::UpdateEnd& end) {
+  if (!active()) {
+    return absl::FailedPreconditionError("update end without an update: send a header first");
+  }
+  for (size_t f = 0; f < buffer_->num_fields(); ++f) {
+    for (bool indices : {true, false}) {
+      const size_t expected =
+          buffer_->section(f, indices ? UpdateBuffer::Section::kIndices : UpdateBuffer::Section::kValues).size();
+      const uint64_t got = received_[f * 2 + (indices ? 1 : 0)];
+      if (got != expected) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat(
+            "update ended with field ", f, " ", indices ? "INDICES" : "VALUES", " incomplete: ",
+            got, " of ", expected, " bytes received")));
+      }
+    }
+  }
+  const uint32_t crc = buffer_->Crc32c();
+  if (crc != end.crc32c()) {
+    return Fail(absl::DataLossError(absl::StrCat(
+        "update checksum mismatch: sent CRC-32C ", end.crc32c(), ", computed ", crc,
+        " over the received bytes; the update was corrupted in transit, send it again")));
+  }
+  std::shared_ptr<Aggregation> aggregation = std::move(aggregation_);
+  aggregation_ = nullptr;
+  UpdateBuffer buffer = std::move(*buffer_);
+  buffer_.reset();
+  return aggregation->CommitUpdate(client_id_, std::move(buffer));
+}
+
+void UpdateAssembler::Abandon() {
+  if (aggregation_ != nullptr) aggregation_->AbandonUpdate(client_id_);
+  aggregation_ = nullptr;
+  buffer_.reset();
+}
+
+absl::Status UpdateAssembler::Fail(absl::Status status) {
+  Abandon();
+  return status;
+}
+
+}  // namespace fedagg

@@ -1,0 +1,59 @@
+// UpdateAssembler: turns the header / chunks / end messages of one update into a
+// committed contribution. Shared by the Contribute (bidi) and Submit (client-streaming)
+// reactors so both paths validate and account identically:
+//   Begin  — finds the aggregation, reserves the client id, allocates the UpdateBuffer
+//   AddChunk — copies a chunk straight into its place; chunks of a section arrive in
+//              order, without gaps or overlaps, within the declared size
+//   End    — checks every section is complete and the CRC-32C, then commits
+// Any error abandons the update: nothing of it is counted, and the client id is free.
+#ifndef FEDAGG_SERVICE_RPC_UPDATE_ASSEMBLER_H_
+#define FEDAGG_SERVICE_RPC_UPDATE_ASSEMBLER_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "fedagg/v1/aggregation.pb.h"
+#include "service/core/update_buffer.h"
+#include "service/rounds/aggregation_registry.h"
+
+namespace fedagg {
+
+class UpdateAssembler {
+ public:
+  // Largest accepted chunk payload.
+  static constexpr size_t kMaxChunkBytes = 4 << 20;
+
+  UpdateAssembler(AggregationRegistry& registry, uint64_t max_update_bytes)
+      : registry_(registry), max_update_bytes_(max_update_bytes) {}
+  ~UpdateAssembler() { Abandon(); }
+
+  absl::Status Begin(const v1::UpdateHeader& header, const std::string& client_id);
+  absl::Status AddChunk(const v1::Chunk& chunk);
+  // Contributions counted at this node after the update.
+  absl::StatusOr<int64_t> End(const v1::UpdateEnd& end);
+  // Drops an update in progress (no-op when none).
+  void Abandon();
+
+  bool active() const { return aggregation_ != nullptr; }
+  const std::string& aggregation_id() const { return aggregation_id_; }
+
+ private:
+  // Abandons the update and returns `status`.
+  absl::Status Fail(absl::Status status);
+
+  AggregationRegistry& registry_;
+  const uint64_t max_update_bytes_;
+  std::shared_ptr<Aggregation> aggregation_;
+  std::string aggregation_id_;
+  std::string client_id_;
+  std::optional<UpdateBuffer> buffer_;
+  // Bytes received so far per (field, section): [field * 2 + (section == INDICES)].
+  std::vector<uint64_t> received_;
+};
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_RPC_UPDATE_ASSEMBLER_H_

@@ -1,0 +1,115 @@
+// FedaggServer: assembles services, credentials, registry and parent link.
+#include "service/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "service/core/status_macros.h"
+#include "service/rpc/update_assembler.h"
+
+namespace fedagg {
+namespace {
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const TlsFiles& tls) {
+  if (tls.cert.empty() && tls.key.empty()) return grpc::InsecureServerCredentials();
+  if (tls.cert.empty() || tls.key.empty()) {
+    return absl::InvalidArgumentError("TLS needs both --tls_cert and --tls_key");
+  }
+  grpc::SslServerCredentialsOptions options(
+      tls.ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                     : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  FEDAGG_ASSIGN_OR_RETURN(std::string cert, ReadFile(tls.cert));
+  FEDAGG_ASSIGN_OR_RETURN(std::string key, ReadFile(tls.key));
+  options.pem_key_cert_pairs.push_back({key, cert});
+  if (!tls.ca.empty()) {
+    FEDAGG_ASSIGN_OR_RETURN(options.pem_root_certs, ReadFile(tls.ca));
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(const TlsFiles& tls) {
+  if (tls.ca.empty()) {
+    if (!tls.cert.empty()) {
+      return absl::InvalidArgumentError("a client certificate for the parent needs --parent_tls_ca too");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  grpc::SslCredentialsOptions options;
+  FEDAGG_ASSIGN_OR_RETURN(options.pem_root_certs, ReadFile(tls.ca));
+  if (!tls.cert.empty()) {
+    FEDAGG_ASSIGN_OR_RETURN(options.pem_cert_chain, ReadFile(tls.cert));
+    FEDAGG_ASSIGN_OR_RETURN(options.pem_private_key, ReadFile(tls.key));
+  }
+  return grpc::SslCredentials(options);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read file '", path, "'"));
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerConfig& config) {
+  if (config.batch_size < 1) return absl::InvalidArgumentError("--batch_size must be >= 1");
+  std::unique_ptr<FedaggServer> server(new FedaggServer());
+  AggregationOptions options;
+  options.batch_size = config.batch_size;
+  options.child_grace = config.child_grace;
+  server->registry_ = std::make_unique<AggregationRegistry>(options);
+  server->authenticator_ = std::make_unique<Authenticator>(config.auth_tokens);
+  server->context_ = std::make_unique<ServiceContext>(
+      ServiceContext{*server->registry_, *server->authenticator_, config.max_update_bytes});
+  server->aggregation_service_ = std::make_unique<AggregationService>(*server->context_);
+  server->control_service_ = std::make_unique<ControlService>(*server->context_);
+  server->tier_service_ = std::make_unique<TierService>(*server->context_);
+
+  FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                          ServerCredentials(config.tls));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.listen_address, credentials, &server->port_);
+  // A chunk is at most 4 MiB; leave room for the message around it.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(UpdateAssembler::kMaxChunkBytes + (64 << 10)));
+  builder.RegisterService(server->aggregation_service_.get());
+  builder.RegisterService(server->control_service_.get());
+  builder.RegisterService(server->tier_service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on '", config.listen_address,
+                                               "' (address in use, or not an address of this host?)"));
+  }
+  if (!config.parent_address.empty()) {
+    FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> parent_credentials,
+                            ChannelCredentials(config.parent_tls));
+    ParentLinkOptions link;
+    link.channel = grpc::CreateChannel(config.parent_address, parent_credentials);
+    link.token = config.parent_token;
+    link.child_id = config.node_id.empty()
+                        ? absl::StrCat(config.listen_address, "#", server->port_)
+                        : config.node_id;
+    link.forward_interval = config.forward_interval;
+    server->parent_link_ = std::make_unique<ParentLink>(link, *server->registry_);
+    server->registry_->SetUpstream(server->parent_link_.get());
+  }
+  return server;
+}
+
+void FedaggServer::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  parent_link_.reset();
+}
+
+FedaggServer::~FedaggServer() { Shutdown(absl::ZeroDuration()); }
+
+}  // namespace fedagg

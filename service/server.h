@@ -1,0 +1,80 @@
+// FedaggServer: one fedagg process — the gRPC server with the Aggregation, Control and
+// Tier services, standard health checking and reflection, the aggregation registry and,
+// with a parent address, the link that makes it an intermediate aggregator.
+// fedagg-server's main() builds a ServerConfig from flags; tests start servers in-process.
+#ifndef FEDAGG_SERVICE_SERVER_H_
+#define FEDAGG_SERVICE_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "service/rounds/aggregation_registry.h"
+#include "service/rpc/aggregation_service.h"
+#include "service/rpc/authenticator.h"
+#include "service/rpc/control_service.h"
+#include "service/rpc/tier_service.h"
+#include "service/tier/parent_link.h"
+
+namespace fedagg {
+
+struct TlsFiles {
+  std::string cert;       // PEM certificate chain presented by this side
+  std::string key;        // PEM private key
+  std::string ca;         // PEM roots that verify the other side
+};
+
+struct ServerConfig {
+  std::string listen_address = "0.0.0.0:50051";
+  std::string parent_address;  // empty: this is the root (server placement)
+  std::string node_id;         // name at the parent; default: the listen address
+  int batch_size = 16;
+  uint64_t max_update_bytes = uint64_t{1} << 30;
+  absl::Duration child_grace = absl::Seconds(10);
+  absl::Duration forward_interval = absl::Seconds(1);
+  // TLS on the listener when cert and key are set; with `ca` also set, clients must
+  // present certificates signed by it (mutual TLS).
+  TlsFiles tls;
+  // TLS to the parent when `ca` is set; cert and key add a client certificate (mTLS).
+  TlsFiles parent_tls;
+  std::vector<std::string> auth_tokens;  // accepted bearer tokens; empty: no token check
+  std::string parent_token;
+};
+
+class FedaggServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<FedaggServer>> Start(const ServerConfig& config);
+  ~FedaggServer();
+
+  int port() const { return port_; }
+  bool is_root() const { return parent_link_ == nullptr; }
+  AggregationRegistry& registry() { return *registry_; }
+  void Wait() { server_->Wait(); }
+  // Stops accepting calls, cancels streams in progress after `grace`, stops the parent link.
+  void Shutdown(absl::Duration grace = absl::Seconds(1));
+
+ private:
+  FedaggServer() = default;
+
+  std::unique_ptr<AggregationRegistry> registry_;
+  std::unique_ptr<Authenticator> authenticator_;
+  std::unique_ptr<ServiceContext> context_;
+  std::unique_ptr<AggregationService> aggregation_service_;
+  std::unique_ptr<ControlService> control_service_;
+  std::unique_ptr<TierService> tier_service_;
+  std::unique_ptr<ParentLink> parent_link_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+// Reads a whole file (PEM material); NOT_FOUND naming the path when it cannot.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_SERVER_H_

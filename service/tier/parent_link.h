@@ -1,0 +1,82 @@
+// ParentLink: what makes a fedagg process an intermediate aggregator. It
+//  - learns specs from the parent (on first use of an id, and by polling the parent's
+//    open aggregations so clients find them in Welcome and GetTask);
+//  - keeps a local mirror per aggregation, joins it at the parent (Tier.Join), and
+//    forwards the mirror's partial aggregate up as deltas (Tier.PushPartial) every
+//    forward interval and, finally, when the parent says SEAL;
+//  - never loses a delta: a failed push is retried with the same sequence number, and
+//    the parent merges each (child, sequence) once.
+#ifndef FEDAGG_SERVICE_TIER_PARENT_LINK_H_
+#define FEDAGG_SERVICE_TIER_PARENT_LINK_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "fedagg/v1/control.grpc.pb.h"
+#include "fedagg/v1/tier.grpc.pb.h"
+#include "service/rounds/aggregation_registry.h"
+
+namespace fedagg {
+
+struct ParentLinkOptions {
+  std::shared_ptr<grpc::Channel> channel;
+  std::string token;     // bearer token for the parent, if it asks for one
+  std::string child_id;  // this node's name at the parent
+  absl::Duration forward_interval = absl::Seconds(1);
+  absl::Duration sync_interval = absl::Milliseconds(200);
+  absl::Duration rpc_timeout = absl::Seconds(5);
+};
+
+class ParentLink final : public UpstreamSource {
+ public:
+  ParentLink(ParentLinkOptions options, AggregationRegistry& registry);
+  ~ParentLink() override;  // stops every thread, cancelling calls in progress
+
+  absl::StatusOr<v1::AggregationSpec> FetchSpec(const std::string& id) override;
+  void MirrorCreated(std::shared_ptr<Aggregation> mirror) override;
+
+ private:
+  struct MirrorLink {
+    std::shared_ptr<Aggregation> mirror;
+    absl::Mutex push_mu;
+    uint64_t next_sequence ABSL_GUARDED_BY(push_mu) = 1;
+    std::optional<std::string> unsent ABSL_GUARDED_BY(push_mu);  // a delta the parent has not acked
+    bool done ABSL_GUARDED_BY(push_mu) = false;                 // final partial delivered
+    absl::Mutex join_mu;
+    grpc::ClientContext* join_context ABSL_GUARDED_BY(join_mu) = nullptr;
+    std::thread join_thread;
+  };
+
+  void PrepareContext(grpc::ClientContext& context, bool with_deadline) const;
+  // Holds a Join stream open (rejoining after failures) until the mirror is done.
+  void JoinLoop(MirrorLink* link);
+  // Pushes the unsent delta, then a new one (the final one when `final`).
+  absl::Status Forward(MirrorLink* link, bool final);
+  absl::Status Push(const std::string& aggregation_id, uint64_t sequence, bool final,
+                    const std::string& bytes);
+  void SyncLoop();
+  void ForwardLoop();
+  bool WaitStopping(absl::Duration timeout);
+
+  const ParentLinkOptions options_;
+  AggregationRegistry& registry_;
+  std::unique_ptr<v1::Control::Stub> control_;
+  std::unique_ptr<v1::Tier::Stub> tier_;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, std::unique_ptr<MirrorLink>> links_ ABSL_GUARDED_BY(mu_);
+  std::thread sync_thread_;
+  std::thread forward_thread_;
+};
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_TIER_PARENT_LINK_H_
