@@ -65,11 +65,19 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Find(const std
   return it->second;
 }
 
-absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Get(const std::string& id) {
+void AggregationRegistry::GetAsync(const std::string& id, Lookup done) {
   absl::StatusOr<std::shared_ptr<Aggregation>> found = Find(id);
-  if (found.ok() || !is_intermediate()) return found;
-  FEDAGG_ASSIGN_OR_RETURN(v1::AggregationSpec spec, upstream_->FetchSpec(id));
-  return GetOrMirror(spec);
+  if (found.ok() || !is_intermediate()) {
+    done(std::move(found));
+    return;
+  }
+  upstream_->FetchSpec(id, [this, done = std::move(done)](absl::StatusOr<v1::AggregationSpec> spec) {
+    if (!spec.ok()) {
+      done(spec.status());
+      return;
+    }
+    done(GetOrMirror(*spec));
+  });
 }
 
 std::vector<std::shared_ptr<Aggregation>> AggregationRegistry::List() const {

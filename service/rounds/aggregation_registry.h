@@ -22,7 +22,9 @@ namespace fedagg {
 class UpstreamSource {
  public:
   virtual ~UpstreamSource() = default;
-  virtual absl::StatusOr<v1::AggregationSpec> FetchSpec(const std::string& id) = 0;
+  // Asks the parent for a spec without blocking; `done` runs on another thread.
+  virtual void FetchSpec(const std::string& id,
+                         std::function<void(absl::StatusOr<v1::AggregationSpec>)> done) = 0;
   // Called once per mirror created, to join the parent and forward partials.
   virtual void MirrorCreated(std::shared_ptr<Aggregation> mirror) = 0;
 };
@@ -39,8 +41,11 @@ class AggregationRegistry {
   // ALREADY_EXISTS for a known id; INVALID_ARGUMENT for a bad spec; FAILED_PRECONDITION
   // on an intermediate aggregator (create aggregations at the root).
   absl::StatusOr<std::shared_ptr<Aggregation>> Create(const v1::AggregationSpec& spec);
-  // NOT_FOUND for an unknown id (after asking the parent, on an intermediate aggregator).
-  absl::StatusOr<std::shared_ptr<Aggregation>> Get(const std::string& id);
+  using Lookup = std::function<void(absl::StatusOr<std::shared_ptr<Aggregation>>)>;
+  // Finds `id`; on an intermediate aggregator an unknown id is learned from the parent
+  // first. `done` runs inline when the id is known, later on another thread otherwise;
+  // never blocks. NOT_FOUND for an id nobody knows.
+  void GetAsync(const std::string& id, Lookup done);
   // NOT_FOUND for an id this node does not hold (never asks the parent).
   absl::StatusOr<std::shared_ptr<Aggregation>> Find(const std::string& id) const;
   std::vector<std::shared_ptr<Aggregation>> List() const;

@@ -28,11 +28,16 @@ void ContributeReactor::OnReadDone(bool ok) {
     FinishWhenDrained(grpc::Status::OK);
     return;
   }
-  if (std::optional<grpc::Status> end = Handle(request_); end.has_value()) {
+  Outcome outcome = Handle(request_);
+  if (outcome.end.has_value()) {
     assembler_.Abandon();
-    FinishWhenDrained(*end);
+    FinishWhenDrained(*outcome.end);
     return;
   }
+  if (!outcome.paused) ContinueReading();
+}
+
+void ContributeReactor::ContinueReading() {
   absl::MutexLock lock(&mu_);
   if (outbox_.size() >= kMaxQueuedResponses) {
     read_paused_ = true;  // OnWriteDone resumes reading
@@ -41,20 +46,20 @@ void ContributeReactor::OnReadDone(bool ok) {
   }
 }
 
-std::optional<grpc::Status> ContributeReactor::Handle(const v1::ContributeRequest& request) {
+ContributeReactor::Outcome ContributeReactor::Handle(const v1::ContributeRequest& request) {
   using Kind = v1::ContributeRequest::KindCase;
   if (phase_ == Phase::kAwaitHello) {
     if (request.kind_case() != Kind::kHello) {
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          "the first message of a Contribute stream must be Hello");
+      return {grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                           "the first message of a Contribute stream must be Hello")};
     }
     if (request.hello().protocol_version() == 0) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "Hello.protocol_version is 0; this server speaks version 1");
+      return {grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           "Hello.protocol_version is 0; this server speaks version 1")};
     }
     if (request.hello().client_id().empty()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "Hello.client_id is empty; it is the exactly-once key of your updates");
+      return {grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           "Hello.client_id is empty; it is the exactly-once key of your updates")};
     }
     client_id_ = request.hello().client_id();
     v1::ContributeResponse response;
@@ -67,11 +72,11 @@ std::optional<grpc::Status> ContributeReactor::Handle(const v1::ContributeReques
     }
     phase_ = Phase::kIdle;
     Send(std::move(response));
-    return std::nullopt;
+    return {};
   }
   switch (request.kind_case()) {
     case Kind::kHello:
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "Hello sent twice on one stream");
+      return {grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "Hello sent twice on one stream")};
     case Kind::kHeader: {
       // A header while an update is in progress: the previous one is incomplete.
       if (phase_ == Phase::kInUpdate) {
@@ -82,51 +87,59 @@ std::optional<grpc::Status> ContributeReactor::Handle(const v1::ContributeReques
                    "update was discarded"),
                previous);
       }
-      if (absl::Status begun = assembler_.Begin(request.header(), client_id_); !begun.ok()) {
-        Reject(begun, request.header().aggregation_id());
-        phase_ = Phase::kSkippingUpdate;
-      } else {
-        phase_ = Phase::kInUpdate;
-      }
-      return std::nullopt;
+      // Begin completes inline for a known aggregation, or later when an intermediate
+      // aggregator first asks its parent. Whichever of this handler and the completion
+      // finishes second continues the read loop.
+      auto handoff = std::make_shared<std::atomic<int>>(0);  // 1: handler returned, 2: done
+      const std::string aggregation_id = request.header().aggregation_id();
+      assembler_.Begin(request.header(), client_id_, [this, handoff, aggregation_id](absl::Status begun) {
+        if (!begun.ok()) {
+          Reject(begun, aggregation_id);
+          phase_ = Phase::kSkippingUpdate;
+        } else {
+          phase_ = Phase::kInUpdate;
+        }
+        if (handoff->exchange(2) == 1) ContinueReading();
+      });
+      return Outcome{std::nullopt, handoff->exchange(1) != 2};
     }
     case Kind::kChunk:
-      if (phase_ == Phase::kSkippingUpdate) return std::nullopt;
+      if (phase_ == Phase::kSkippingUpdate) return {};
       if (phase_ != Phase::kInUpdate) {
         Reject(absl::FailedPreconditionError("chunk outside an update: send an update header first"), "");
         phase_ = Phase::kSkippingUpdate;
-        return std::nullopt;
+        return {};
       }
       if (absl::Status added = assembler_.AddChunk(request.chunk()); !added.ok()) {
         Reject(added, assembler_.aggregation_id());
         phase_ = Phase::kSkippingUpdate;
       }
-      return std::nullopt;
+      return {};
     case Kind::kEnd: {
       if (phase_ == Phase::kSkippingUpdate) {
         phase_ = Phase::kIdle;
-        return std::nullopt;
+        return {};
       }
       if (phase_ != Phase::kInUpdate) {
         Reject(absl::FailedPreconditionError("update end without an update header"), "");
-        return std::nullopt;
+        return {};
       }
       const std::string aggregation_id = assembler_.aggregation_id();
       absl::StatusOr<int64_t> counted = assembler_.End(request.end());
       phase_ = Phase::kIdle;
       if (!counted.ok()) {
         Reject(counted.status(), aggregation_id);
-        return std::nullopt;
+        return {};
       }
       v1::ContributeResponse response;
       response.mutable_ack()->set_aggregation_id(aggregation_id);
       response.mutable_ack()->set_contributions(*counted);
       Send(std::move(response));
-      return std::nullopt;
+      return {};
     }
     default:
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "empty ContributeRequest: set hello, header, chunk or end");
+      return {grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           "empty ContributeRequest: set hello, header, chunk or end")};
   }
 }
 

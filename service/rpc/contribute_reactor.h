@@ -8,7 +8,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -31,8 +33,14 @@ class ContributeReactor final
  private:
   enum class Phase { kAwaitHello, kIdle, kInUpdate, kSkippingUpdate };
 
-  // Handles one request; returns a status to end the stream with, or nullopt to go on.
-  std::optional<grpc::Status> Handle(const v1::ContributeRequest& request);
+  // What to do after one request.
+  struct Outcome {
+    std::optional<grpc::Status> end;  // end the stream with this status
+    bool paused = false;              // an asynchronous step resumes reading later
+  };
+  Outcome Handle(const v1::ContributeRequest& request);
+  // Starts the next read, or pauses reading while too many responses are queued.
+  void ContinueReading();
   void Reject(const absl::Status& status, const std::string& aggregation_id);
   // Queues a response; starts writing when no write is in flight.
   void Send(v1::ContributeResponse response);

@@ -71,7 +71,7 @@ grpc::ServerUnaryReactor* ControlService::GetAggregation(grpc::CallbackServerCon
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   FEDAGG_AUTHENTICATE_UNARY(context, reactor);
   absl::StatusOr<std::shared_ptr<Aggregation>> found =
-      context_.registry.Get(request->aggregation_id());
+      context_.registry.Find(request->aggregation_id());
   if (found.ok()) *response = (*found)->Status();
   reactor->Finish(ToGrpcStatus(found.status()));
   return reactor;
@@ -95,7 +95,7 @@ grpc::ServerUnaryReactor* ControlService::SealAggregation(grpc::CallbackServerCo
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   FEDAGG_AUTHENTICATE_UNARY(context, reactor);
   absl::StatusOr<std::shared_ptr<Aggregation>> found =
-      context_.registry.Get(request->aggregation_id());
+      context_.registry.Find(request->aggregation_id());
   absl::Status status = found.status();
   if (found.ok()) {
     status = context_.registry.is_intermediate()
@@ -114,7 +114,7 @@ grpc::ServerUnaryReactor* ControlService::CancelAggregation(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   FEDAGG_AUTHENTICATE_UNARY(context, reactor);
   absl::StatusOr<std::shared_ptr<Aggregation>> found =
-      context_.registry.Get(request->aggregation_id());
+      context_.registry.Find(request->aggregation_id());
   absl::Status status = found.status();
   if (found.ok()) {
     status = context_.registry.is_intermediate()
@@ -133,7 +133,7 @@ grpc::ServerWriteReactor<v1::ResultChunk>* ControlService::GetResult(
     return FailedStream<v1::ResultChunk>(auth);
   }
   absl::StatusOr<std::shared_ptr<Aggregation>> found =
-      context_.registry.Get(request->aggregation_id());
+      context_.registry.Find(request->aggregation_id());
   if (!found.ok()) return FailedStream<v1::ResultChunk>(found.status());
   absl::StatusOr<std::shared_ptr<const AggregateResult>> result = (*found)->Result();
   if (!result.ok()) return FailedStream<v1::ResultChunk>(result.status());
@@ -146,7 +146,7 @@ grpc::ServerWriteReactor<v1::AggregationStatus>* ControlService::WatchAggregatio
     return FailedStream<v1::AggregationStatus>(auth);
   }
   absl::StatusOr<std::shared_ptr<Aggregation>> found =
-      context_.registry.Get(request->aggregation_id());
+      context_.registry.Find(request->aggregation_id());
   if (!found.ok()) return FailedStream<v1::AggregationStatus>(found.status());
   std::shared_ptr<PushStream<v1::AggregationStatus>> stream =
       PushStream<v1::AggregationStatus>::Create();

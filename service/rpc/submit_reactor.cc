@@ -1,6 +1,9 @@
 // SubmitReactor: one update over a client stream.
 #include "service/rpc/submit_reactor.h"
 
+#include <atomic>
+#include <memory>
+
 #include "service/rpc/grpc_status.h"
 
 namespace fedagg {
@@ -29,8 +32,20 @@ void SubmitReactor::OnReadDone(bool ok) {
         break;
       }
       header_seen_ = true;
-      status = assembler_.Begin(request_.header(), request_.header().client_id());
-      break;
+      {
+        // Whichever of this handler and Begin's completion finishes second reads on.
+        auto handoff = std::make_shared<std::atomic<int>>(0);  // 1: handler returned, 2: done
+        assembler_.Begin(request_.header(), request_.header().client_id(),
+                         [this, handoff](absl::Status begun) {
+                           if (!begun.ok()) {
+                             End(ToGrpcStatus(begun));
+                             return;
+                           }
+                           if (handoff->exchange(2) == 1) StartRead(&request_);
+                         });
+        if (handoff->exchange(1) == 2) StartRead(&request_);
+      }
+      return;
     case v1::SubmitRequest::kChunk:
       status = assembler_.AddChunk(request_.chunk());
       break;

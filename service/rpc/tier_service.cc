@@ -60,7 +60,7 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
                                                      header_.total_bytes(), " bytes"));
     }
     absl::StatusOr<std::shared_ptr<Aggregation>> aggregation =
-        service_.registry.Get(header_.aggregation_id());
+        service_.registry.Find(header_.aggregation_id());
     if (!aggregation.ok()) return aggregation.status();
     absl::StatusOr<int64_t> merged = (*aggregation)->MergeChildPartial(
         header_.child_id(), header_.sequence(), header_.final(), bytes_);
@@ -91,7 +91,7 @@ grpc::ServerWriteReactor<v1::TierCommand>* TierService::Join(grpc::CallbackServe
     return stream.get();
   }
   absl::StatusOr<std::shared_ptr<Aggregation>> found =
-      context_.registry.Get(request->aggregation_id());
+      context_.registry.Find(request->aggregation_id());
   if (!found.ok()) {
     stream->Close(ToGrpcStatus(found.status()));
     return stream.get();

@@ -8,15 +8,37 @@
 
 namespace fedagg {
 
-absl::Status UpdateAssembler::Begin(const v1::UpdateHeader& header, const std::string& client_id) {
+void UpdateAssembler::Begin(const v1::UpdateHeader& header, const std::string& client_id,
+                            std::function<void(absl::Status)> done) {
   Abandon();
   if (client_id.empty()) {
-    return absl::InvalidArgumentError("client id is empty: send it in Hello (or in the header for Submit)");
+    done(absl::InvalidArgumentError("client id is empty: send it in Hello (or in the header for Submit)"));
+    return;
   }
-  FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<Aggregation> aggregation,
-                          registry_.Get(header.aggregation_id()));
+  registry_.GetAsync(header.aggregation_id(),
+                     [this, header, client_id, done = std::move(done)](
+                         absl::StatusOr<std::shared_ptr<Aggregation>> aggregation) {
+                       done(aggregation.ok() ? BeginWith(*std::move(aggregation), header, client_id)
+                                             : aggregation.status());
+                     });
+}
+
+absl::Status UpdateAssembler::BeginWith(std::shared_ptr<Aggregation> aggregation,
+                                        const v1::UpdateHeader& header, const std::string& client_id) {
   std::vector<int64_t> nnz;
-  for (const v1::FieldLayout& field : header.fields()) nnz.push_back(field.nnz());
+  const std::vector<FieldSpec>& fields = aggregation->reduction().fields();
+  for (int f = 0; f < header.fields_size(); ++f) {
+    const v1::FieldLayout& layout = header.fields(f);
+    nnz.push_back(layout.nnz());
+    const int declared = static_cast<int>(f < static_cast<int>(fields.size()) ? fields[f].type.dtype : DType{});
+    if (layout.dtype() != v1::DTYPE_UNSPECIFIED && static_cast<int>(layout.dtype()) != declared &&
+        f < static_cast<int>(fields.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field '", fields[f].path, "' (", fields[f].type.ToString(), "): sent dtype ",
+          v1::DType_Name(layout.dtype()), ", declared ", DTypeName(fields[f].type.dtype),
+          "; convert the values before sending"));
+    }
+  }
   std::optional<double> weight;
   if (header.has_weight()) weight = header.weight();
   FEDAGG_ASSIGN_OR_RETURN(UpdateBuffer buffer, UpdateBuffer::Create(aggregation->reduction(), nnz,

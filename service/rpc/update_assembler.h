@@ -9,6 +9,7 @@
 #ifndef FEDAGG_SERVICE_RPC_UPDATE_ASSEMBLER_H_
 #define FEDAGG_SERVICE_RPC_UPDATE_ASSEMBLER_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,7 +31,11 @@ class UpdateAssembler {
       : registry_(registry), max_update_bytes_(max_update_bytes) {}
   ~UpdateAssembler() { Abandon(); }
 
-  absl::Status Begin(const v1::UpdateHeader& header, const std::string& client_id);
+  // Starts an update. `done` receives the outcome — inline when the aggregation is known
+  // here, later on another thread when an intermediate aggregator first asks its parent.
+  // The caller sends nothing else to the assembler until `done` ran.
+  void Begin(const v1::UpdateHeader& header, const std::string& client_id,
+             std::function<void(absl::Status)> done);
   absl::Status AddChunk(const v1::Chunk& chunk);
   // Contributions counted at this node after the update.
   absl::StatusOr<int64_t> End(const v1::UpdateEnd& end);
@@ -41,6 +46,9 @@ class UpdateAssembler {
   const std::string& aggregation_id() const { return aggregation_id_; }
 
  private:
+  // Second half of Begin, once the aggregation is known.
+  absl::Status BeginWith(std::shared_ptr<Aggregation> aggregation, const v1::UpdateHeader& header,
+                         const std::string& client_id);
   // Abandons the update and returns `status`.
   absl::Status Fail(absl::Status status);
 

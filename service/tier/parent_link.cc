@@ -49,24 +49,38 @@ void ParentLink::PrepareContext(grpc::ClientContext& context, bool with_deadline
   if (with_deadline) context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
 }
 
-absl::StatusOr<v1::AggregationSpec> ParentLink::FetchSpec(const std::string& id) {
-  grpc::ClientContext context;
-  PrepareContext(context, /*with_deadline=*/true);
-  v1::GetAggregationRequest request;
-  request.set_aggregation_id(id);
-  v1::AggregationStatus status;
-  grpc::Status rpc = control_->GetAggregation(&context, request, &status);
-  if (!rpc.ok()) {
-    absl::Status error = FromGrpcStatus(rpc);
-    if (error.code() == absl::StatusCode::kNotFound) return error;
-    return absl::UnavailableError(
-        absl::StrCat("cannot learn aggregation '", id, "' from the parent aggregator: ", error.ToString()));
-  }
-  if (status.state() != v1::OPEN) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "aggregation '", id, "' is ", v1::AggregationState_Name(status.state()), " at the root"));
-  }
-  return status.spec();
+void ParentLink::FetchSpec(const std::string& id,
+                           std::function<void(absl::StatusOr<v1::AggregationSpec>)> done) {
+  // Owns the call's state until its completion callback has run.
+  struct Call {
+    grpc::ClientContext context;
+    v1::GetAggregationRequest request;
+    v1::AggregationStatus response;
+  };
+  auto call = std::make_shared<Call>();
+  PrepareContext(call->context, /*with_deadline=*/true);
+  call->request.set_aggregation_id(id);
+  control_->async()->GetAggregation(
+      &call->context, &call->request, &call->response,
+      [call, id, done = std::move(done)](grpc::Status rpc) {
+        if (!rpc.ok()) {
+          absl::Status error = FromGrpcStatus(rpc);
+          if (error.code() == absl::StatusCode::kNotFound) {
+            done(error);
+          } else {
+            done(absl::UnavailableError(absl::StrCat(
+                "cannot learn aggregation '", id, "' from the parent aggregator: ", error.ToString())));
+          }
+          return;
+        }
+        if (call->response.state() != v1::OPEN) {
+          done(absl::FailedPreconditionError(absl::StrCat(
+              "aggregation '", id, "' is ", v1::AggregationState_Name(call->response.state()),
+              " at the root and accepts no more updates")));
+          return;
+        }
+        done(call->response.spec());
+      });
 }
 
 void ParentLink::MirrorCreated(std::shared_ptr<Aggregation> mirror) {

@@ -39,7 +39,8 @@ class ParentLink final : public UpstreamSource {
   ParentLink(ParentLinkOptions options, AggregationRegistry& registry);
   ~ParentLink() override;  // stops every thread, cancelling calls in progress
 
-  absl::StatusOr<v1::AggregationSpec> FetchSpec(const std::string& id) override;
+  void FetchSpec(const std::string& id,
+                 std::function<void(absl::StatusOr<v1::AggregationSpec>)> done) override;
   void MirrorCreated(std::shared_ptr<Aggregation> mirror) override;
 
  private:

@@ -1,0 +1,304 @@
+// fedagg's C++ client library.
+#include "client_stub/client.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "client_stub/update_encoder.h"
+#include "service/core/status_macros.h"
+#include "service/core/update_validator.h"
+#include "service/rounds/spec_conversion.h"
+#include "service/rpc/grpc_status.h"
+
+namespace fedagg {
+namespace {
+
+void PrepareContext(grpc::ClientContext& context, const CallOptions& options, bool with_deadline) {
+  if (!options.token.empty()) context.AddMetadata("authorization", "Bearer " + options.token);
+  if (with_deadline) context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
+}
+
+absl::Status CheckLocally(const v1::AggregationSpec& spec, const UpdateView& update) {
+  FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(spec));
+  return ValidateUpdate(*config.reduction, update);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ContributeStream>> ContributeStream::Open(
+    std::shared_ptr<grpc::Channel> channel, const std::string& client_id,
+    const CallOptions& options) {
+  std::unique_ptr<ContributeStream> stream(new ContributeStream());
+  stream->client_id_ = client_id;
+  stream->stub_ = v1::Aggregation::NewStub(channel);
+  PrepareContext(stream->context_, options, /*with_deadline=*/false);
+  stream->stream_ = stream->stub_->Contribute(&stream->context_);
+  v1::ContributeRequest hello;
+  hello.mutable_hello()->set_protocol_version(1);
+  hello.mutable_hello()->set_client_id(client_id);
+  v1::ContributeResponse response;
+  if (!stream->stream_->Write(hello) || !stream->stream_->Read(&response)) {
+    stream->closed_ = true;
+    return FromGrpcStatus(stream->stream_->Finish());
+  }
+  if (!response.has_welcome()) {
+    return absl::InternalError("the server answered Hello with something other than Welcome");
+  }
+  stream->welcome_ = response.welcome();
+  return stream;
+}
+
+ContributeStream::~ContributeStream() {
+  if (!closed_) {
+    context_.TryCancel();
+    (void)stream_->Finish();
+  }
+}
+
+absl::StatusOr<v1::Ack> ContributeStream::AwaitAnswer() {
+  v1::ContributeResponse response;
+  if (!stream_->Read(&response)) {
+    closed_ = true;
+    absl::Status status = FromGrpcStatus(stream_->Finish());
+    return status.ok() ? absl::UnavailableError("the server closed the stream without answering") : status;
+  }
+  if (response.has_ack()) return response.ack();
+  if (response.has_rejection()) {
+    return absl::Status(static_cast<absl::StatusCode>(response.rejection().code()),
+                        response.rejection().message());
+  }
+  return absl::InternalError("unexpected response while waiting for an ack");
+}
+
+absl::StatusOr<v1::Ack> ContributeStream::Contribute(const v1::AggregationSpec& spec,
+                                                     const UpdateView& update) {
+  FEDAGG_RETURN_IF_ERROR(CheckLocally(spec, update));
+  return ContributeUnchecked(spec.aggregation_id(), update);
+}
+
+
+absl::StatusOr<v1::Ack> ContributeStream::ContributeUnchecked(const std::string& aggregation_id,
+                                                              const UpdateView& update) {
+  if (closed_) return absl::FailedPreconditionError("the stream is closed");
+  v1::ContributeRequest request;
+  EncodedUpdateSink sink{
+      [&](const v1::UpdateHeader& header) {
+        *request.mutable_header() = header;
+        request.mutable_header()->clear_client_id();  // the stream's Hello names the client
+        return stream_->Write(request);
+      },
+      [&](const v1::Chunk& chunk) {
+        *request.mutable_chunk() = chunk;
+        return stream_->Write(request);
+      },
+      [&](const v1::UpdateEnd& end) {
+        *request.mutable_end() = end;
+        return stream_->Write(request);
+      }};
+  if (!EncodeUpdate(aggregation_id, client_id_, update, chunk_bytes_, sink)) {
+    closed_ = true;
+    return FromGrpcStatus(stream_->Finish());
+  }
+  return AwaitAnswer();
+}
+
+absl::StatusOr<v1::Ack> ContributeStream::SendRaw(const std::vector<v1::ContributeRequest>& requests) {
+  if (closed_) return absl::FailedPreconditionError("the stream is closed");
+  for (const v1::ContributeRequest& request : requests) {
+    if (!stream_->Write(request)) break;
+  }
+  return AwaitAnswer();
+}
+
+absl::Status ContributeStream::Close() {
+  if (closed_) return absl::OkStatus();
+  closed_ = true;
+  stream_->WritesDone();
+  v1::ContributeResponse ignored;
+  while (stream_->Read(&ignored)) {
+  }
+  return FromGrpcStatus(stream_->Finish());
+}
+
+absl::StatusOr<v1::Ack> SubmitUpdate(std::shared_ptr<grpc::Channel> channel,
+                                     const std::string& client_id,
+                                     const v1::AggregationSpec& spec, const UpdateView& update,
+                                     const CallOptions& options) {
+  FEDAGG_RETURN_IF_ERROR(CheckLocally(spec, update));
+  auto stub = v1::Aggregation::NewStub(channel);
+  grpc::ClientContext context;
+  PrepareContext(context, options, /*with_deadline=*/true);
+  v1::SubmitResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::SubmitRequest>> writer = stub->Submit(&context, &response);
+  v1::SubmitRequest request;
+  EncodedUpdateSink sink{
+      [&](const v1::UpdateHeader& header) {
+        *request.mutable_header() = header;
+        return writer->Write(request);
+      },
+      [&](const v1::Chunk& chunk) {
+        *request.mutable_chunk() = chunk;
+        return writer->Write(request);
+      },
+      [&](const v1::UpdateEnd& end) {
+        *request.mutable_end() = end;
+        return writer->Write(request);
+      }};
+  EncodeUpdate(spec.aggregation_id(), client_id, update, ContributeStream::kDefaultChunkBytes, sink);
+  writer->WritesDone();
+  FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(writer->Finish()));
+  return response.ack();
+}
+
+ControlClient::ControlClient(std::shared_ptr<grpc::Channel> channel, CallOptions options)
+    : control_(v1::Control::NewStub(channel)),
+      aggregation_(v1::Aggregation::NewStub(channel)),
+      options_(std::move(options)) {}
+
+void ControlClient::Prepare(grpc::ClientContext& context, bool with_deadline) const {
+  PrepareContext(context, options_, with_deadline);
+}
+
+absl::StatusOr<v1::AggregationStatus> ControlClient::Create(const v1::AggregationSpec& spec) {
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::CreateAggregationRequest request;
+  *request.mutable_spec() = spec;
+  v1::AggregationStatus status;
+  FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(control_->CreateAggregation(&context, request, &status)));
+  return status;
+}
+
+absl::StatusOr<v1::AggregationStatus> ControlClient::Get(const std::string& id) {
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::GetAggregationRequest request;
+  request.set_aggregation_id(id);
+  v1::AggregationStatus status;
+  FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(control_->GetAggregation(&context, request, &status)));
+  return status;
+}
+
+absl::StatusOr<std::vector<v1::AggregationStatus>> ControlClient::List() {
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::ListAggregationsResponse response;
+  FEDAGG_RETURN_IF_ERROR(
+      FromGrpcStatus(control_->ListAggregations(&context, v1::ListAggregationsRequest(), &response)));
+  return std::vector<v1::AggregationStatus>(response.aggregations().begin(), response.aggregations().end());
+}
+
+absl::StatusOr<v1::AggregationStatus> ControlClient::Seal(const std::string& id) {
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::SealAggregationRequest request;
+  request.set_aggregation_id(id);
+  v1::AggregationStatus status;
+  FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(control_->SealAggregation(&context, request, &status)));
+  return status;
+}
+
+absl::StatusOr<v1::AggregationStatus> ControlClient::Cancel(const std::string& id,
+                                                            const std::string& reason) {
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::CancelAggregationRequest request;
+  request.set_aggregation_id(id);
+  request.set_reason(reason);
+  v1::AggregationStatus status;
+  FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(control_->CancelAggregation(&context, request, &status)));
+  return status;
+}
+
+absl::StatusOr<std::vector<v1::AggregationSpec>> ControlClient::GetTasks(const std::string& client_id,
+                                                                         int max) {
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::GetTaskRequest request;
+  request.set_client_id(client_id);
+  request.set_max_tasks(max);
+  v1::GetTaskResponse response;
+  FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(aggregation_->GetTask(&context, request, &response)));
+  return std::vector<v1::AggregationSpec>(response.tasks().begin(), response.tasks().end());
+}
+
+absl::StatusOr<AggregateResult> ControlClient::GetResult(const std::string& id) {
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::GetResultRequest request;
+  request.set_aggregation_id(id);
+  std::unique_ptr<grpc::ClientReader<v1::ResultChunk>> reader = control_->GetResult(&context, request);
+  AggregateResult result;
+  v1::ResultChunk chunk;
+  bool header = true;
+  // Byte buffers per field for the indices and counts parts.
+  std::vector<std::string> indices, counts;
+  while (reader->Read(&chunk)) {
+    if (header) {
+      header = false;
+      result.contributions = chunk.status().contributions();
+      result.weight_sum = chunk.status().weight_sum();
+      for (const auto& field : chunk.fields()) {
+        ReportedField reported;
+        reported.path = field.path();
+        reported.intrinsic = static_cast<Intrinsic>(field.intrinsic());
+        FEDAGG_ASSIGN_OR_RETURN(reported.value.dtype, DTypeFromProto(field.value().dtype()));
+        reported.value.shape.assign(field.value().shape().begin(), field.value().shape().end());
+        int64_t elements = 1;
+        for (int64_t d : reported.value.shape) elements *= d;
+        reported.value.bytes.resize(static_cast<size_t>(elements) * DTypeSize(reported.value.dtype));
+        result.fields.push_back(std::move(reported));
+      }
+      indices.resize(result.fields.size());
+      counts.resize(result.fields.size());
+      continue;
+    }
+    if (chunk.field() >= result.fields.size()) return absl::DataLossError("result chunk names an unknown field");
+    ReportedField& field = result.fields[chunk.field()];
+    if (chunk.part() == v1::ResultChunk::VALUES) {
+      if (chunk.offset() + chunk.data().size() > field.value.bytes.size()) {
+        return absl::DataLossError("result chunk overruns its field");
+      }
+      std::memcpy(field.value.bytes.data() + chunk.offset(), chunk.data().data(), chunk.data().size());
+    } else {
+      std::string& target = chunk.part() == v1::ResultChunk::INDICES ? indices[chunk.field()] : counts[chunk.field()];
+      if (chunk.offset() != target.size()) return absl::DataLossError("result chunks out of order");
+      target.append(chunk.data());
+    }
+  }
+  FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(reader->Finish()));
+  if (header) return absl::DataLossError("empty result stream");
+  for (size_t f = 0; f < result.fields.size(); ++f) {
+    auto to_int64 = [](const std::string& bytes) {
+      std::vector<int64_t> out(bytes.size() / sizeof(int64_t));
+      std::memcpy(out.data(), bytes.data(), out.size() * sizeof(int64_t));
+      return out;
+    };
+    result.fields[f].indices = to_int64(indices[f]);
+    result.fields[f].counts = to_int64(counts[f]);
+  }
+  return result;
+}
+
+absl::StatusOr<v1::AggregationStatus> ControlClient::WatchUntilFinal(
+    const std::string& id, const std::function<void(const v1::AggregationStatus&)>& on_status) {
+  grpc::ClientContext context;
+  Prepare(context);
+  v1::GetAggregationRequest request;
+  request.set_aggregation_id(id);
+  std::unique_ptr<grpc::ClientReader<v1::AggregationStatus>> reader =
+      control_->WatchAggregation(&context, request);
+  v1::AggregationStatus status;
+  v1::AggregationStatus last;
+  bool any = false;
+  while (reader->Read(&status)) {
+    any = true;
+    last = status;
+    if (on_status) on_status(status);
+  }
+  FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(reader->Finish()));
+  if (!any) return absl::DataLossError("the watch ended without a status");
+  return last;
+}
+
+}  // namespace fedagg

@@ -1,0 +1,103 @@
+// fedagg's C++ client library.
+//   ContributeStream — one Aggregation.Contribute stream: hello/welcome, then updates
+//                      (dense, sparse or row-sparse per field, as UpdateViews), each
+//                      checked locally against the spec, chunked, and acknowledged.
+//   SubmitUpdate     — the same update over the client-streaming Submit path.
+//   ControlClient    — create, inspect, seal, cancel aggregations; fetch and watch results.
+// Every call returns absl::Status with the server's code and message.
+#ifndef FEDAGG_CLIENT_STUB_CLIENT_H_
+#define FEDAGG_CLIENT_STUB_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "fedagg/v1/aggregation.grpc.pb.h"
+#include "fedagg/v1/control.grpc.pb.h"
+#include "service/core/aggregate_result.h"
+#include "service/core/field_value.h"
+
+namespace fedagg {
+
+struct CallOptions {
+  std::string token;                      // bearer token, when the server asks for one
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+class ContributeStream {
+ public:
+  static constexpr size_t kDefaultChunkBytes = 1 << 20;
+
+  // Opens the stream and exchanges hello / welcome.
+  static absl::StatusOr<std::unique_ptr<ContributeStream>> Open(
+      std::shared_ptr<grpc::Channel> channel, const std::string& client_id,
+      const CallOptions& options = {});
+  ~ContributeStream();
+
+  const v1::Welcome& welcome() const { return welcome_; }
+  // Validates `update` against `spec` locally, sends it, and waits for the server's answer:
+  // the Ack, or the rejection as a Status (the stream stays usable after a rejection).
+  absl::StatusOr<v1::Ack> Contribute(const v1::AggregationSpec& spec, const UpdateView& update);
+  // Sends without local validation (to exercise the server's own checks).
+  absl::StatusOr<v1::Ack> ContributeUnchecked(const std::string& aggregation_id,
+                                              const UpdateView& update);
+  // Sends raw protocol messages and waits for one response (tests of malformed streams).
+  absl::StatusOr<v1::Ack> SendRaw(const std::vector<v1::ContributeRequest>& requests);
+  // Half-closes and returns the stream's final status.
+  absl::Status Close();
+
+  void set_chunk_bytes(size_t bytes) { chunk_bytes_ = bytes; }
+
+ private:
+  ContributeStream() = default;
+  absl::StatusOr<v1::Ack> AwaitAnswer();
+
+  grpc::ClientContext context_;
+  std::unique_ptr<v1::Aggregation::Stub> stub_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ContributeRequest, v1::ContributeResponse>> stream_;
+  v1::Welcome welcome_;
+  std::string client_id_;
+  size_t chunk_bytes_ = kDefaultChunkBytes;
+  bool closed_ = false;
+};
+
+// One update over Aggregation.Submit (for callers without bidirectional streams).
+absl::StatusOr<v1::Ack> SubmitUpdate(std::shared_ptr<grpc::Channel> channel,
+                                     const std::string& client_id,
+                                     const v1::AggregationSpec& spec, const UpdateView& update,
+                                     const CallOptions& options = {});
+
+class ControlClient {
+ public:
+  explicit ControlClient(std::shared_ptr<grpc::Channel> channel, CallOptions options = {});
+
+  absl::StatusOr<v1::AggregationStatus> Create(const v1::AggregationSpec& spec);
+  absl::StatusOr<v1::AggregationStatus> Get(const std::string& id);
+  absl::StatusOr<std::vector<v1::AggregationStatus>> List();
+  absl::StatusOr<v1::AggregationStatus> Seal(const std::string& id);
+  absl::StatusOr<v1::AggregationStatus> Cancel(const std::string& id, const std::string& reason);
+  // The open aggregations the task path hands out (Aggregation.GetTask).
+  absl::StatusOr<std::vector<v1::AggregationSpec>> GetTasks(const std::string& client_id, int max);
+  // Reassembles the streamed result of a FINALIZED aggregation.
+  absl::StatusOr<AggregateResult> GetResult(const std::string& id);
+  // Calls `on_status` for the current status and each change until a final state;
+  // returns that final status.
+  absl::StatusOr<v1::AggregationStatus> WatchUntilFinal(
+      const std::string& id, const std::function<void(const v1::AggregationStatus&)>& on_status = {});
+
+ private:
+  void Prepare(grpc::ClientContext& context, bool with_deadline = true) const;
+
+  std::unique_ptr<v1::Control::Stub> control_;
+  std::unique_ptr<v1::Aggregation::Stub> aggregation_;
+  CallOptions options_;
+};
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_CLIENT_STUB_CLIENT_H_

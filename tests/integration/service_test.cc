@@ -1,0 +1,314 @@
+// Integration tests: real fedagg servers on loopback (a root, and intermediate
+// aggregators under it), real gRPC clients; results checked against the core's reference.
+#include <random>
+#include <thread>
+
+#include "service/core/reference_reducer.h"
+#include "tests/integration/test_cluster.h"
+
+namespace fedagg::testing {
+namespace {
+
+// One client's values for a spec, owning the memory its UpdateView points into.
+struct OwnedUpdate {
+  std::vector<std::vector<float>> floats;
+  std::vector<std::vector<int64_t>> ints;
+  std::vector<std::vector<int32_t>> int32s;
+  std::vector<std::vector<int64_t>> indices;
+  UpdateView view;
+};
+
+// Random values for every field of `spec` (dense, sparse or row-sparse as declared).
+OwnedUpdate RandomUpdate(const ReductionSpec& spec, std::mt19937_64& rng) {
+  OwnedUpdate u;
+  const size_t n = spec.fields().size();
+  u.floats.resize(n);
+  u.ints.resize(n);
+  u.int32s.resize(n);
+  u.indices.resize(n);
+  std::uniform_real_distribution<float> value(-2, 2);
+  std::uniform_int_distribution<int64_t> small(-50, 50);
+  for (size_t f = 0; f < n; ++f) {
+    const FieldSpec& field = spec.fields()[f];
+    int64_t count = field.type.num_elements();
+    if (field.encoding != Encoding::kDense) {
+      const int64_t nnz = std::uniform_int_distribution<int64_t>(0, std::min<int64_t>(field.rows, 6))(rng);
+      for (int64_t k = 0; k < nnz; ++k) {
+        u.indices[f].push_back(std::uniform_int_distribution<int64_t>(0, field.rows - 1)(rng));
+      }
+      count = nnz * field.row_width;
+    }
+    switch (field.type.dtype) {
+      case DType::kFloat32:
+        for (int64_t i = 0; i < count; ++i) u.floats[f].push_back(value(rng));
+        u.view.fields.push_back(FieldValue{field.encoding, field.type.dtype, u.indices[f],
+                                           AsBytes(absl::MakeConstSpan(u.floats[f]))});
+        break;
+      case DType::kInt64:
+        for (int64_t i = 0; i < count; ++i) u.ints[f].push_back(small(rng));
+        u.view.fields.push_back(FieldValue{field.encoding, field.type.dtype, u.indices[f],
+                                           AsBytes(absl::MakeConstSpan(u.ints[f]))});
+        break;
+      case DType::kInt32:
+        for (int64_t i = 0; i < count; ++i) u.int32s[f].push_back(static_cast<int32_t>(small(rng)));
+        u.view.fields.push_back(FieldValue{field.encoding, field.type.dtype, u.indices[f],
+                                           AsBytes(absl::MakeConstSpan(u.int32s[f]))});
+        break;
+      default:
+        ADD_FAILURE() << "test helper does not generate " << DTypeName(field.type.dtype);
+    }
+  }
+  if (spec.has_weighted_field()) u.view.weight = std::uniform_real_distribution<double>(0.5, 20)(rng);
+  return u;
+}
+
+std::vector<UpdateView> Views(const std::vector<OwnedUpdate>& updates) {
+  std::vector<UpdateView> views;
+  for (const OwnedUpdate& u : updates) views.push_back(u.view);
+  return views;
+}
+
+UpdateView DenseFloats(const std::vector<float>& values) {
+  return UpdateView{{FieldValue::Dense<float>(values)}, std::nullopt};
+}
+
+// Seals at the root and waits for the final state.
+v1::AggregationStatus SealAndWait(ControlClient& control, const std::string& id) {
+  EXPECT_TRUE(control.Seal(id).ok());
+  absl::StatusOr<v1::AggregationStatus> final = control.WatchUntilFinal(id);
+  EXPECT_TRUE(final.ok()) << final.status();
+  return final.ok() ? *final : v1::AggregationStatus();
+}
+
+int64_t Contributions(ControlClient& control, const std::string& id) {
+  absl::StatusOr<v1::AggregationStatus> status = control.Get(id);
+  EXPECT_TRUE(status.ok()) << status.status();
+  return status.ok() ? status->contributions() : -1;
+}
+
+TEST(ServiceTest, DenseSumAtTheRoot) {
+  auto cluster = Cluster::Start(0);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  const v1::AggregationSpec spec = MakeSpec("dense-sum", {{"w", "float32[8]", Intrinsic::kFederatedSum}}, 3);
+  ASSERT_TRUE(control.Create(spec).ok());
+
+  std::vector<float> expected(8, 0.0f);
+  for (int c = 0; c < 3; ++c) {
+    auto stream = ContributeStream::Open(Connect(cluster->root->port()), absl::StrCat("client-", c));
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    ASSERT_EQ((*stream)->welcome().open_aggregations_size(), 1);
+    std::vector<float> values(8);
+    for (int i = 0; i < 8; ++i) values[i] = static_cast<float>(c * 10 + i);
+    for (int i = 0; i < 8; ++i) expected[i] += values[i];
+    absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(spec, DenseFloats(values));
+    ASSERT_TRUE(ack.ok()) << ack.status();
+    EXPECT_EQ(ack->contributions(), c + 1);
+    EXPECT_TRUE((*stream)->Close().ok());
+  }
+  const v1::AggregationStatus final = SealAndWait(control, "dense-sum");
+  ASSERT_EQ(final.state(), v1::FINALIZED) << final.detail();
+  absl::StatusOr<AggregateResult> result = control.GetResult("dense-sum");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->contributions, 3);
+  ASSERT_EQ(result->fields.size(), 1u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(result->fields[0].value.values<float>()[i], expected[i]);
+}
+
+TEST(ServiceTest, TreeOfTwoIntermediatesMatchesTheReference) {
+  auto cluster = Cluster::Start(2);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  const v1::AggregationSpec spec =
+      MakeSpec("tree", {{"w", "float32[4,3]", Intrinsic::kFederatedWeightedMean},
+                        {"embedding", "float32[10,2]", Intrinsic::kRowSparseMean, true},
+                        {"tokens", "int64[100]", Intrinsic::kSparseSumSparse, true},
+                        {"hist", "int32[5]", Intrinsic::kFederatedSum},
+                        {"coo", "float32[50]", Intrinsic::kSparseWeightedMean, true}},
+               /*min_contributions=*/30);
+  ASSERT_TRUE(control.Create(spec).ok());
+  std::shared_ptr<const ReductionSpec> reduction = ReductionOf(spec);
+
+  const uint64_t seed = std::random_device()();
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  std::vector<OwnedUpdate> updates;
+  for (int i = 0; i < 30; ++i) updates.push_back(RandomUpdate(*reduction, rng));
+
+  // Three senders at once: clients 0, 3, 6... go to the root, the others to the two
+  // intermediate aggregators.
+  std::vector<int> ports = {cluster->root->port(), cluster->intermediates[0]->port(),
+                            cluster->intermediates[1]->port()};
+  std::vector<std::thread> senders;
+  std::atomic<int> acked{0};
+  for (int s = 0; s < 3; ++s) {
+    senders.emplace_back([&, s] {
+      for (size_t i = s; i < updates.size(); i += 3) {
+        auto stream = ContributeStream::Open(Connect(ports[s]), absl::StrCat("client-", i));
+        ASSERT_TRUE(stream.ok()) << stream.status();
+        absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(spec, updates[i].view);
+        ASSERT_TRUE(ack.ok()) << "client " << i << ": " << ack.status();
+        ++acked;
+      }
+    });
+  }
+  for (std::thread& t : senders) t.join();
+  ASSERT_EQ(acked.load(), 30);
+
+  const v1::AggregationStatus final = SealAndWait(control, "tree");
+  ASSERT_EQ(final.state(), v1::FINALIZED) << final.detail();
+  EXPECT_EQ(final.contributions(), 30);
+  EXPECT_EQ(final.children(), 2);
+  absl::StatusOr<AggregateResult> result = control.GetResult("tree");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->contributions, 30);
+  const double error = MaxRelativeError(ReferenceReduce(*reduction, Views(updates)), *result);
+  EXPECT_LE(error, 1e-5);
+}
+
+TEST(ServiceTest, TwoAggregationsOverlapOnOneStream) {
+  auto cluster = Cluster::Start(1);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  const v1::AggregationSpec round1 = MakeSpec("round-1", {{"w", "float32[3]", Intrinsic::kFederatedMean}});
+  const v1::AggregationSpec round2 = MakeSpec("round-2", {{"w", "float32[3]", Intrinsic::kFederatedMax}});
+  ASSERT_TRUE(control.Create(round1).ok());
+  ASSERT_TRUE(control.Create(round2).ok());
+  absl::StatusOr<std::vector<v1::AggregationSpec>> tasks = control.GetTasks("anyone", 5);
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  ASSERT_EQ(tasks->size(), 2u);
+  EXPECT_EQ((*tasks)[0].aggregation_id(), "round-1");  // oldest first
+
+  for (int c = 0; c < 4; ++c) {
+    auto stream = ContributeStream::Open(Connect(cluster->intermediates[0]->port()), absl::StrCat("c", c));
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    const std::vector<float> values = {static_cast<float>(c), 1.0f, -static_cast<float>(c)};
+    ASSERT_TRUE((*stream)->Contribute(round1, DenseFloats(values)).ok());
+    ASSERT_TRUE((*stream)->Contribute(round2, DenseFloats(values)).ok());
+  }
+  ASSERT_EQ(SealAndWait(control, "round-1").state(), v1::FINALIZED);
+  // round-2 still open after round-1 finalized.
+  EXPECT_EQ(control.Get("round-2")->state(), v1::OPEN);
+  ASSERT_EQ(SealAndWait(control, "round-2").state(), v1::FINALIZED);
+
+  absl::StatusOr<AggregateResult> mean = control.GetResult("round-1");
+  absl::StatusOr<AggregateResult> max = control.GetResult("round-2");
+  ASSERT_TRUE(mean.ok() && max.ok());
+  EXPECT_FLOAT_EQ(mean->fields[0].value.values<float>()[0], 1.5f);
+  EXPECT_FLOAT_EQ(mean->fields[0].value.values<float>()[2], -1.5f);
+  EXPECT_FLOAT_EQ(max->fields[0].value.values<float>()[0], 3.0f);
+  EXPECT_FLOAT_EQ(max->fields[0].value.values<float>()[2], 0.0f);
+}
+
+TEST(ServiceTest, SubmitPathCountsLikeTheStream) {
+  auto cluster = Cluster::Start(0);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  const v1::AggregationSpec spec = MakeSpec("submit", {{"w", "float32[2]", Intrinsic::kFederatedSum}});
+  ASSERT_TRUE(control.Create(spec).ok());
+  const std::vector<float> values = {1.0f, 2.0f};
+  absl::StatusOr<v1::Ack> ack = SubmitUpdate(Connect(cluster->root->port()), "browser-1", spec, DenseFloats(values));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->contributions(), 1);
+  // The same client again, over the stream: counted once.
+  auto stream = ContributeStream::Open(Connect(cluster->root->port()), "browser-1");
+  ASSERT_TRUE(stream.ok());
+  EXPECT_EQ((*stream)->Contribute(spec, DenseFloats(values)).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(SubmitUpdate(Connect(cluster->root->port()), "browser-1", spec, DenseFloats(values)).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Contributions(control, "submit"), 1);
+}
+
+TEST(ServiceTest, DeadlineBelowQuorumFails) {
+  auto cluster = Cluster::Start(0);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  v1::AggregationSpec spec = MakeSpec("late", {{"w", "float32[2]", Intrinsic::kFederatedSum}}, 5);
+  spec.set_deadline_unix_ms(absl::ToUnixMillis(absl::Now() + absl::Milliseconds(300)));
+  ASSERT_TRUE(control.Create(spec).ok());
+  auto stream = ContributeStream::Open(Connect(cluster->root->port()), "only-one");
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE((*stream)->Contribute(spec, DenseFloats({1.0f, 1.0f})).ok());
+  absl::StatusOr<v1::AggregationStatus> final = control.WatchUntilFinal("late");
+  ASSERT_TRUE(final.ok()) << final.status();
+  EXPECT_EQ(final->state(), v1::FAILED);
+  EXPECT_NE(final->detail().find("quorum not reached: 1 contributions"), std::string::npos) << final->detail();
+  EXPECT_EQ(control.GetResult("late").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ServiceTest, KilledIntermediateLosesOnlyWhatItHadNotForwarded) {
+  ServerConfig config = LoopbackConfig();
+  config.forward_interval = absl::Hours(1);  // nothing goes up before the seal
+  config.child_grace = absl::Seconds(3);
+  auto cluster = Cluster::Start(2, config);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  const v1::AggregationSpec spec = MakeSpec("survivor", {{"w", "int64[4]", Intrinsic::kFederatedSum}}, 2);
+  ASSERT_TRUE(control.Create(spec).ok());
+
+  std::vector<int64_t> expected(4, 0);
+  auto send = [&](int port, const std::string& client, int64_t base, bool counted) {
+    auto stream = ContributeStream::Open(Connect(port), client);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    const std::vector<int64_t> values = {base, base + 1, base + 2, base + 3};
+    ASSERT_TRUE((*stream)->Contribute(spec, UpdateView{{FieldValue::Dense<int64_t>(values)}, std::nullopt}).ok());
+    if (counted)
+      for (int i = 0; i < 4; ++i) expected[i] += values[i];
+  };
+  send(cluster->intermediates[0]->port(), "a", 100, true);
+  send(cluster->intermediates[0]->port(), "b", 200, true);
+  send(cluster->intermediates[1]->port(), "c", 1000, false);  // lost with its aggregator
+  send(cluster->root->port(), "d", 5, true);
+
+  cluster->intermediates[1]->Shutdown(absl::ZeroDuration());
+  cluster->intermediates[1].reset();
+
+  const v1::AggregationStatus final = SealAndWait(control, "survivor");
+  ASSERT_EQ(final.state(), v1::FINALIZED) << final.detail();
+  EXPECT_EQ(final.contributions(), 3);
+  absl::StatusOr<AggregateResult> result = control.GetResult("survivor");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->contributions, 3);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(result->fields[0].value.values<int64_t>()[i], expected[i]);
+}
+
+TEST(ServiceTest, StreamCutMidUpdateCountsNothingAndFreesTheClient) {
+  auto cluster = Cluster::Start(0);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  const v1::AggregationSpec spec = MakeSpec("cut", {{"w", "float32[4]", Intrinsic::kFederatedSum}});
+  ASSERT_TRUE(control.Create(spec).ok());
+  {
+    auto channel = Connect(cluster->root->port());
+    auto stub = v1::Aggregation::NewStub(channel);
+    grpc::ClientContext context;
+    auto stream = stub->Contribute(&context);
+    v1::ContributeRequest request;
+    request.mutable_hello()->set_protocol_version(1);
+    request.mutable_hello()->set_client_id("flaky");
+    ASSERT_TRUE(stream->Write(request));
+    v1::ContributeResponse welcome;
+    ASSERT_TRUE(stream->Read(&welcome));
+    request.Clear();
+    request.mutable_header()->set_aggregation_id("cut");
+    request.mutable_header()->add_fields();
+    ASSERT_TRUE(stream->Write(request));
+    request.Clear();
+    request.mutable_chunk()->set_section(v1::VALUES);
+    request.mutable_chunk()->set_data(std::string(8, '\0'));  // half of the values
+    ASSERT_TRUE(stream->Write(request));
+    context.TryCancel();
+    (void)stream->Finish();
+  }
+  // The cut update is not counted, and the client may send its update again.
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(Contributions(control, "cut"), 0);
+  auto stream = ContributeStream::Open(Connect(cluster->root->port()), "flaky");
+  ASSERT_TRUE(stream.ok());
+  absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(spec, DenseFloats({1, 2, 3, 4}));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->contributions(), 1);
+}
+
+}  // namespace
+}  // namespace fedagg::testing
