@@ -1,10 +1,38 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the demo: simulated clients contribute to an
-# aggregation with dense, sparse and row-sparse fields; the result is printed and checked
-# against the reference reduction.
+# Installs what is missing, builds, and runs the demo: a root and two intermediate
+# aggregators (fedagg-server processes on loopback), simulated clients streaming updates of
+# a small model (dense layers, a row-sparse embedding table, sparse token counts) through
+# the intermediate aggregators, the result fetched from the root and checked against the
+# float64 reference. Extra arguments go to fedagg-demo (e.g. --clients=1000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh
-./scripts/build.sh default fedagg-demo-core
-./build/service/demo/fedagg-demo-core "$@"
+./scripts/build.sh default fedagg-server fedagg-demo
+
+ROOT_PORT=${FEDAGG_DEMO_PORT:-50551}
+LOG_DIR=$(mktemp -d /tmp/fedagg-demo.XXXXXX)
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+start() {  # start NAME PORT [flags...]
+  local name=$1 port=$2; shift 2
+  ./build/service/fedagg-server --listen="127.0.0.1:$port" --node_id="$name" \
+      --forward_interval_ms=200 --child_grace_ms=5000 "$@" >"$LOG_DIR/$name.log" 2>&1 &
+  pids+=($!)
+}
+start root "$ROOT_PORT"
+start intermediate-a $((ROOT_PORT + 1)) --parent="127.0.0.1:$ROOT_PORT"
+start intermediate-b $((ROOT_PORT + 2)) --parent="127.0.0.1:$ROOT_PORT"
+for port in "$ROOT_PORT" $((ROOT_PORT + 1)) $((ROOT_PORT + 2)); do
+  for _ in $(seq 50); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.1
+  done
+done
+echo "fedagg tree on loopback: root :$ROOT_PORT, intermediate aggregators :$((ROOT_PORT + 1)) :$((ROOT_PORT + 2)) (logs in $LOG_DIR)"
+
+./build/service/demo/fedagg-demo --root="127.0.0.1:$ROOT_PORT" \
+    --intermediates="127.0.0.1:$((ROOT_PORT + 1)),127.0.0.1:$((ROOT_PORT + 2))" "$@"
+echo "Metrics are not exported yet (Prometheus /metrics is planned); server logs: $LOG_DIR"

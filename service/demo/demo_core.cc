@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "service/core/partial_aggregate.h"
 #include "service/core/reference_reducer.h"
+#include "service/demo/simulated_model.h"
 
 ABSL_FLAG(int, clients, 200, "number of simulated clients");
 ABSL_FLAG(int, batch, 32, "updates reduced per batch");
@@ -23,49 +24,9 @@ ABSL_FLAG(uint64_t, seed, 1, "random seed for the simulated updates");
 namespace fedagg {
 namespace {
 
-// One client's update, owning the memory the UpdateView points into.
-struct SimulatedUpdate {
-  std::vector<float> dense, bias, embedding_rows;
-  std::vector<int64_t> embedding_ids, token_ids, token_counts;
-  double weight = 1;
-
-  UpdateView View() const {
-    return UpdateView{{FieldValue::Dense<float>(dense), FieldValue::Dense<float>(bias),
-                       FieldValue::RowSparse<float>(embedding_ids, embedding_rows),
-                       FieldValue::Sparse<int64_t>(token_ids, token_counts)},
-                      weight};
-  }
-};
-
-SimulatedUpdate MakeUpdate(std::mt19937_64& rng) {
-  std::normal_distribution<float> normal(0.0f, 0.1f);
-  std::uniform_int_distribution<int64_t> row(0, 9999), token(0, 49999), count(1, 5);
-  SimulatedUpdate u;
-  u.dense.resize(256 * 64);
-  for (float& x : u.dense) x = normal(rng);
-  u.bias.resize(64);
-  for (float& x : u.bias) x = normal(rng);
-  for (int i = 0; i < 40; ++i) u.embedding_ids.push_back(row(rng));
-  u.embedding_rows.resize(u.embedding_ids.size() * 32);
-  for (float& x : u.embedding_rows) x = normal(rng);
-  for (int i = 0; i < 200; ++i) {
-    u.token_ids.push_back(token(rng));
-    u.token_counts.push_back(count(rng));
-  }
-  u.weight = std::uniform_real_distribution<double>(1, 100)(rng);  // examples seen
-  return u;
-}
-
 int Run() {
-  absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec = ReductionSpec::Create(
-      ValueType::Struct({{"dense", ValueType::Tensor(DType::kFloat32, {256, 64})},
-                         {"bias", ValueType::Tensor(DType::kFloat32, {64})},
-                         {"embedding", ValueType::Tensor(DType::kFloat32, {10000, 32})},
-                         {"token_counts", ValueType::Tensor(DType::kInt64, {50000})}}),
-      {{Intrinsic::kFederatedWeightedMean},
-       {Intrinsic::kFederatedWeightedMean},
-       {Intrinsic::kRowSparseMean, /*report_counts=*/true},
-       {Intrinsic::kSparseSumSparse, /*report_counts=*/true}});
+  absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec =
+      ReductionSpec::Create(demo::SimulatedModelType(), demo::SimulatedModelIntrinsics());
   if (!spec.ok()) {
     std::fprintf(stderr, "spec: %s\n", spec.status().ToString().c_str());
     return 1;
@@ -79,10 +40,10 @@ int Run() {
   std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
   const int clients = absl::GetFlag(FLAGS_clients);
   const size_t batch = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_batch)));
-  std::vector<SimulatedUpdate> updates;
-  for (int i = 0; i < clients; ++i) updates.push_back(MakeUpdate(rng));
+  std::vector<demo::SimulatedUpdate> updates;
+  for (int i = 0; i < clients; ++i) updates.push_back(demo::MakeUpdate(rng));
   std::vector<UpdateView> views;
-  for (const SimulatedUpdate& u : updates) views.push_back(u.View());
+  for (const demo::SimulatedUpdate& u : updates) views.push_back(u.View());
 
   const absl::Time start = absl::Now();
   // Two intermediate aggregators, each taking every other client, in batches.
