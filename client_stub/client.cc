@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client_stub/update_encoder.h"
 #include "service/core/status_macros.h"
 #include "service/core/update_validator.h"
@@ -30,6 +31,7 @@ absl::StatusOr<std::unique_ptr<ContributeStream>> ContributeStream::Open(
     const CallOptions& options) {
   std::unique_ptr<ContributeStream> stream(new ContributeStream());
   stream->client_id_ = client_id;
+  stream->options_ = options;
   stream->stub_ = v1::Aggregation::NewStub(channel);
   PrepareContext(stream->context_, options, /*with_deadline=*/false);
   stream->stream_ = stream->stub_->Contribute(&stream->context_);
@@ -79,6 +81,20 @@ absl::StatusOr<v1::Ack> ContributeStream::Contribute(const v1::AggregationSpec& 
 
 absl::StatusOr<v1::Ack> ContributeStream::ContributeUnchecked(const std::string& aggregation_id,
                                                               const UpdateView& update) {
+  absl::Duration backoff = options_.initial_backoff;
+  for (int attempt = 1;; ++attempt) {
+    absl::StatusOr<v1::Ack> answer = SendOnce(aggregation_id, update);
+    if (answer.ok() || answer.status().code() != absl::StatusCode::kUnavailable || closed_ ||
+        attempt >= options_.max_attempts) {
+      return answer;
+    }
+    absl::SleepFor(backoff);
+    backoff *= 2;
+  }
+}
+
+absl::StatusOr<v1::Ack> ContributeStream::SendOnce(const std::string& aggregation_id,
+                                                   const UpdateView& update) {
   if (closed_) return absl::FailedPreconditionError("the stream is closed");
   v1::ContributeRequest request;
   EncodedUpdateSink sink{

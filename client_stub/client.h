@@ -27,6 +27,11 @@ namespace fedagg {
 struct CallOptions {
   std::string token;                      // bearer token, when the server asks for one
   absl::Duration timeout = absl::Seconds(30);
+  // An update refused with UNAVAILABLE (e.g. an intermediate aggregator still joining
+  // the aggregation at its parent) is sent again, with doubling backoff, this many times
+  // in all. Safe: the server counts an update once per client id.
+  int max_attempts = 8;
+  absl::Duration initial_backoff = absl::Milliseconds(25);
 };
 
 class ContributeStream {
@@ -43,7 +48,8 @@ class ContributeStream {
   // Validates `update` against `spec` locally, sends it, and waits for the server's answer:
   // the Ack, or the rejection as a Status (the stream stays usable after a rejection).
   absl::StatusOr<v1::Ack> Contribute(const v1::AggregationSpec& spec, const UpdateView& update);
-  // Sends without local validation (to exercise the server's own checks).
+  // Sends without local validation (to exercise the server's own checks); retries
+  // UNAVAILABLE refusals as CallOptions says.
   absl::StatusOr<v1::Ack> ContributeUnchecked(const std::string& aggregation_id,
                                               const UpdateView& update);
   // Sends raw protocol messages and waits for one response (tests of malformed streams).
@@ -56,12 +62,14 @@ class ContributeStream {
  private:
   ContributeStream() = default;
   absl::StatusOr<v1::Ack> AwaitAnswer();
+  absl::StatusOr<v1::Ack> SendOnce(const std::string& aggregation_id, const UpdateView& update);
 
   grpc::ClientContext context_;
   std::unique_ptr<v1::Aggregation::Stub> stub_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::ContributeRequest, v1::ContributeResponse>> stream_;
   v1::Welcome welcome_;
   std::string client_id_;
+  CallOptions options_;
   size_t chunk_bytes_ = kDefaultChunkBytes;
   bool closed_ = false;
 };

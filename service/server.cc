@@ -15,7 +15,13 @@ namespace fedagg {
 namespace {
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const TlsFiles& tls) {
-  if (tls.cert.empty() && tls.key.empty()) return grpc::InsecureServerCredentials();
+  if (tls.cert.empty() && tls.key.empty()) {
+    if (!tls.ca.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_client_ca needs --tls_cert and --tls_key: client certificates are checked only over TLS");
+    }
+    return grpc::InsecureServerCredentials();
+  }
   if (tls.cert.empty() || tls.key.empty()) {
     return absl::InvalidArgumentError("TLS needs both --tls_cert and --tls_key");
   }
@@ -62,6 +68,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   std::unique_ptr<FedaggServer> server(new FedaggServer());
   AggregationOptions options;
   options.batch_size = config.batch_size;
+  options.flush_interval = config.flush_interval;
   options.child_grace = config.child_grace;
   server->registry_ = std::make_unique<AggregationRegistry>(options);
   server->authenticator_ = std::make_unique<Authenticator>(config.auth_tokens);
@@ -91,12 +98,17 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
     FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> parent_credentials,
                             ChannelCredentials(config.parent_tls));
     ParentLinkOptions link;
-    link.channel = grpc::CreateChannel(config.parent_address, parent_credentials);
+    grpc::ChannelArguments channel_args;
+    channel_args.SetMaxReceiveMessageSize(-1);  // listings of many aggregations may be large
+    link.channel = grpc::CreateCustomChannel(config.parent_address, parent_credentials, channel_args);
     link.token = config.parent_token;
-    link.child_id = config.node_id.empty()
-                        ? absl::StrCat(config.listen_address, "#", server->port_)
-                        : config.node_id;
+    // The incarnation suffix makes a restarted node a new child at the parent: its
+    // sequence numbers start again at 1 without colliding with its previous life's.
+    link.child_id = absl::StrCat(
+        config.node_id.empty() ? absl::StrCat(config.listen_address, "#", server->port_) : config.node_id,
+        "@", absl::ToUnixNanos(absl::Now()));
     link.forward_interval = config.forward_interval;
+    link.child_grace = config.child_grace;
     server->parent_link_ = std::make_unique<ParentLink>(link, *server->registry_);
     server->registry_->SetUpstream(server->parent_link_.get());
   }

@@ -33,6 +33,7 @@ struct ServerConfig {
   std::string parent_address;  // empty: this is the root (server placement)
   std::string node_id;         // name at the parent; default: the listen address
   int batch_size = 16;
+  absl::Duration flush_interval = absl::Milliseconds(100);
   uint64_t max_update_bytes = uint64_t{1} << 30;
   absl::Duration child_grace = absl::Seconds(10);
   absl::Duration forward_interval = absl::Seconds(1);

@@ -16,6 +16,11 @@ absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
         "aggregation '", id(), "' is ", v1::AggregationState_Name(state_),
         " and accepts no more updates; ask GetTask for an open one"));
   }
+  if (options_.forwarding && !joined_upstream_) {
+    return absl::UnavailableError(absl::StrCat(
+        "this intermediate aggregator is not joined to aggregation '", id(),
+        "' at its parent yet (joining, or the parent is unreachable); retry shortly"));
+  }
   if (counted_.contains(client_id)) {
     return absl::AlreadyExistsError(absl::StrCat("client '", client_id,
                                                  "' already contributed to aggregation '", id(),
@@ -61,6 +66,7 @@ absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id,
     }
     counted_.insert(client_id);
     weight_sum_ += update.view().weight.value_or(1.0);
+    if (pending_.empty()) pending_since_ = absl::Now();
     pending_.push_back(std::move(update));
     contributions = ++contributions_;
     batch_full = static_cast<int>(pending_.size()) >= options_.batch_size;
@@ -117,6 +123,10 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
       return absl::FailedPreconditionError(absl::StrCat(
           "aggregation '", id(), "' is ", v1::AggregationState_Name(state_),
           "; the partial from child '", child_id, "' was not merged"));
+    }
+    if (sequence == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "partial from child '", child_id, "' has sequence 0; sequences start at 1"));
     }
     Child& child_state = children_[child_id];
     if (sequence <= child_state.last_sequence) return contributions_;  // a retried push
@@ -246,18 +256,21 @@ void Aggregation::MaybeFinalize() {
 }
 
 void Aggregation::Tick(absl::Time now) {
-  if (options_.forwarding) return;
+  bool flush = false;
   bool sealed_now = false;
   bool sealed = false;
   std::vector<ChildNotifier> to_notify;
   {
     absl::MutexLock lock(&mu_);
-    if (state_ == v1::OPEN && now >= config_.deadline) {
+    flush = !pending_.empty() && now - pending_since_ >= options_.flush_interval;
+    // A mirror's deadline is its parent's business: the parent sends SEAL.
+    if (!options_.forwarding && state_ == v1::OPEN && now >= config_.deadline) {
       SealLocked(&to_notify);
       sealed_now = true;
     }
     sealed = state_ == v1::SEALED;
   }
+  if (flush) ReducePending();
   for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
   if (sealed_now) NotifyWatchers();
   if (sealed) MaybeFinalize();
@@ -272,14 +285,26 @@ Aggregation::Delta Aggregation::TakeDelta() {
   return delta;
 }
 
-void Aggregation::MarkForwarded() {
+bool Aggregation::AwaitChildren(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithDeadline(absl::Condition(this, &Aggregation::ChildrenDoneLocked), deadline);
+}
+
+void Aggregation::MarkForwarded(const absl::Status& delivered) {
   {
     absl::MutexLock lock(&mu_);
-    if (state_ == v1::CANCELLED || state_ == v1::FINALIZED) return;
-    state_ = v1::FINALIZED;
-    detail_ = "forwarded to the parent aggregator";
+    if (state_ == v1::CANCELLED || state_ == v1::FINALIZED || state_ == v1::FAILED) return;
+    state_ = delivered.ok() ? v1::FINALIZED : v1::FAILED;
+    detail_ = delivered.ok() ? "forwarded to the parent aggregator"
+                             : absl::StrCat("the final partial could not be delivered to the parent "
+                                            "aggregator: ", delivered.ToString());
   }
   NotifyWatchers();
+}
+
+void Aggregation::SetJoinedUpstream(bool joined) {
+  absl::MutexLock lock(&mu_);
+  joined_upstream_ = joined;
 }
 
 v1::AggregationStatus Aggregation::Status() const {

@@ -31,6 +31,8 @@ namespace fedagg {
 
 struct AggregationOptions {
   int batch_size = 16;  // updates reduced together
+  // A batch that has not filled up is reduced anyway once its oldest update waited this long.
+  absl::Duration flush_interval = absl::Milliseconds(100);
   // After a seal, how long to wait for child aggregators' final partials.
   absl::Duration child_grace = absl::Seconds(10);
   // An intermediate aggregator's mirror: it never finalizes itself; its partial goes
@@ -50,7 +52,8 @@ class Aggregation {
   const AggregationConfig& config() const { return config_; }
   const ReductionSpec& reduction() const { return *config_.reduction; }
 
-  // Starts an update from `client_id`: FAILED_PRECONDITION when not open, ALREADY_EXISTS
+  // Starts an update from `client_id`: FAILED_PRECONDITION when not open, UNAVAILABLE on a
+  // mirror not (or no longer) joined at its parent, ALREADY_EXISTS
   // when this client was already counted, ABORTED when another of its updates is in
   // flight, RESOURCE_EXHAUSTED when max_contributions is taken.
   absl::Status BeginUpdate(const std::string& client_id);
@@ -69,8 +72,9 @@ class Aggregation {
 
   absl::Status Seal();
   absl::Status Cancel(const std::string& reason);
-  // Seals at the deadline, and finalizes a sealed aggregation whose children are done or
-  // whose child grace period ran out. Called by the registry's ticker.
+  // Reduces a pending batch older than the flush interval, seals at the deadline, and
+  // finalizes a sealed aggregation whose children are done or whose child grace period
+  // ran out. Called by the registry's ticker.
   void Tick(absl::Time now);
 
   // Forwarding mirrors: reduces what is pending and hands out everything accumulated
@@ -80,8 +84,15 @@ class Aggregation {
     int64_t contributions = 0;
   };
   Delta TakeDelta();
-  // Forwarding mirrors: marks the mirror done after its final delta went up.
-  void MarkForwarded();
+  // Forwarding mirrors: waits (at most until `deadline`) until every joined child of
+  // this node has sent its final partial or left; true when they all did.
+  bool AwaitChildren(absl::Time deadline);
+  // Forwarding mirrors: the outcome of the final push — FINALIZED when it was delivered,
+  // FAILED with the reason when it was not.
+  void MarkForwarded(const absl::Status& delivered);
+  // Forwarding mirrors: whether the parent has registered this node as a child. Updates
+  // are accepted only while joined, so the parent always waits for what this node acked.
+  void SetJoinedUpstream(bool joined);
 
   v1::AggregationStatus Status() const;
   v1::AggregationState state() const;
@@ -112,7 +123,9 @@ class Aggregation {
   std::set<std::string> counted_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
   std::vector<UpdateBuffer> pending_ ABSL_GUARDED_BY(mu_);
+  absl::Time pending_since_ ABSL_GUARDED_BY(mu_);  // when the oldest pending update arrived
   int64_t contributions_ ABSL_GUARDED_BY(mu_) = 0;
+  bool joined_upstream_ ABSL_GUARDED_BY(mu_) = false;
   double weight_sum_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time sealed_at_ ABSL_GUARDED_BY(mu_);
   struct Child {

@@ -47,7 +47,7 @@ bool IsValidId(const std::string& id) {
 
 absl::StatusOr<DType> DTypeFromProto(v1::DType dtype) {
   const int raw = static_cast<int>(dtype);
-  if (!IsValidDType(static_cast<uint8_t>(raw)) || raw > 255) {
+  if (raw < 0 || raw > 255 || !IsValidDType(static_cast<uint8_t>(raw))) {
     return absl::InvalidArgumentError(absl::StrCat("dtype ", raw, " is not a known fedagg dtype"));
   }
   return static_cast<DType>(raw);

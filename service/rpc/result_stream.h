@@ -1,6 +1,6 @@
 // ResultStream: cuts an AggregateResult into the ResultChunk messages of
 // Control.GetResult — a first chunk with the status and every field's header, then the
-// bytes of each field's values, indices and counts in slices of at most 4 MiB.
+// bytes of each field's values, indices and counts in slices of at most 1 MiB.
 #ifndef FEDAGG_SERVICE_RPC_RESULT_STREAM_H_
 #define FEDAGG_SERVICE_RPC_RESULT_STREAM_H_
 
@@ -14,7 +14,8 @@ namespace fedagg {
 
 class ResultStream {
  public:
-  static constexpr size_t kChunkBytes = 4 << 20;
+  // 1 MiB of data per message: well under gRPC's default 4 MiB receive limit.
+  static constexpr size_t kChunkBytes = 1 << 20;
 
   ResultStream(std::shared_ptr<const AggregateResult> result, v1::AggregationStatus status);
   // The next chunk, or nullopt after the last one.

@@ -39,7 +39,13 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
                                          " bytes exceeds the limit of ", kMaxPartialBytes)));
         return;
       }
-      bytes_.reserve(header_.total_bytes());
+      if (header_.child_id().empty() || header_.sequence() == 0) {
+        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "the first PartialChunk must carry child_id and a sequence >= 1"));
+        return;
+      }
+      // Grow with the data actually received, not with what the header claims.
+      bytes_.reserve(std::min<uint64_t>(header_.total_bytes(), uint64_t{64} << 20));
     }
     if (bytes_.size() + chunk_.data().size() > header_.total_bytes()) {
       Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -110,6 +116,10 @@ grpc::ServerWriteReactor<v1::TierCommand>* TierService::Join(grpc::CallbackServe
       s->Push(std::move(message));
     }
   });
+  // After registration: once the child reads JOINED, the parent waits for what it acks.
+  v1::TierCommand joined;
+  joined.set_kind(v1::TierCommand::JOINED);
+  stream->Push(std::move(joined));
   return stream.get();
 }
 

@@ -115,6 +115,10 @@ void ParentLink::JoinLoop(MirrorLink* link) {
     v1::TierCommand command;
     bool sealed = false;
     while (reader->Read(&command)) {
+      if (command.kind() == v1::TierCommand::JOINED) {
+        link->mirror->SetJoinedUpstream(true);
+        continue;
+      }
       if (command.kind() == v1::TierCommand::SEAL) {
         sealed = true;
         break;
@@ -124,14 +128,18 @@ void ParentLink::JoinLoop(MirrorLink* link) {
     if (sealed) {
       // Stop accepting, then deliver everything with the final push (retrying while the
       // parent is reachable and still waits for us).
+      // A node with children of its own (a deeper tree) first waits for their finals.
       (void)link->mirror->Seal();
+      (void)link->mirror->AwaitChildren(absl::Now() + options_.child_grace);
+      absl::Status forwarded;
       for (int attempt = 0; attempt < 20; ++attempt) {
-        absl::Status forwarded = Forward(link, /*final=*/true);
+        forwarded = Forward(link, /*final=*/true);
         if (forwarded.ok() || forwarded.code() == absl::StatusCode::kFailedPrecondition) break;
         if (WaitStopping(kRejoinBackoff)) break;
       }
-      link->mirror->MarkForwarded();
+      link->mirror->MarkForwarded(forwarded);
     }
+    link->mirror->SetJoinedUpstream(false);
     context.TryCancel();
     (void)reader->Finish();
     {

@@ -32,6 +32,8 @@ struct ParentLinkOptions {
   absl::Duration forward_interval = absl::Seconds(1);
   absl::Duration sync_interval = absl::Milliseconds(200);
   absl::Duration rpc_timeout = absl::Seconds(5);
+  // After SEAL, how long to wait for this node's own children before the final push.
+  absl::Duration child_grace = absl::Seconds(10);
 };
 
 class ParentLink final : public UpstreamSource {

@@ -355,6 +355,25 @@ TEST(PartialAggregateTest, StructOfMixedIntrinsics) {
   EXPECT_EQ(right.contributions(), 1);  // the source of a merge is left alone
 }
 
+// In a weighted spec only the weighted intrinsics use the weight: federated_mean still
+// divides by the number of contributions, sparse_mean by the per-coordinate count.
+TEST(PartialAggregateTest, UnweightedMeansIgnoreTheWeightOfAWeightedSpec) {
+  const auto spec = MakeSpec(ValueType::Struct({{"m", T(DType::kFloat32, {1})},
+                                                {"s", T(DType::kFloat32, {2})},
+                                                {"w", T(DType::kFloat32, {1})}}),
+                             {{Intrinsic::kFederatedMean}, {Intrinsic::kSparseMean}, {Intrinsic::kFederatedWeightedMean}});
+  std::vector<Update> updates(2);
+  updates[0].Dense(Values<float>({2})).Sparse<float>({1}, Values<float>({2})).Dense(Values<float>({2})).Weight(1);
+  updates[1].Dense(Values<float>({6})).Sparse<float>({1}, Values<float>({6})).Dense(Values<float>({6})).Weight(3);
+  PartialAggregate partial(spec);
+  ASSERT_TRUE(IsOk(partial.AccumulateBatch(Views(updates))));
+  const AggregateResult result = Reported(partial);
+  EXPECT_EQ(AsDoubles(result.fields[0].value), (std::vector<double>{4}));     // (2 + 6) / 2
+  EXPECT_EQ(AsDoubles(result.fields[1].value), (std::vector<double>{0, 4}));  // (2 + 6) / 2
+  EXPECT_EQ(AsDoubles(result.fields[2].value), (std::vector<double>{5}));     // (2 + 18) / 4
+  EXPECT_EQ(result.weight_sum, 4.0);
+}
+
 // ---- Documented semantics -----------------------------------------------------------
 
 TEST(PartialAggregateTest, DuplicateIndicesSumAndCountTheUpdateOnce) {

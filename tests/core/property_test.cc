@@ -349,7 +349,7 @@ ThreadPool& SomePool(Generator& gen) {
 
 TEST(PropertyTest, MatchesReferenceReduction) {
   const uint64_t master = MasterSeed();
-  for (int iteration = 0; iteration < 150; ++iteration) {
+  for (int iteration = 0; iteration < 300; ++iteration) {
     SCOPED_TRACE(SeedTrace(master, iteration));
     Generator gen(master + static_cast<uint64_t>(iteration));
     const Scenario s = gen.Make(/*max_updates=*/30);
@@ -373,7 +373,7 @@ TEST(PropertyTest, MatchesReferenceReduction) {
 
 TEST(PropertyTest, AnyPartitionMergedInAnyOrderEqualsFlatAggregation) {
   const uint64_t master = MasterSeed();
-  for (int iteration = 0; iteration < 150; ++iteration) {
+  for (int iteration = 0; iteration < 300; ++iteration) {
     SCOPED_TRACE(SeedTrace(master, iteration));
     Generator gen(master ^ (0x9e3779b97f4a7c15ull + static_cast<uint64_t>(iteration)));
     const Scenario s = gen.Make(/*max_updates=*/30);
@@ -489,7 +489,7 @@ std::string Corrupt(const ReductionSpec& spec, UpdateData& d, Generator& gen) {
 
 TEST(PropertyTest, CorruptedUpdateRefusesTheWholeBatch) {
   const uint64_t master = MasterSeed();
-  for (int iteration = 0; iteration < 100; ++iteration) {
+  for (int iteration = 0; iteration < 200; ++iteration) {
     SCOPED_TRACE(SeedTrace(master, iteration));
     Generator gen(master * 31 + static_cast<uint64_t>(iteration));
     Scenario s = gen.Make(/*max_updates=*/12);

@@ -312,3 +312,89 @@ TEST(ServiceTest, StreamCutMidUpdateCountsNothingAndFreesTheClient) {
 
 }  // namespace
 }  // namespace fedagg::testing
+
+namespace fedagg::testing {
+namespace {
+
+TEST(TierTest, RestartedIntermediateRejoinsAnOpenAggregation) {
+  auto cluster = Cluster::Start(1);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  const v1::AggregationSpec spec = MakeSpec("rejoin", {{"w", "int64[2]", Intrinsic::kFederatedSum}}, 2);
+  ASSERT_TRUE(control.Create(spec).ok());
+  auto send = [&](int port, const std::string& client, int64_t value) {
+    auto stream = ContributeStream::Open(Connect(port), client);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    const std::vector<int64_t> values = {value, 1};
+    ASSERT_TRUE((*stream)->Contribute(spec, UpdateView{{FieldValue::Dense<int64_t>(values)}, std::nullopt}).ok());
+  };
+  send(cluster->intermediates[0]->port(), "before", 10);
+  // Wait until the intermediate forwarded its delta (forward interval 100 ms).
+  for (int i = 0; i < 100 && Contributions(control, "rejoin") < 1; ++i) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_EQ(Contributions(control, "rejoin"), 1);
+  cluster->intermediates[0].reset();  // the process dies
+
+  ServerConfig config = LoopbackConfig();
+  config.parent_address = absl::StrCat("127.0.0.1:", cluster->root->port());
+  config.node_id = "intermediate-0";  // the same name, a new life
+  absl::StatusOr<std::unique_ptr<FedaggServer>> restarted = FedaggServer::Start(config);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  send((*restarted)->port(), "after", 5);
+
+  const v1::AggregationStatus final = SealAndWait(control, "rejoin");
+  ASSERT_EQ(final.state(), v1::FINALIZED) << final.detail();
+  absl::StatusOr<AggregateResult> result = control.GetResult("rejoin");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->contributions, 2);
+  EXPECT_EQ(result->fields[0].value.values<int64_t>()[0], 15);
+  EXPECT_EQ(result->fields[0].value.values<int64_t>()[1], 2);
+}
+
+}  // namespace
+}  // namespace fedagg::testing
+
+namespace fedagg::testing {
+namespace {
+
+TEST(TierTest, ThreeLevelTreeDeliversTheGrandchildrensUpdates) {
+  auto cluster = Cluster::Start(1);  // root <- mid
+  ASSERT_NE(cluster, nullptr);
+  FedaggServer& mid = *cluster->intermediates[0];
+  ServerConfig leaf_config = LoopbackConfig();
+  leaf_config.parent_address = absl::StrCat("127.0.0.1:", mid.port());
+  leaf_config.node_id = "leaf";
+  leaf_config.forward_interval = absl::Hours(1);  // everything goes up with the final push
+  absl::StatusOr<std::unique_ptr<FedaggServer>> leaf = FedaggServer::Start(leaf_config);
+  ASSERT_TRUE(leaf.ok()) << leaf.status();
+
+  ControlClient control(Connect(cluster->root->port()));
+  const v1::AggregationSpec spec = MakeSpec("deep", {{"w", "int64[3]", Intrinsic::kFederatedSum}}, 3);
+  ASSERT_TRUE(control.Create(spec).ok());
+  // The mid tier learns the aggregation by polling the root; wait for it.
+  ControlClient mid_control(Connect(mid.port()));
+  for (int i = 0; i < 100 && !mid_control.Get("deep").ok(); ++i) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(mid_control.Get("deep").ok());
+
+  auto send = [&](int port, const std::string& client, int64_t value) {
+    auto stream = ContributeStream::Open(Connect(port), client);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    const std::vector<int64_t> values = {value, value, 1};
+    absl::StatusOr<v1::Ack> ack =
+        (*stream)->Contribute(spec, UpdateView{{FieldValue::Dense<int64_t>(values)}, std::nullopt});
+    ASSERT_TRUE(ack.ok()) << client << ": " << ack.status();
+  };
+  send((*leaf)->port(), "g1", 1);
+  send((*leaf)->port(), "g2", 2);
+  send(mid.port(), "m1", 100);
+
+  const v1::AggregationStatus final = SealAndWait(control, "deep");
+  ASSERT_EQ(final.state(), v1::FINALIZED) << final.detail();
+  absl::StatusOr<AggregateResult> result = control.GetResult("deep");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->contributions, 3);
+  EXPECT_EQ(result->fields[0].value.values<int64_t>()[0], 103);
+  EXPECT_EQ(result->fields[0].value.values<int64_t>()[2], 3);
+}
+
+}  // namespace
+}  // namespace fedagg::testing
