@@ -97,20 +97,8 @@ int Run() {
   if (final->state() != v1::FINALIZED) return 1;
   absl::StatusOr<AggregateResult> result = control.GetResult(spec.aggregation_id());
   if (!result.ok()) return Fail(result.status(), "fetch the result");
-  for (const ReportedField& field : result->fields) {
-    const size_t n = field.value.bytes.size() / DTypeSize(field.value.dtype);
-    std::printf("  %-13s %-24s %zu values%s\n", field.path.c_str(),
-                std::string(IntrinsicName(field.intrinsic)).c_str(), n,
-                field.indices.empty() ? "" : absl::StrCat(" at ", field.indices.size(), " sorted indices").c_str());
-  }
-  std::vector<UpdateView> views;
-  for (const demo::SimulatedUpdate& u : updates) views.push_back(u.View());
   absl::StatusOr<AggregationConfig> config = ConfigFromProto(spec);
-  const double error = MaxRelativeError(ReferenceReduce(*config->reduction, views), *result);
-  const double tolerance = 1e-4;  // float32 accumulation against the float64 reference
-  std::printf("check against the float64 reference: max relative error %.3g (tolerance %.0e): %s\n",
-              error, tolerance, error <= tolerance ? "OK" : "MISMATCH");
-  return error <= tolerance ? 0 : 2;
+  return demo::PrintAndCheck(*config->reduction, updates, *result);
 }
 
 }  // namespace

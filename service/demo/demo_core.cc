@@ -84,17 +84,7 @@ int Run() {
   std::printf("root: %lld contributions, total weight %.1f, reduced in %s\n",
               static_cast<long long>(result->contributions), result->weight_sum,
               absl::FormatDuration(elapsed).c_str());
-  for (const ReportedField& field : result->fields) {
-    const size_t n = field.value.bytes.size() / DTypeSize(field.value.dtype);
-    std::printf("  %-13s %zu values%s, first: %.6g\n", field.path.c_str(), n,
-                field.indices.empty() ? "" : absl::StrFormat(" at %zu sorted indices", field.indices.size()).c_str(),
-                n ? field.value.ValueAsDouble(0) : 0.0);
-  }
-  const double error = MaxRelativeError(ReferenceReduce(**spec, views), *result);
-  const double tolerance = 1e-4;  // float32 accumulation against the float64 reference
-  std::printf("check against the float64 reference: max relative error %.3g (tolerance %.0e): %s\n",
-              error, tolerance, error <= tolerance ? "OK" : "MISMATCH");
-  return error <= tolerance ? 0 : 2;
+  return demo::PrintAndCheck(**spec, updates, *result);
 }
 
 }  // namespace

@@ -7,7 +7,13 @@
 #include <random>
 #include <vector>
 
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "service/core/aggregate_result.h"
 #include "service/core/field_value.h"
+#include "service/core/reference_reducer.h"
 #include "service/core/value_type.h"
 #include "service/core/reduction_spec.h"
 
@@ -58,6 +64,26 @@ inline SimulatedUpdate MakeUpdate(std::mt19937_64& rng) {
   }
   u.weight = std::uniform_real_distribution<double>(1, 100)(rng);  // examples seen
   return u;
+}
+
+// Prints every field of `result`, checks it against the float64 reference over
+// `updates`, and returns the process exit code: 0 when it matches, 2 otherwise.
+inline int PrintAndCheck(const ReductionSpec& spec, const std::vector<SimulatedUpdate>& updates,
+                         const AggregateResult& result) {
+  for (const ReportedField& field : result.fields) {
+    const size_t n = field.value.bytes.size() / DTypeSize(field.value.dtype);
+    std::printf("  %-13s %-24s %zu values%s, first: %.6g\n", field.path.c_str(),
+                std::string(IntrinsicName(field.intrinsic)).c_str(), n,
+                field.indices.empty() ? "" : absl::StrCat(" at ", field.indices.size(), " sorted indices").c_str(),
+                n ? field.value.ValueAsDouble(0) : 0.0);
+  }
+  std::vector<UpdateView> views;
+  for (const SimulatedUpdate& u : updates) views.push_back(u.View());
+  const double error = MaxRelativeError(ReferenceReduce(spec, views), result);
+  const double tolerance = 1e-4;  // float32 accumulation against the float64 reference
+  std::printf("check against the float64 reference: max relative error %.3g (tolerance %.0e): %s\n",
+              error, tolerance, error <= tolerance ? "OK" : "MISMATCH");
+  return error <= tolerance ? 0 : 2;
 }
 
 }  // namespace fedagg::demo

@@ -1,6 +1,7 @@
 // The fedagg.v1.Control service.
 #include "service/rpc/control_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "service/rpc/grpc_status.h"
 #include "service/rpc/push_stream.h"
 #include "service/rpc/result_stream.h"
@@ -92,35 +93,31 @@ grpc::ServerUnaryReactor* ControlService::ListAggregations(grpc::CallbackServerC
 grpc::ServerUnaryReactor* ControlService::SealAggregation(grpc::CallbackServerContext* context,
                                                           const v1::SealAggregationRequest* request,
                                                           v1::AggregationStatus* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  FEDAGG_AUTHENTICATE_UNARY(context, reactor);
-  absl::StatusOr<std::shared_ptr<Aggregation>> found =
-      context_.registry.Find(request->aggregation_id());
-  absl::Status status = found.status();
-  if (found.ok()) {
-    status = context_.registry.is_intermediate()
-                 ? absl::FailedPreconditionError(
-                       "this is an intermediate aggregator: seal the aggregation at the root")
-                 : (*found)->Seal();
-    *response = (*found)->Status();
-  }
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  return ApplyAtRoot(context, request->aggregation_id(), "seal", response,
+                     [](Aggregation& aggregation) { return aggregation.Seal(); });
 }
 
 grpc::ServerUnaryReactor* ControlService::CancelAggregation(
     grpc::CallbackServerContext* context, const v1::CancelAggregationRequest* request,
     v1::AggregationStatus* response) {
+  return ApplyAtRoot(context, request->aggregation_id(), "cancel", response,
+                     [reason = request->reason()](Aggregation& aggregation) {
+                       return aggregation.Cancel(reason);
+                     });
+}
+
+grpc::ServerUnaryReactor* ControlService::ApplyAtRoot(
+    grpc::CallbackServerContext* context, const std::string& aggregation_id, const char* verb,
+    v1::AggregationStatus* response, const std::function<absl::Status(Aggregation&)>& action) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   FEDAGG_AUTHENTICATE_UNARY(context, reactor);
-  absl::StatusOr<std::shared_ptr<Aggregation>> found =
-      context_.registry.Find(request->aggregation_id());
+  absl::StatusOr<std::shared_ptr<Aggregation>> found = context_.registry.Find(aggregation_id);
   absl::Status status = found.status();
   if (found.ok()) {
     status = context_.registry.is_intermediate()
-                 ? absl::FailedPreconditionError(
-                       "this is an intermediate aggregator: cancel the aggregation at the root")
-                 : (*found)->Cancel(request->reason());
+                 ? absl::FailedPreconditionError(absl::StrCat(
+                       "this is an intermediate aggregator: ", verb, " the aggregation at the root"))
+                 : action(**found);
     *response = (*found)->Status();
   }
   reactor->Finish(ToGrpcStatus(status));

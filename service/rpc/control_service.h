@@ -3,6 +3,9 @@
 #ifndef FEDAGG_SERVICE_RPC_CONTROL_SERVICE_H_
 #define FEDAGG_SERVICE_RPC_CONTROL_SERVICE_H_
 
+#include <functional>
+#include <string>
+
 #include "fedagg/v1/control.grpc.pb.h"
 #include "service/rpc/service_context.h"
 
@@ -33,6 +36,13 @@ class ControlService final : public v1::Control::CallbackService {
       grpc::CallbackServerContext* context, const v1::GetAggregationRequest* request) override;
 
  private:
+  // Seal and Cancel: refused on intermediate aggregators, applied to the aggregation
+  // at the root; answers with its status afterwards.
+  grpc::ServerUnaryReactor* ApplyAtRoot(grpc::CallbackServerContext* context,
+                                        const std::string& aggregation_id, const char* verb,
+                                        v1::AggregationStatus* response,
+                                        const std::function<absl::Status(Aggregation&)>& action);
+
   ServiceContext& context_;
 };
 

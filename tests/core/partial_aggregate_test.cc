@@ -64,14 +64,14 @@ struct TypeNames {
 };
 
 template <typename T>
-class IntrinsicTest : public ::testing::Test {
+class IntrinsicByDTypeTest : public ::testing::Test {
  protected:
   static constexpr DType kDType = DTypeOf<T>::value;
 };
 using AllTypes = ::testing::Types<float, double, int32_t, int64_t, Float16, BFloat16>;
-TYPED_TEST_SUITE(IntrinsicTest, AllTypes, TypeNames);
+TYPED_TEST_SUITE(IntrinsicByDTypeTest, AllTypes, TypeNames);
 
-TYPED_TEST(IntrinsicTest, FederatedSum) {
+TYPED_TEST(IntrinsicByDTypeTest, FederatedSum) {
   using V = TypeParam;
   PartialAggregate partial(OneFieldSpec(this->kDType, {2, 2}, Intrinsic::kFederatedSum));
   std::vector<Update> updates(3);
@@ -93,7 +93,7 @@ TYPED_TEST(IntrinsicTest, FederatedSum) {
 }
 
 // Nine updates in one batch: the kernel's four-at-a-time path and its remainder.
-TYPED_TEST(IntrinsicTest, FederatedSumLargeBatch) {
+TYPED_TEST(IntrinsicByDTypeTest, FederatedSumLargeBatch) {
   using V = TypeParam;
   PartialAggregate partial(OneFieldSpec(this->kDType, {3}, Intrinsic::kFederatedSum));
   std::vector<Update> updates(9);
@@ -102,7 +102,7 @@ TYPED_TEST(IntrinsicTest, FederatedSumLargeBatch) {
   ExpectValues(Reported(partial).fields[0], SumDType(this->kDType), {3}, {36, -72, 9});
 }
 
-TYPED_TEST(IntrinsicTest, FederatedMean) {
+TYPED_TEST(IntrinsicByDTypeTest, FederatedMean) {
   using V = TypeParam;
   PartialAggregate partial(OneFieldSpec(this->kDType, {4}, Intrinsic::kFederatedMean));
   std::vector<Update> updates(4);
@@ -115,7 +115,7 @@ TYPED_TEST(IntrinsicTest, FederatedMean) {
   ExpectValues(Reported(partial).fields[0], MeanDType(this->kDType), {4}, {2, 2, 2, 4.25});
 }
 
-TYPED_TEST(IntrinsicTest, FederatedWeightedMean) {
+TYPED_TEST(IntrinsicByDTypeTest, FederatedWeightedMean) {
   using V = TypeParam;
   PartialAggregate partial(OneFieldSpec(this->kDType, {2}, Intrinsic::kFederatedWeightedMean));
   Update a, b;
@@ -130,7 +130,7 @@ TYPED_TEST(IntrinsicTest, FederatedWeightedMean) {
   ExpectValues(result.fields[0], MeanDType(this->kDType), {2}, {3.5, 0});
 }
 
-TYPED_TEST(IntrinsicTest, FederatedMaxAndMin) {
+TYPED_TEST(IntrinsicByDTypeTest, FederatedMaxAndMin) {
   using V = TypeParam;
   for (Intrinsic intrinsic : {Intrinsic::kFederatedMax, Intrinsic::kFederatedMin}) {
     SCOPED_TRACE(IntrinsicName(intrinsic));
@@ -163,7 +163,7 @@ std::vector<Update> SparseUpdates(DType dtype) {
   return updates;
 }
 
-TYPED_TEST(IntrinsicTest, SparseSum) {
+TYPED_TEST(IntrinsicByDTypeTest, SparseSum) {
   for (bool counts : {false, true}) {
     SCOPED_TRACE(counts);
     PartialAggregate partial(OneFieldSpec(this->kDType, {6}, Intrinsic::kSparseSum, counts));
@@ -180,7 +180,7 @@ TYPED_TEST(IntrinsicTest, SparseSum) {
   }
 }
 
-TYPED_TEST(IntrinsicTest, SparseSumSparse) {
+TYPED_TEST(IntrinsicByDTypeTest, SparseSumSparse) {
   for (bool counts : {false, true}) {
     SCOPED_TRACE(counts);
     PartialAggregate partial(OneFieldSpec(this->kDType, {6}, Intrinsic::kSparseSumSparse, counts));
@@ -194,7 +194,7 @@ TYPED_TEST(IntrinsicTest, SparseSumSparse) {
   }
 }
 
-TYPED_TEST(IntrinsicTest, SparseSumSparseNothingTouched) {
+TYPED_TEST(IntrinsicByDTypeTest, SparseSumSparseNothingTouched) {
   PartialAggregate partial(OneFieldSpec(this->kDType, {6}, Intrinsic::kSparseSumSparse, true));
   const std::vector<Update> updates = SparseUpdates(this->kDType);
   ASSERT_TRUE(IsOk(partial.Accumulate(updates[2].view())));
@@ -205,7 +205,7 @@ TYPED_TEST(IntrinsicTest, SparseSumSparseNothingTouched) {
   EXPECT_TRUE(result.fields[0].counts.empty());
 }
 
-TYPED_TEST(IntrinsicTest, SparseMean) {
+TYPED_TEST(IntrinsicByDTypeTest, SparseMean) {
   for (bool counts : {false, true}) {
     SCOPED_TRACE(counts);
     PartialAggregate partial(OneFieldSpec(this->kDType, {6}, Intrinsic::kSparseMean, counts));
@@ -220,7 +220,7 @@ TYPED_TEST(IntrinsicTest, SparseMean) {
   }
 }
 
-TYPED_TEST(IntrinsicTest, SparseWeightedMean) {
+TYPED_TEST(IntrinsicByDTypeTest, SparseWeightedMean) {
   for (bool counts : {false, true}) {
     SCOPED_TRACE(counts);
     PartialAggregate partial(OneFieldSpec(this->kDType, {6}, Intrinsic::kSparseWeightedMean, counts));
@@ -251,7 +251,7 @@ std::vector<Update> RowUpdates(DType dtype) {
   return updates;
 }
 
-TYPED_TEST(IntrinsicTest, RowSparseSum) {
+TYPED_TEST(IntrinsicByDTypeTest, RowSparseSum) {
   for (bool counts : {false, true}) {
     SCOPED_TRACE(counts);
     PartialAggregate partial(OneFieldSpec(this->kDType, {4, 2}, Intrinsic::kRowSparseSum, counts));
@@ -263,7 +263,7 @@ TYPED_TEST(IntrinsicTest, RowSparseSum) {
   }
 }
 
-TYPED_TEST(IntrinsicTest, RowSparseMean) {
+TYPED_TEST(IntrinsicByDTypeTest, RowSparseMean) {
   for (bool counts : {false, true}) {
     SCOPED_TRACE(counts);
     PartialAggregate partial(OneFieldSpec(this->kDType, {4, 2}, Intrinsic::kRowSparseMean, counts));
