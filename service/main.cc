@@ -15,13 +15,16 @@
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "address:port to serve gRPC on (port 0: pick one)");
 ABSL_FLAG(std::string, parent, "", "host:port of the parent aggregator; empty: this is the root");
-ABSL_FLAG(std::string, node_id, "", "this node's name at its parent (default: listen address)");
+ABSL_FLAG(std::string, node_id, "",
+          "this node's name at its parent (default: listen address#port); the parent sees "
+          "<node_id>@<start time>, so a restarted node is a new child");
 ABSL_FLAG(int, batch_size, 16, "client updates reduced together in one pass");
 ABSL_FLAG(int64_t, flush_interval_ms, 100,
           "a batch that has not filled up is reduced once its oldest update waited this long");
 ABSL_FLAG(int64_t, max_update_mib, 1024, "largest accepted client update, MiB");
 ABSL_FLAG(int64_t, child_grace_ms, 10000,
-          "after a seal, how long the root waits for child aggregators' final partials");
+          "after a seal, how long this node waits for its child aggregators' final partials "
+          "(give each tier a longer grace than the tiers below it)");
 ABSL_FLAG(int64_t, forward_interval_ms, 1000,
           "intermediate aggregators: how often partial aggregates are forwarded up");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for the listener (enables TLS)");

@@ -119,9 +119,10 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
   {
     absl::MutexLock reduce(&reduce_mu_);
     absl::MutexLock lock(&mu_);
-    if (state_ != v1::OPEN && state_ != v1::SEALED) {
+    if ((state_ != v1::OPEN && state_ != v1::SEALED) || final_delta_taken_) {
       return absl::FailedPreconditionError(absl::StrCat(
           "aggregation '", id(), "' is ", v1::AggregationState_Name(state_),
+          final_delta_taken_ ? " and its final partial already went up" : "",
           "; the partial from child '", child_id, "' was not merged"));
     }
     if (sequence == 0) {
@@ -276,9 +277,10 @@ void Aggregation::Tick(absl::Time now) {
   if (sealed) MaybeFinalize();
 }
 
-Aggregation::Delta Aggregation::TakeDelta() {
+Aggregation::Delta Aggregation::TakeDelta(bool final) {
   absl::MutexLock reduce(&reduce_mu_);
   absl::MutexLock lock(&mu_);
+  final_delta_taken_ |= final;
   ReduceBatch(pending_);
   Delta delta{partial_.Serialize(), partial_.contributions()};
   partial_ = PartialAggregate(config_.reduction);

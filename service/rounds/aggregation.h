@@ -78,12 +78,13 @@ class Aggregation {
   void Tick(absl::Time now);
 
   // Forwarding mirrors: reduces what is pending and hands out everything accumulated
-  // since the last call, serialized, with its contribution count.
+  // since the last call, serialized, with its contribution count. After the final delta
+  // the mirror merges no more child partials (they would never go up).
   struct Delta {
     std::string bytes;
     int64_t contributions = 0;
   };
-  Delta TakeDelta();
+  Delta TakeDelta(bool final);
   // Forwarding mirrors: waits (at most until `deadline`) until every joined child of
   // this node has sent its final partial or left; true when they all did.
   bool AwaitChildren(absl::Time deadline);
@@ -126,6 +127,7 @@ class Aggregation {
   absl::Time pending_since_ ABSL_GUARDED_BY(mu_);  // when the oldest pending update arrived
   int64_t contributions_ ABSL_GUARDED_BY(mu_) = 0;
   bool joined_upstream_ ABSL_GUARDED_BY(mu_) = false;
+  bool final_delta_taken_ ABSL_GUARDED_BY(mu_) = false;
   double weight_sum_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time sealed_at_ ABSL_GUARDED_BY(mu_);
   struct Child {

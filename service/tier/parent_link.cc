@@ -162,7 +162,7 @@ absl::Status ParentLink::Forward(MirrorLink* link, bool final) {
     link->unsent.reset();
     ++link->next_sequence;
   }
-  Aggregation::Delta delta = link->mirror->TakeDelta();
+  Aggregation::Delta delta = link->mirror->TakeDelta(final);
   if (delta.contributions == 0 && !final) return absl::OkStatus();
   absl::Status pushed = Push(id, link->next_sequence, final, delta.bytes);
   if (!pushed.ok()) {
