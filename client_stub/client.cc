@@ -287,7 +287,7 @@ absl::StatusOr<AggregateResult> ControlClient::GetResult(const std::string& id) 
   for (size_t f = 0; f < result.fields.size(); ++f) {
     auto to_int64 = [](const std::string& bytes) {
       std::vector<int64_t> out(bytes.size() / sizeof(int64_t));
-      std::memcpy(out.data(), bytes.data(), out.size() * sizeof(int64_t));
+      if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(int64_t));
       return out;
     };
     result.fields[f].indices = to_int64(indices[f]);
