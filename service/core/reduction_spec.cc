@@ -80,6 +80,8 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
     field.accumulation_dtype = AccumulationDType(leaf.type.dtype, choice.intrinsic, options);
     field.result_dtype = ResultDType(field.accumulation_dtype, choice.intrinsic);
     spec->has_weighted_field_ |= IsWeighted(choice.intrinsic);
+    spec->has_float32_weighted_field_ |=
+        IsWeighted(choice.intrinsic) && field.accumulation_dtype == DType::kFloat32;
     parts.push_back(absl::StrCat(leaf.path, ":", leaf.type.ToString(), ":",
                                  IntrinsicName(choice.intrinsic),
                                  choice.report_counts ? "+counts" : ""));

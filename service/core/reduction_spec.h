@@ -55,6 +55,8 @@ class ReductionSpec {
   const ReductionOptions& options() const { return options_; }
   // True when some field's intrinsic uses the update weight (so updates must carry one).
   bool has_weighted_field() const { return has_weighted_field_; }
+  // True when some weighted field accumulates in float32 (its weights are range-limited).
+  bool has_float32_weighted_field() const { return has_float32_weighted_field_; }
   // One line naming every field, its type, intrinsic and options; equal strings mean
   // partial aggregates of the two specs can be merged.
   const std::string& canonical() const { return canonical_; }
@@ -66,6 +68,7 @@ class ReductionSpec {
   std::vector<FieldSpec> fields_;
   ReductionOptions options_;
   bool has_weighted_field_ = false;
+  bool has_float32_weighted_field_ = false;
   std::string canonical_;
 };
 

@@ -40,22 +40,23 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
     fn(0, n);
     return;
   }
-  const int64_t chunk = (n + chunks - 1) / chunks;
+  // Balanced split: chunk c is [c*n/chunks, (c+1)*n/chunks), at least n/chunks >= min_chunk long.
+  auto bound = [n, chunks](int64_t c) { return static_cast<int64_t>((static_cast<__int128>(c) * n) / chunks); };
   absl::Mutex done_mu;
   int64_t remaining = chunks - 1;
   {
     absl::MutexLock lock(&mu_);
     for (int64_t c = 1; c < chunks; ++c) {
-      const int64_t begin = c * chunk;
-      const int64_t end = std::min(n, begin + chunk);
+      const int64_t begin = bound(c);
+      const int64_t end = bound(c + 1);
       tasks_.push_back([&fn, &done_mu, &remaining, begin, end] {
-        if (begin < end) fn(begin, end);
+        fn(begin, end);
         absl::MutexLock done_lock(&done_mu);
         --remaining;
       });
     }
   }
-  fn(0, std::min(n, chunk));
+  fn(0, bound(1));
   absl::MutexLock done_lock(&done_mu);
   done_mu.Await(absl::Condition(
       +[](int64_t* left) { return *left == 0; }, &remaining));

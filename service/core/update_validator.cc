@@ -108,6 +108,14 @@ absl::Status ValidateUpdate(const ReductionSpec& spec, const UpdateView& update)
       return absl::InvalidArgumentError(
           absl::StrCat("weight ", weight, " is invalid: it must be finite and greater than 0"));
     }
+    // A float32 accumulator multiplies by the weight in float32: keep it well inside
+    // float32's range so weighted values neither overflow nor vanish.
+    if (spec.has_float32_weighted_field() && (weight < kMinFloat32Weight || weight > kMaxFloat32Weight)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weight ", weight, " is outside [", kMinFloat32Weight, ", ", kMaxFloat32Weight,
+          "], the range a float32-accumulated weighted field supports; rescale the weights "
+          "or create the aggregation with float64_accumulation"));
+    }
   } else if (update.weight.has_value()) {
     return absl::InvalidArgumentError(
         "this aggregation has no weighted field; send the update without a weight");

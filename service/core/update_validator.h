@@ -10,6 +10,10 @@
 
 namespace fedagg {
 
+// Weights a weighted field accumulated in float32 accepts (2^-40 .. 2^40).
+inline constexpr double kMinFloat32Weight = 0x1p-40;
+inline constexpr double kMaxFloat32Weight = 0x1p40;
+
 // INVALID_ARGUMENT with a message naming the field and the problem, or OK.
 absl::Status ValidateUpdate(const ReductionSpec& spec, const UpdateView& update);
 
