@@ -12,7 +12,7 @@ template <typename Acc>
 CpuScatterAccumulator<Acc>::CpuScatterAccumulator(const FieldSpec& field)
     : field_(field), acc_(static_cast<size_t>(field.rows * field.row_width)) {
   const size_t rows = static_cast<size_t>(field.rows);
-  if (field.keeps_counts || weighted()) {
+  if (field.keeps_counts) {
     counts_.assign(rows, 0);
     last_touch_.assign(rows, 0);
   }

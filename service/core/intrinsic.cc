@@ -34,8 +34,8 @@ bool IsWeighted(Intrinsic intrinsic) {
 }
 
 bool NeedsCoordinateCounts(Intrinsic intrinsic) {
-  return intrinsic == Intrinsic::kSparseMean || intrinsic == Intrinsic::kRowSparseMean ||
-         intrinsic == Intrinsic::kSparseSumSparse;
+  return intrinsic == Intrinsic::kSparseMean || intrinsic == Intrinsic::kSparseWeightedMean ||
+         intrinsic == Intrinsic::kRowSparseMean || intrinsic == Intrinsic::kSparseSumSparse;
 }
 
 bool IsSparseFamily(Intrinsic intrinsic) { return EncodingOf(intrinsic) != Encoding::kDense; }

@@ -102,8 +102,12 @@ absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
   PartialAggregate partial(std::move(spec), pool);
   FEDAGG_RETURN_IF_ERROR(in.Get(&partial.contributions_));
   FEDAGG_RETURN_IF_ERROR(in.Get(&partial.weight_sum_));
+  // Unweighted updates weigh 1 each; weighted ones are > 0 each.
+  const bool weighted = partial.spec_->has_weighted_field();
   if (partial.contributions_ < 0 || !std::isfinite(partial.weight_sum_) ||
-      partial.weight_sum_ < 0) {
+      partial.weight_sum_ < 0 ||
+      (!weighted && partial.weight_sum_ != static_cast<double>(partial.contributions_)) ||
+      (weighted && (partial.weight_sum_ > 0) != (partial.contributions_ > 0))) {
     return absl::DataLossError(absl::StrCat("partial aggregate has invalid totals: ",
                                             partial.contributions_, " contributions, weight sum ",
                                             partial.weight_sum_));

@@ -69,10 +69,11 @@ absl::Status ValidateField(const ReductionSpec& spec, const FieldSpec& field,
     }
   } else {
     const char* what = field.encoding == Encoding::kSparse ? "index" : "row id";
+    const char* whats = field.encoding == Encoding::kSparse ? "indices" : "row ids";
     const uint64_t row_bytes = static_cast<uint64_t>(field.row_width) * element_size;
     if (value.values.size() != value.indices.size() * row_bytes) {
       return FieldError(
-          field, absl::StrCat(value.indices.size(), " ", what, "s but ",
+          field, absl::StrCat(value.indices.size(), " ", whats, " but ",
                               row_bytes == 0 ? 0 : value.values.size() / row_bytes,
                               field.encoding == Encoding::kSparse ? " values" : " rows",
                               " (", value.values.size(), " bytes); send one ",

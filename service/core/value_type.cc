@@ -77,8 +77,16 @@ absl::Status ValidateTensor(const TensorType& tensor, const std::string& path) {
   return absl::OkStatus();
 }
 
+bool IsIdentifier(const std::string& name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
 absl::Status ValidateRecursive(const ValueType& type, const std::string& path) {
-  if (type.is_tensor()) return ValidateTensor(type.tensor(), path);
+  if (type.is_tensor()) return ValidateTensor(type.tensor(), path.empty() ? "value" : path);
   if (type.fields().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("struct '", path.empty() ? "<root>" : path, "' has no fields"));
@@ -86,6 +94,11 @@ absl::Status ValidateRecursive(const ValueType& type, const std::string& path) {
   std::set<std::string> names;
   for (size_t i = 0; i < type.fields().size(); ++i) {
     const StructField& field = type.fields()[i];
+    if (!field.name.empty() && !IsIdentifier(field.name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field name '", field.name, "' in struct '", path.empty() ? "<root>" : path,
+          "' is not an identifier: use letters, digits and '_', not starting with a digit"));
+    }
     if (!field.name.empty() && !names.insert(field.name).second) {
       return absl::InvalidArgumentError(absl::StrCat("struct ", type.ToString(),
                                                      " has two fields named '", field.name, "'"));

@@ -56,7 +56,7 @@ TEST(IntrinsicTest, EncodingsAndProperties) {
            Expected{Intrinsic::kSparseSum, Encoding::kSparse, false, false},
            Expected{Intrinsic::kSparseSumSparse, Encoding::kSparse, false, true},
            Expected{Intrinsic::kSparseMean, Encoding::kSparse, false, true},
-           Expected{Intrinsic::kSparseWeightedMean, Encoding::kSparse, true, false},
+           Expected{Intrinsic::kSparseWeightedMean, Encoding::kSparse, true, true},
            Expected{Intrinsic::kRowSparseSum, Encoding::kRowSparse, false, false},
            Expected{Intrinsic::kRowSparseMean, Encoding::kRowSparse, false, true},
        }) {

@@ -307,6 +307,24 @@ TEST(PartialAggregateCodecTest, RefusesInvalidTotals) {
   }
 }
 
+// Totals must be consistent with the spec: an unweighted aggregate weighs one per
+// contribution; a weighted one has a positive weight sum exactly when it has contributions.
+TEST(PartialAggregateCodecTest, RefusesTotalsInconsistentWithTheSpec) {
+  for (Intrinsic intrinsic : {Intrinsic::kFederatedSum, Intrinsic::kFederatedWeightedMean}) {
+    SCOPED_TRACE(IntrinsicName(intrinsic));
+    const auto spec = OneFieldSpec(DType::kFloat32, {3}, intrinsic);
+    PartialAggregate partial(spec);
+    Update update = OneUpdate(*spec, 1);
+    ASSERT_TRUE(IsOk(partial.Accumulate(update.view())));
+    const Layout layout(*spec);
+    std::string bad = partial.Serialize();
+    Patch<double>(bad, layout.weight_sum(), intrinsic == Intrinsic::kFederatedSum ? 2.0 : 0.0);
+    absl::StatusOr<PartialAggregate> read = PartialAggregate::Deserialize(spec, bad);
+    EXPECT_EQ(read.status().code(), kDataLoss);
+    EXPECT_NE(read.status().message().find("invalid totals"), std::string::npos) << read.status();
+  }
+}
+
 TEST(PartialAggregateCodecTest, RefusesMismatchedFieldHeaders) {
   const auto spec = MixedSpec();
   const Layout layout(*spec);

@@ -16,6 +16,7 @@
 #include "service/core/cpu_kernels.h"
 #include "service/core/reference_reducer.h"
 #include "service/core/thread_pool.h"
+#include "service/core/update_validator.h"
 #include "tests/core/core_test_util.h"
 
 namespace fedagg {
@@ -666,31 +667,52 @@ TEST(PartialAggregateTest, Float64AccumulationGivesFloat64Results) {
   }
 }
 
-// The validator accepts any finite weight > 0, so the weighted means must be right for all
-// of them, including weights that have no float32 representation when the field
-// accumulates in float32 (float64 fields are the control).
-TEST(PartialAggregateTest, WeightedMeansForWeightsOutsideFloat32Range) {
-  for (DType dtype : {DType::kFloat64, DType::kFloat32, DType::kBFloat16}) {
+// Weighted means are right over the whole weight range the validator accepts: any finite
+// weight > 0 for float64-accumulated fields, [kMinFloat32Weight, kMaxFloat32Weight] for
+// float32-accumulated ones, which refuse weights outside it and stay unchanged.
+TEST(PartialAggregateTest, WeightedMeansOverTheAcceptedWeightRange) {
+  ReductionOptions f64;
+  f64.float64_accumulation = true;
+  struct Case {
+    DType dtype;
+    ReductionOptions options;
+    bool float32_accumulation;
+  };
+  for (const Case& c : {Case{DType::kFloat64, {}, false}, Case{DType::kInt32, {}, false},
+                        Case{DType::kFloat32, f64, false}, Case{DType::kBFloat16, f64, false},
+                        Case{DType::kFloat32, {}, true}, Case{DType::kBFloat16, {}, true},
+                        Case{DType::kFloat16, {}, true}}) {
     for (Intrinsic intrinsic : {Intrinsic::kFederatedWeightedMean, Intrinsic::kSparseWeightedMean}) {
-      for (double w : {1e39, 1e-50}) {
-        SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " ", IntrinsicName(intrinsic), " weight ", w));
-        PartialAggregate partial(OneFieldSpec(dtype, {1}, intrinsic));
+      for (double w : {1e39, 1e-50, kMinFloat32Weight, kMaxFloat32Weight}) {
+        SCOPED_TRACE(absl::StrCat(DTypeName(c.dtype), c.options.float64_accumulation ? " f64" : "", " ",
+                                  IntrinsicName(intrinsic), " weight ", w));
+        PartialAggregate partial(OneFieldSpec(c.dtype, {1}, intrinsic, false, c.options));
         std::vector<Update> updates(2);
-        cpu::DispatchDType(dtype, [&](auto tag) {
+        cpu::DispatchDType(c.dtype, [&](auto tag) {
           using V = typename decltype(tag)::type;
           if (intrinsic == Intrinsic::kFederatedWeightedMean) {
             updates[0].Dense(Values<V>({1}));
-            updates[1].Dense(Values<V>({5}));
+            updates[1].Dense(Values<V>({7}));
           } else {
             updates[0].Sparse<V>({0}, Values<V>({1}));
-            updates[1].Sparse<V>({0}, Values<V>({5}));
+            updates[1].Sparse<V>({0}, Values<V>({7}));
           }
         });
         updates[0].Weight(w);
-        updates[1].Weight(3 * w);
-        ASSERT_TRUE(IsOk(partial.AccumulateBatch(Views(updates))));
-        // (w * 1 + 3w * 5) / 4w = 4
-        EXPECT_NEAR(Reported(partial).fields[0].value.ValueAsDouble(0), 4.0, 1e-5);
+        updates[1].Weight(w);
+        const bool accepted = !c.float32_accumulation || (w >= kMinFloat32Weight && w <= kMaxFloat32Weight);
+        const Snapshot before = TakeSnapshot(partial);
+        const absl::Status status = partial.AccumulateBatch(Views(updates));
+        if (!accepted) {
+          EXPECT_TRUE(StatusIs(status, absl::StatusCode::kInvalidArgument,
+                               "the range a float32-accumulated weighted field supports"));
+          EXPECT_TRUE(Unchanged(partial, before));
+          continue;
+        }
+        ASSERT_TRUE(IsOk(status));
+        EXPECT_EQ(partial.weight_sum(), 2 * w);
+        // (w * 1 + w * 7) / 2w = 4
+        EXPECT_NEAR(Reported(partial).fields[0].value.ValueAsDouble(0), 4.0, 1e-6);
       }
     }
   }

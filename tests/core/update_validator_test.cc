@@ -325,15 +325,60 @@ TEST(UpdateValidatorTest, RejectsBadWeights) {
     EXPECT_TRUE(StatusIs(ValidateUpdate(*weighted, u.view()), kInvalid,
                          "is invalid: it must be finite and greater than 0"));
   }
-  for (double w : {1e-300, std::numeric_limits<double>::denorm_min(), 1e300}) {
-    SCOPED_TRACE(w);
-    Update u = Good();
-    u.Weight(w);
-    EXPECT_TRUE(IsOk(ValidateUpdate(*weighted, u.view())));
-  }
   Update negative = Good();
   negative.Weight(-2);
   EXPECT_TRUE(StatusIs(ValidateUpdate(*weighted, negative.view()), kInvalid, "weight -2 is invalid"));
+}
+
+// A weighted field accumulated in float32 multiplies by the weight in float32, so its
+// weights are limited to [kMinFloat32Weight, kMaxFloat32Weight]; float64-accumulated
+// weighted fields take any finite weight > 0.
+TEST(UpdateValidatorTest, WeightRangeOfFloat32WeightedFields) {
+  const auto float32_weighted = ThreeEncodings({}, /*weighted=*/true);
+  EXPECT_TRUE(float32_weighted->has_float32_weighted_field());
+  for (double w : {kMinFloat32Weight, 1.0, kMaxFloat32Weight}) {
+    SCOPED_TRACE(w);
+    Update u = Good();
+    u.Weight(w);
+    EXPECT_TRUE(IsOk(ValidateUpdate(*float32_weighted, u.view())));
+  }
+  for (double w : {std::nextafter(kMinFloat32Weight, 0.0), std::nextafter(kMaxFloat32Weight, INFINITY), 1e-300,
+                   std::numeric_limits<double>::denorm_min(), 1e39, 1e300}) {
+    SCOPED_TRACE(w);
+    Update u = Good();
+    u.Weight(w);
+    EXPECT_TRUE(StatusIs(ValidateUpdate(*float32_weighted, u.view()), kInvalid,
+                         absl::StrCat("weight ", w, " is outside [", kMinFloat32Weight, ", ", kMaxFloat32Weight,
+                                      "], the range a float32-accumulated weighted field supports")));
+  }
+
+  // float64 accumulation, asked for or implied by the dtype, lifts the limit.
+  ReductionOptions f64;
+  f64.float64_accumulation = true;
+  const auto float64_weighted = ThreeEncodings(f64, /*weighted=*/true);
+  const auto f64_dtype = MakeSpec(ValueType::Struct({{"w", T(DType::kFloat64, {2})}, {"s", T(DType::kFloat32, {2})}}),
+                                  {{Intrinsic::kFederatedWeightedMean}, {Intrinsic::kFederatedSum}});
+  const auto int_dtype = OneFieldSpec(DType::kInt32, {2}, Intrinsic::kSparseWeightedMean);
+  const auto bf16_dtype = OneFieldSpec(DType::kBFloat16, {2}, Intrinsic::kSparseWeightedMean);
+  EXPECT_FALSE(float64_weighted->has_float32_weighted_field());
+  EXPECT_FALSE(f64_dtype->has_float32_weighted_field());
+  EXPECT_FALSE(int_dtype->has_float32_weighted_field());
+  EXPECT_TRUE(bf16_dtype->has_float32_weighted_field());
+  for (double w : {1e-300, std::numeric_limits<double>::denorm_min(), 1e39, 1e300}) {
+    SCOPED_TRACE(w);
+    Update u = Good();
+    u.Weight(w);
+    EXPECT_TRUE(IsOk(ValidateUpdate(*float64_weighted, u.view())));
+    Update v;
+    v.Dense(Values<double>({1, 2})).Dense(Values<float>({1, 2})).Weight(w);
+    EXPECT_TRUE(IsOk(ValidateUpdate(*f64_dtype, v.view())));
+    Update i;
+    i.Sparse<int32_t>({1}, {7}).Weight(w);
+    EXPECT_TRUE(IsOk(ValidateUpdate(*int_dtype, i.view())));
+    Update b;
+    b.Sparse<BFloat16>({1}, Values<BFloat16>({7})).Weight(w);
+    EXPECT_TRUE(StatusIs(ValidateUpdate(*bf16_dtype, b.view()), kInvalid, "is outside ["));
+  }
 }
 
 TEST(UpdateValidatorTest, ReportsTheFirstBadField) {

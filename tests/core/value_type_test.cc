@@ -81,6 +81,16 @@ TEST(ValueTypeTest, Equality) {
   EXPECT_EQ(ValueType::Tensor(DType::kInt32, {}), ValueType::Tensor(DType::kInt32, {}));
 }
 
+TEST(ValueTypeTest, FieldNamesMustBeIdentifiers) {
+  for (const char* name : {"a.b", "x=y", "a,b", "1st", "with space"}) {
+    const absl::Status status =
+        ValueType::Struct({{name, ValueType::Tensor(DType::kFloat32, {1})}}).Validate();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(status.message().find("is not an identifier"), std::string::npos) << status;
+  }
+  EXPECT_TRUE(ValueType::Struct({{"_layer2_w", ValueType::Tensor(DType::kFloat32, {1})}}).Validate().ok());
+}
+
 TEST(ValueTypeTest, ValidateAcceptsOrdinaryTypes) {
   EXPECT_TRUE(IsOk(ValueType::Tensor(DType::kFloat32, {}).Validate()));
   EXPECT_TRUE(IsOk(ValueType::Tensor(DType::kFloat32, {0}).Validate()));
