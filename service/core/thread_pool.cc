@@ -11,7 +11,7 @@ ThreadPool::ThreadPool(int threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   for (std::thread& worker : workers_) worker.join();
@@ -21,8 +21,8 @@ void ThreadPool::WorkerLoop() {
   while (true) {
     std::function<void()> task;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &ThreadPool::HasWorkOrStopping));
+      MutexLock lock(&mu_);
+      mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return HasWorkOrStopping(); });
       if (tasks_.empty()) return;  // stopping, and nothing left to run
       task = std::move(tasks_.front());
       tasks_.pop_front();
@@ -42,24 +42,23 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   }
   // Balanced split: chunk c is [c*n/chunks, (c+1)*n/chunks), at least n/chunks >= min_chunk long.
   auto bound = [n, chunks](int64_t c) { return static_cast<int64_t>((static_cast<__int128>(c) * n) / chunks); };
-  absl::Mutex done_mu;
+  Mutex done_mu;
   int64_t remaining = chunks - 1;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (int64_t c = 1; c < chunks; ++c) {
       const int64_t begin = bound(c);
       const int64_t end = bound(c + 1);
       tasks_.push_back([&fn, &done_mu, &remaining, begin, end] {
         fn(begin, end);
-        absl::MutexLock done_lock(&done_mu);
+        MutexLock done_lock(&done_mu);
         --remaining;
       });
     }
   }
   fn(0, bound(1));
-  absl::MutexLock done_lock(&done_mu);
-  done_mu.Await(absl::Condition(
-      +[](int64_t* left) { return *left == 0; }, &remaining));
+  MutexLock done_lock(&done_mu);
+  done_mu.Await([&remaining] { return remaining == 0; });
 }
 
 ThreadPool& ThreadPool::Default() {

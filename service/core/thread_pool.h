@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
-#include "absl/synchronization/mutex.h"
+#include "service/core/mutex.h"
 
 namespace fedagg {
 
@@ -38,7 +38,7 @@ class ThreadPool {
     return stopping_ || !tasks_.empty();
   }
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;

@@ -10,7 +10,7 @@ Aggregation::Aggregation(AggregationConfig config, AggregationOptions options)
     : config_(std::move(config)), options_(options), partial_(config_.reduction) {}
 
 absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (state_ != v1::OPEN) {
     return absl::FailedPreconditionError(absl::StrCat(
         "aggregation '", id(), "' is ", v1::AggregationState_Name(state_),
@@ -42,7 +42,7 @@ absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
 }
 
 void Aggregation::AbandonUpdate(const std::string& client_id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   in_flight_.erase(client_id);
 }
 
@@ -57,7 +57,7 @@ absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id,
   bool sealed_now = false;
   std::vector<ChildNotifier> to_notify;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     in_flight_.erase(client_id);
     if (state_ != v1::OPEN) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -95,10 +95,10 @@ void Aggregation::ReduceBatch(std::vector<UpdateBuffer>& batch) {
 }
 
 void Aggregation::ReducePending() {
-  absl::MutexLock reduce(&reduce_mu_);
+  MutexLock reduce(&reduce_mu_);
   std::vector<UpdateBuffer> batch;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     batch.swap(pending_);
   }
   ReduceBatch(batch);
@@ -117,8 +117,8 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
   int64_t contributions = 0;
   bool finalize = false;
   {
-    absl::MutexLock reduce(&reduce_mu_);
-    absl::MutexLock lock(&mu_);
+    MutexLock reduce(&reduce_mu_);
+    MutexLock lock(&mu_);
     if ((state_ != v1::OPEN && state_ != v1::SEALED) || final_delta_taken_) {
       return absl::FailedPreconditionError(absl::StrCat(
           "aggregation '", id(), "' is ", v1::AggregationState_Name(state_),
@@ -152,7 +152,7 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
 void Aggregation::ChildJoined(const std::string& child_id, ChildNotifier notifier) {
   bool sealed = false;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Child& child = children_[child_id];
     child.notifier = notifier;
     child.connected = true;
@@ -164,7 +164,7 @@ void Aggregation::ChildJoined(const std::string& child_id, ChildNotifier notifie
 void Aggregation::ChildLeft(const std::string& child_id) {
   bool sealed = false;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = children_.find(child_id);
     if (it == children_.end()) return;
     it->second.connected = false;
@@ -185,7 +185,7 @@ void Aggregation::SealLocked(std::vector<ChildNotifier>* to_notify) {
 absl::Status Aggregation::Seal() {
   std::vector<ChildNotifier> to_notify;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (state_ == v1::SEALED) return absl::OkStatus();
     if (state_ != v1::OPEN) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -202,7 +202,7 @@ absl::Status Aggregation::Seal() {
 absl::Status Aggregation::Cancel(const std::string& reason) {
   std::vector<ChildNotifier> to_notify;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (state_ != v1::OPEN && state_ != v1::SEALED) {
       return absl::FailedPreconditionError(absl::StrCat(
           "aggregation '", id(), "' is already ", v1::AggregationState_Name(state_)));
@@ -229,8 +229,8 @@ bool Aggregation::ChildrenDoneLocked() const {
 void Aggregation::MaybeFinalize() {
   if (options_.forwarding) return;
   {
-    absl::MutexLock reduce(&reduce_mu_);
-    absl::MutexLock lock(&mu_);
+    MutexLock reduce(&reduce_mu_);
+    MutexLock lock(&mu_);
     if (state_ != v1::SEALED) return;
     if (!ChildrenDoneLocked() && absl::Now() < sealed_at_ + options_.child_grace) return;
     ReduceBatch(pending_);
@@ -262,7 +262,7 @@ void Aggregation::Tick(absl::Time now) {
   bool sealed = false;
   std::vector<ChildNotifier> to_notify;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     flush = !pending_.empty() && now - pending_since_ >= options_.flush_interval;
     // A mirror's deadline is its parent's business: the parent sends SEAL.
     if (!options_.forwarding && state_ == v1::OPEN && now >= config_.deadline) {
@@ -278,8 +278,8 @@ void Aggregation::Tick(absl::Time now) {
 }
 
 Aggregation::Delta Aggregation::TakeDelta(bool final) {
-  absl::MutexLock reduce(&reduce_mu_);
-  absl::MutexLock lock(&mu_);
+  MutexLock reduce(&reduce_mu_);
+  MutexLock lock(&mu_);
   final_delta_taken_ |= final;
   ReduceBatch(pending_);
   Delta delta{partial_.Serialize(), partial_.contributions()};
@@ -288,13 +288,13 @@ Aggregation::Delta Aggregation::TakeDelta(bool final) {
 }
 
 bool Aggregation::AwaitChildren(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithDeadline(absl::Condition(this, &Aggregation::ChildrenDoneLocked), deadline);
+  MutexLock lock(&mu_);
+  return mu_.AwaitWithDeadline([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ChildrenDoneLocked(); }, deadline);
 }
 
 void Aggregation::MarkForwarded(const absl::Status& delivered) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (state_ == v1::CANCELLED || state_ == v1::FINALIZED || state_ == v1::FAILED) return;
     state_ = delivered.ok() ? v1::FINALIZED : v1::FAILED;
     detail_ = delivered.ok() ? "forwarded to the parent aggregator"
@@ -305,14 +305,14 @@ void Aggregation::MarkForwarded(const absl::Status& delivered) {
 }
 
 void Aggregation::SetJoinedUpstream(bool joined) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   joined_upstream_ = joined;
 }
 
 v1::AggregationStatus Aggregation::Status() const {
   v1::AggregationStatus status;
   *status.mutable_spec() = config_.proto;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   status.set_state(state_);
   status.set_contributions(contributions_);
   status.set_weight_sum(weight_sum_);
@@ -322,12 +322,12 @@ v1::AggregationStatus Aggregation::Status() const {
 }
 
 v1::AggregationState Aggregation::state() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return state_;
 }
 
 absl::StatusOr<std::shared_ptr<const AggregateResult>> Aggregation::Result() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (state_ != v1::FINALIZED || result_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "aggregation '", id(), "' is ", v1::AggregationState_Name(state_),
@@ -338,20 +338,20 @@ absl::StatusOr<std::shared_ptr<const AggregateResult>> Aggregation::Result() con
 }
 
 int Aggregation::AddWatcher(std::function<void()> watcher) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   watchers_[next_watcher_] = std::move(watcher);
   return next_watcher_++;
 }
 
 void Aggregation::RemoveWatcher(int handle) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   watchers_.erase(handle);
 }
 
 void Aggregation::NotifyWatchers() {
   std::vector<std::function<void()>> watchers;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [handle, watcher] : watchers_) watchers.push_back(watcher);
   }
   for (const auto& watcher : watchers) watcher();

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "service/core/mutex.h"
 #include "absl/time/time.h"
 #include "fedagg/v1/types.pb.h"
 #include "service/core/partial_aggregate.h"
@@ -118,7 +118,7 @@ class Aggregation {
   const AggregationConfig config_;
   const AggregationOptions options_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   v1::AggregationState state_ ABSL_GUARDED_BY(mu_) = v1::OPEN;
   std::string detail_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> counted_ ABSL_GUARDED_BY(mu_);
@@ -142,7 +142,7 @@ class Aggregation {
   int next_watcher_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Lock order: reduce_mu_ before mu_. Guards the partial aggregate.
-  absl::Mutex reduce_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  Mutex reduce_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   PartialAggregate partial_ ABSL_GUARDED_BY(reduce_mu_);
   absl::Status reduce_error_ ABSL_GUARDED_BY(reduce_mu_);
 };

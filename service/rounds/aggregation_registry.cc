@@ -14,7 +14,7 @@ AggregationRegistry::AggregationRegistry(AggregationOptions options)
 
 AggregationRegistry::~AggregationRegistry() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   ticker_.join();
@@ -28,7 +28,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(
         "server placement; this node learns them from its parent");
   }
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(spec));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (by_id_.contains(config.id)) {
     return absl::AlreadyExistsError(absl::StrCat("aggregation '", config.id, "' already exists"));
   }
@@ -43,7 +43,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::GetOrMirror(
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(spec));
   std::shared_ptr<Aggregation> mirror;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = by_id_.find(config.id);
     if (it != by_id_.end()) return it->second;
     AggregationOptions options = options_;
@@ -57,7 +57,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::GetOrMirror(
 }
 
 absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Find(const std::string& id) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = by_id_.find(id);
   if (it == by_id_.end()) {
     return absl::NotFoundError(absl::StrCat("no aggregation '", id, "' on this server"));
@@ -81,7 +81,7 @@ void AggregationRegistry::GetAsync(const std::string& id, Lookup done) {
 }
 
 std::vector<std::shared_ptr<Aggregation>> AggregationRegistry::List() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<std::shared_ptr<Aggregation>> out;
   for (const std::string& id : creation_order_) out.push_back(by_id_.at(id));
   return out;
@@ -102,8 +102,8 @@ absl::StatusOr<std::vector<std::shared_ptr<Aggregation>>> AggregationRegistry::O
 void AggregationRegistry::TickerLoop() {
   while (true) {
     {
-      absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), kTickInterval)) return;
+      MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_; }, kTickInterval)) return;
     }
     const absl::Time now = absl::Now();
     for (const std::shared_ptr<Aggregation>& aggregation : List()) aggregation->Tick(now);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "service/core/mutex.h"
 #include "service/rounds/aggregation.h"
 
 namespace fedagg {
@@ -60,7 +60,7 @@ class AggregationRegistry {
 
   const AggregationOptions options_;
   UpstreamSource* upstream_ = nullptr;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<Aggregation>> by_id_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> creation_order_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

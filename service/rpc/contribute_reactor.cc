@@ -13,7 +13,7 @@ constexpr size_t kMaxQueuedResponses = 8;
 ContributeReactor::ContributeReactor(grpc::CallbackServerContext* context, ServiceContext& service)
     : service_(service), assembler_(service.registry, service.max_update_bytes) {
   if (absl::Status auth = service.authenticator.Check(*context); !auth.ok()) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     finished_ = true;
     Finish(ToGrpcStatus(auth));
     return;
@@ -38,7 +38,7 @@ void ContributeReactor::OnReadDone(bool ok) {
 }
 
 void ContributeReactor::ContinueReading() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (outbox_.size() >= kMaxQueuedResponses) {
     read_paused_ = true;  // OnWriteDone resumes reading
   } else {
@@ -153,7 +153,7 @@ void ContributeReactor::Reject(const absl::Status& status, const std::string& ag
 }
 
 void ContributeReactor::Send(v1::ContributeResponse response) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   outbox_.push_back(std::move(response));
   if (!writing_) {
     writing_ = true;
@@ -162,7 +162,7 @@ void ContributeReactor::Send(v1::ContributeResponse response) {
 }
 
 void ContributeReactor::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   outbox_.pop_front();
   writing_ = false;
   if (!ok) {
@@ -180,7 +180,7 @@ void ContributeReactor::OnWriteDone(bool ok) {
 }
 
 void ContributeReactor::FinishWhenDrained(grpc::Status status) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!finish_status_.has_value()) finish_status_ = std::move(status);
   MaybeFinishLocked();
 }

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
+#include "service/core/mutex.h"
 #include "fedagg/v1/aggregation.grpc.pb.h"
 #include "service/rpc/service_context.h"
 #include "service/rpc/update_assembler.h"
@@ -54,7 +54,7 @@ class ContributeReactor final
   std::string client_id_;
   v1::ContributeRequest request_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<v1::ContributeResponse> outbox_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;

@@ -13,7 +13,7 @@
 #include <memory>
 #include <optional>
 
-#include "absl/synchronization/mutex.h"
+#include "service/core/mutex.h"
 
 namespace fedagg {
 
@@ -28,25 +28,25 @@ class PushStream final : public grpc::ServerWriteReactor<T> {
 
   // `on_done` runs once when the call is over (client gone, or after Close).
   void SetOnDone(std::function<void()> on_done) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     on_done_ = std::move(on_done);
   }
 
   void Push(T message) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (closing_.has_value() || finished_) return;
     queue_.push_back(std::move(message));
     WriteNextLocked();
   }
 
   void Close(grpc::Status status) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!closing_.has_value()) closing_ = std::move(status);
     WriteNextLocked();
   }
 
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     writing_ = false;
     queue_.pop_front();
     if (!ok) {
@@ -61,7 +61,7 @@ class PushStream final : public grpc::ServerWriteReactor<T> {
   void OnDone() override {
     std::function<void()> on_done;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       finished_ = true;
       on_done = std::move(on_done_);
     }
@@ -83,7 +83,7 @@ class PushStream final : public grpc::ServerWriteReactor<T> {
     }
   }
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<T> queue_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_called_ ABSL_GUARDED_BY(mu_) = false;

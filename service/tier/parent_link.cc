@@ -24,12 +24,12 @@ ParentLink::ParentLink(ParentLinkOptions options, AggregationRegistry& registry)
 ParentLink::~ParentLink() {
   std::vector<MirrorLink*> links;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     for (auto& [id, link] : links_) links.push_back(link.get());
   }
   for (MirrorLink* link : links) {
-    absl::MutexLock lock(&link->join_mu);
+    MutexLock lock(&link->join_mu);
     if (link->join_context != nullptr) link->join_context->TryCancel();
   }
   sync_thread_.join();
@@ -40,8 +40,8 @@ ParentLink::~ParentLink() {
 }
 
 bool ParentLink::WaitStopping(absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(absl::Condition(&stopping_), timeout);
+  MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_; }, timeout);
 }
 
 void ParentLink::PrepareContext(grpc::ClientContext& context, bool with_deadline) const {
@@ -84,7 +84,7 @@ void ParentLink::FetchSpec(const std::string& id,
 }
 
 void ParentLink::MirrorCreated(std::shared_ptr<Aggregation> mirror) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return;
   auto link = std::make_unique<MirrorLink>();
   link->mirror = std::move(mirror);
@@ -97,15 +97,15 @@ void ParentLink::JoinLoop(MirrorLink* link) {
   const std::string id = link->mirror->id();
   while (true) {
     {
-      absl::MutexLock lock(&link->push_mu);
+      MutexLock lock(&link->push_mu);
       if (link->done) return;
     }
     grpc::ClientContext context;
     PrepareContext(context, /*with_deadline=*/false);
     {
-      absl::MutexLock stop_lock(&mu_);
+      MutexLock stop_lock(&mu_);
       if (stopping_) return;
-      absl::MutexLock lock(&link->join_mu);
+      MutexLock lock(&link->join_mu);
       link->join_context = &context;
     }
     v1::JoinRequest request;
@@ -143,7 +143,7 @@ void ParentLink::JoinLoop(MirrorLink* link) {
     context.TryCancel();
     (void)reader->Finish();
     {
-      absl::MutexLock lock(&link->join_mu);
+      MutexLock lock(&link->join_mu);
       link->join_context = nullptr;
     }
     if (sealed) return;
@@ -154,7 +154,7 @@ void ParentLink::JoinLoop(MirrorLink* link) {
 }
 
 absl::Status ParentLink::Forward(MirrorLink* link, bool final) {
-  absl::MutexLock lock(&link->push_mu);
+  MutexLock lock(&link->push_mu);
   if (link->done) return absl::OkStatus();
   const std::string& id = link->mirror->id();
   if (link->unsent.has_value()) {
@@ -223,7 +223,7 @@ void ParentLink::ForwardLoop() {
   while (!WaitStopping(options_.forward_interval)) {
     std::vector<MirrorLink*> links;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       for (auto& [id, link] : links_) links.push_back(link.get());
     }
     for (MirrorLink* link : links) {

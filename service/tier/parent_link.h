@@ -17,7 +17,7 @@
 #include <string>
 #include <thread>
 
-#include "absl/synchronization/mutex.h"
+#include "service/core/mutex.h"
 #include "absl/time/time.h"
 #include "fedagg/v1/control.grpc.pb.h"
 #include "fedagg/v1/tier.grpc.pb.h"
@@ -48,11 +48,11 @@ class ParentLink final : public UpstreamSource {
  private:
   struct MirrorLink {
     std::shared_ptr<Aggregation> mirror;
-    absl::Mutex push_mu;
+    Mutex push_mu;
     uint64_t next_sequence ABSL_GUARDED_BY(push_mu) = 1;
     std::optional<std::string> unsent ABSL_GUARDED_BY(push_mu);  // a delta the parent has not acked
     bool done ABSL_GUARDED_BY(push_mu) = false;                 // final partial delivered
-    absl::Mutex join_mu;
+    Mutex join_mu;
     grpc::ClientContext* join_context ABSL_GUARDED_BY(join_mu) = nullptr;
     std::thread join_thread;
   };
@@ -73,7 +73,7 @@ class ParentLink final : public UpstreamSource {
   std::unique_ptr<v1::Control::Stub> control_;
   std::unique_ptr<v1::Tier::Stub> tier_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::unique_ptr<MirrorLink>> links_ ABSL_GUARDED_BY(mu_);
   std::thread sync_thread_;

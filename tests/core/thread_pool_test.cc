@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "service/core/mutex.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
@@ -25,10 +25,10 @@ struct Chunk {
 
 // Runs ParallelFor and returns the chunks it produced, sorted by begin.
 std::vector<Chunk> Chunks(ThreadPool& pool, int64_t n, int64_t min_chunk) {
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<Chunk> chunks;
   pool.ParallelFor(n, min_chunk, [&](int64_t begin, int64_t end) {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     chunks.push_back(Chunk{begin, end, std::this_thread::get_id()});
   });
   std::sort(chunks.begin(), chunks.end(), [](const Chunk& a, const Chunk& b) { return a.begin < b.begin; });
@@ -122,14 +122,14 @@ TEST(ThreadPoolTest, FirstChunkRunsOnTheCallerAndTheRestOnWorkers) {
 TEST(ThreadPoolTest, ChunksRunConcurrently) {
   constexpr int kThreads = 3;
   ThreadPool pool(kThreads);
-  absl::Mutex mu;
+  Mutex mu;
   int started = 0;
   bool all_met = true;
   pool.ParallelFor(kThreads, 1, [&](int64_t, int64_t) {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     ++started;
     auto everyone_here = [&] { return started == kThreads; };
-    if (!mu.AwaitWithTimeout(absl::Condition(&everyone_here), absl::Seconds(20))) all_met = false;
+    if (!mu.AwaitWithTimeout(everyone_here, absl::Seconds(20))) all_met = false;
   });
   EXPECT_EQ(started, kThreads);
   EXPECT_TRUE(all_met) << "chunks did not run concurrently";
