@@ -321,6 +321,11 @@ v1::AggregationStatus Aggregation::Status() const {
   return status;
 }
 
+bool Aggregation::HasCounted(const std::string& client_id) const {
+  MutexLock lock(&mu_);
+  return counted_.contains(client_id);
+}
+
 v1::AggregationState Aggregation::state() const {
   MutexLock lock(&mu_);
   return state_;

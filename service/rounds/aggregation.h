@@ -95,6 +95,8 @@ class Aggregation {
   // are accepted only while joined, so the parent always waits for what this node acked.
   void SetJoinedUpstream(bool joined);
 
+  // Whether an update from `client_id` was counted here.
+  bool HasCounted(const std::string& client_id) const;
   v1::AggregationStatus Status() const;
   v1::AggregationState state() const;
   // The result of a FINALIZED aggregation; FAILED_PRECONDITION otherwise.

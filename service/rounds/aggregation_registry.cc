@@ -87,14 +87,16 @@ std::vector<std::shared_ptr<Aggregation>> AggregationRegistry::List() const {
   return out;
 }
 
-absl::StatusOr<std::vector<std::shared_ptr<Aggregation>>> AggregationRegistry::OpenAggregations(
-    int max) {
+std::vector<std::shared_ptr<Aggregation>> AggregationRegistry::OpenAggregations(
+    int max, const std::string& client_id) {
   // On an intermediate aggregator these are the mirrors of the parent's open
   // aggregations, kept current by the parent link.
   std::vector<std::shared_ptr<Aggregation>> out;
   for (std::shared_ptr<Aggregation>& aggregation : List()) {
     if (static_cast<int>(out.size()) >= max) break;
-    if (aggregation->state() == v1::OPEN) out.push_back(std::move(aggregation));
+    if (aggregation->state() == v1::OPEN && !aggregation->HasCounted(client_id)) {
+      out.push_back(std::move(aggregation));
+    }
   }
   return out;
 }

@@ -49,8 +49,9 @@ class AggregationRegistry {
   // NOT_FOUND for an id this node does not hold (never asks the parent).
   absl::StatusOr<std::shared_ptr<Aggregation>> Find(const std::string& id) const;
   std::vector<std::shared_ptr<Aggregation>> List() const;
-  // Up to `max` OPEN aggregations, oldest first (the task path hands these out).
-  absl::StatusOr<std::vector<std::shared_ptr<Aggregation>>> OpenAggregations(int max);
+  // Up to `max` OPEN aggregations, oldest first, leaving out those `client_id` already
+  // contributed to (the task path and Welcome hand these out).
+  std::vector<std::shared_ptr<Aggregation>> OpenAggregations(int max, const std::string& client_id);
   // Intermediate aggregators: the local mirror of a parent's aggregation, created (and
   // announced to the UpstreamSource) on first use.
   absl::StatusOr<std::shared_ptr<Aggregation>> GetOrMirror(const v1::AggregationSpec& spec);

@@ -24,14 +24,10 @@ grpc::ServerUnaryReactor* AggregationService::GetTask(grpc::CallbackServerContex
     return reactor;
   }
   const int wanted = request->max_tasks() <= 0 ? 1 : std::min(request->max_tasks(), kMaxTasks);
-  absl::StatusOr<std::vector<std::shared_ptr<Aggregation>>> open =
-      context_.registry.OpenAggregations(wanted);
-  if (!open.ok()) {
-    reactor->Finish(ToGrpcStatus(open.status()));
-    return reactor;
-  }
   response->set_protocol_version(kProtocolVersion);
-  for (const auto& aggregation : *open) *response->add_tasks() = aggregation->config().proto;
+  for (const auto& aggregation : context_.registry.OpenAggregations(wanted, request->client_id())) {
+    *response->add_tasks() = aggregation->config().proto;
+  }
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -65,10 +65,8 @@ ContributeReactor::Outcome ContributeReactor::Handle(const v1::ContributeRequest
     v1::ContributeResponse response;
     v1::Welcome* welcome = response.mutable_welcome();
     welcome->set_protocol_version(std::min(request.hello().protocol_version(), kProtocolVersion));
-    absl::StatusOr<std::vector<std::shared_ptr<Aggregation>>> open =
-        service_.registry.OpenAggregations(service_.welcome_aggregations);
-    if (open.ok()) {
-      for (const auto& aggregation : *open) *welcome->add_open_aggregations() = aggregation->config().proto;
+    for (const auto& aggregation : service_.registry.OpenAggregations(service_.welcome_aggregations, client_id_)) {
+      *welcome->add_open_aggregations() = aggregation->config().proto;
     }
     phase_ = Phase::kIdle;
     Send(std::move(response));

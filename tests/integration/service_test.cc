@@ -186,6 +186,12 @@ TEST(ServiceTest, TwoAggregationsOverlapOnOneStream) {
     ASSERT_TRUE((*stream)->Contribute(round1, DenseFloats(values)).ok());
     ASSERT_TRUE((*stream)->Contribute(round2, DenseFloats(values)).ok());
   }
+  // The task path hands out only what a client has not contributed to yet (at the node it
+  // contributed through: exactly-once accounting is per node).
+  ControlClient intermediate(Connect(cluster->intermediates[0]->port()));
+  absl::StatusOr<std::vector<v1::AggregationSpec>> c0_tasks = intermediate.GetTasks("c0", 5);
+  ASSERT_TRUE(c0_tasks.ok()) << c0_tasks.status();
+  EXPECT_TRUE(c0_tasks->empty());
   ASSERT_EQ(SealAndWait(control, "round-1").state(), v1::FINALIZED);
   // round-2 still open after round-1 finalized.
   EXPECT_EQ(control.Get("round-2")->state(), v1::OPEN);
