@@ -21,6 +21,8 @@ ABSL_FLAG(std::string, node_id, "",
 ABSL_FLAG(int, batch_size, 16, "client updates reduced together in one pass");
 ABSL_FLAG(int64_t, flush_interval_ms, 100,
           "a batch that has not filled up is reduced once its oldest update waited this long");
+ABSL_FLAG(int, retain_finished, 1000,
+          "finished aggregations (and their results) kept; older ones are forgotten");
 ABSL_FLAG(int64_t, max_update_mib, 1024, "largest accepted client update, MiB");
 ABSL_FLAG(int64_t, child_grace_ms, 10000,
           "after a seal, how long this node waits for its child aggregators' final partials "
@@ -81,6 +83,7 @@ int main(int argc, char** argv) {
   config.parent_address = absl::GetFlag(FLAGS_parent);
   config.node_id = absl::GetFlag(FLAGS_node_id);
   config.batch_size = absl::GetFlag(FLAGS_batch_size);
+  config.retain_finished = absl::GetFlag(FLAGS_retain_finished);
   config.flush_interval = absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
   config.max_update_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_update_mib)) << 20;
   config.child_grace = absl::Milliseconds(absl::GetFlag(FLAGS_child_grace_ms));

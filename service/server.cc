@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   AggregationOptions options;
   options.batch_size = config.batch_size;
   options.flush_interval = config.flush_interval;
+  options.retain_finished = config.retain_finished;
   options.child_grace = config.child_grace;
   server->registry_ = std::make_unique<AggregationRegistry>(options);
   server->authenticator_ = std::make_unique<Authenticator>(config.auth_tokens);

@@ -34,6 +34,7 @@ struct ServerConfig {
   std::string node_id;         // name at the parent; default: the listen address
   int batch_size = 16;
   absl::Duration flush_interval = absl::Milliseconds(100);
+  int retain_finished = 1000;
   uint64_t max_update_bytes = uint64_t{1} << 30;
   absl::Duration child_grace = absl::Seconds(10);
   absl::Duration forward_interval = absl::Seconds(1);

@@ -38,6 +38,9 @@ struct AggregationOptions {
   // An intermediate aggregator's mirror: it never finalizes itself; its partial goes
   // up to the parent (TakeDelta) and the parent decides the outcome.
   bool forwarding = false;
+  // Finished (FINALIZED, FAILED, CANCELLED) aggregations kept for their status and result;
+  // older ones are forgotten, so memory does not grow with the number of rounds.
+  int retain_finished = 1000;
 };
 
 class Aggregation {

@@ -1,6 +1,8 @@
 // AggregationRegistry: creation, lookup (with upstream mirroring) and the deadline ticker.
 #include "service/rounds/aggregation_registry.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "service/core/status_macros.h"
 
@@ -109,7 +111,22 @@ void AggregationRegistry::TickerLoop() {
     }
     const absl::Time now = absl::Now();
     for (const std::shared_ptr<Aggregation>& aggregation : List()) aggregation->Tick(now);
+    ForgetOldFinished();
   }
+}
+
+void AggregationRegistry::ForgetOldFinished() {
+  MutexLock lock(&mu_);
+  std::vector<std::string> finished;
+  for (const std::string& id : creation_order_) {
+    const v1::AggregationState state = by_id_.at(id)->state();
+    if (state == v1::FINALIZED || state == v1::FAILED || state == v1::CANCELLED) finished.push_back(id);
+  }
+  const int excess = static_cast<int>(finished.size()) - options_.retain_finished;
+  if (excess <= 0) return;
+  const std::set<std::string> forget(finished.begin(), finished.begin() + excess);
+  for (const std::string& id : forget) by_id_.erase(id);
+  std::erase_if(creation_order_, [&forget](const std::string& id) { return forget.contains(id); });
 }
 
 }  // namespace fedagg

@@ -58,6 +58,8 @@ class AggregationRegistry {
 
  private:
   void TickerLoop();
+  // Forgets the oldest finished aggregations beyond options_.retain_finished.
+  void ForgetOldFinished();
 
   const AggregationOptions options_;
   UpstreamSource* upstream_ = nullptr;

@@ -225,6 +225,27 @@ TEST(ServiceTest, SubmitPathCountsLikeTheStream) {
   EXPECT_EQ(Contributions(control, "submit"), 1);
 }
 
+TEST(ServiceTest, OldFinishedAggregationsAreForgotten) {
+  ServerConfig config = LoopbackConfig();
+  config.retain_finished = 2;
+  auto cluster = Cluster::Start(0, config);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  for (int round = 0; round < 4; ++round) {
+    const std::string id = absl::StrCat("round-", round);
+    ASSERT_TRUE(control.Create(MakeSpec(id, {{"w", "float32[1]", Intrinsic::kFederatedSum}})).ok());
+    ASSERT_TRUE(control.Cancel(id, "test").ok());
+  }
+  ASSERT_TRUE(control.Create(MakeSpec("open", {{"w", "float32[1]", Intrinsic::kFederatedSum}})).ok());
+  // The ticker forgets round-0 and round-1; the open one is never forgotten.
+  for (int i = 0; i < 100 && control.Get("round-0").ok(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(control.Get("round-0").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(control.Get("round-1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(control.Get("round-2").ok());
+  EXPECT_TRUE(control.Get("round-3").ok());
+  EXPECT_TRUE(control.Get("open").ok());
+}
+
 TEST(ServiceTest, DeadlineBelowQuorumFails) {
   auto cluster = Cluster::Start(0);
   ASSERT_NE(cluster, nullptr);
