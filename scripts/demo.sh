@@ -16,9 +16,10 @@ pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT
 
-start() {  # start NAME PORT [flags...]
+start() {  # start NAME PORT [flags...]; metrics on PORT + 1000
   local name=$1 port=$2; shift 2
   ./build/service/fedagg-server --listen="127.0.0.1:$port" --node_id="$name" \
+      --metrics_address="127.0.0.1:$((port + 1000))" \
       --forward_interval_ms=200 --child_grace_ms=5000 "$@" >"$LOG_DIR/$name.log" 2>&1 &
   pids+=($!)
 }
@@ -35,4 +36,6 @@ echo "fedagg tree on loopback: root :$ROOT_PORT, intermediate aggregators :$((RO
 
 ./build/service/demo/fedagg-demo --root="127.0.0.1:$ROOT_PORT" \
     --intermediates="127.0.0.1:$((ROOT_PORT + 1)),127.0.0.1:$((ROOT_PORT + 2))" "$@"
-echo "Metrics are not exported yet (Prometheus /metrics is planned); server logs: $LOG_DIR"
+echo "Prometheus metrics: http://127.0.0.1:$((ROOT_PORT + 1000))/metrics (root), :$((ROOT_PORT + 1001)) and :$((ROOT_PORT + 1002)) (intermediate aggregators)"
+curl -s "http://127.0.0.1:$((ROOT_PORT + 1000))/metrics" 2>/dev/null | grep -E '^fedagg_(updates_accepted_total|partials_merged_total|aggregations\{state="FINALIZED"\})' || true
+echo "server logs: $LOG_DIR"

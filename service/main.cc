@@ -38,6 +38,8 @@ ABSL_FLAG(std::string, parent_tls_key, "", "PEM private key for --parent_tls_cer
 ABSL_FLAG(std::string, auth_tokens_file, "",
           "file with one accepted bearer token per line; calls without one get UNAUTHENTICATED");
 ABSL_FLAG(std::string, parent_token_file, "", "file holding the bearer token for the parent");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
+          "host:port serving Prometheus /metrics, /healthz and /readyz over HTTP; empty: off");
 ABSL_FLAG(std::string, backend, "auto",
           "reduction backend: auto, cpu or cuda (the service reduces on the CPU so far; "
           "see docs/ARCHITECTURE.md)");
@@ -80,6 +82,7 @@ int main(int argc, char** argv) {
 
   fedagg::ServerConfig config;
   config.listen_address = absl::GetFlag(FLAGS_listen);
+  config.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   config.parent_address = absl::GetFlag(FLAGS_parent);
   config.node_id = absl::GetFlag(FLAGS_node_id);
   config.batch_size = absl::GetFlag(FLAGS_batch_size);
@@ -105,6 +108,10 @@ int main(int argc, char** argv) {
   if (!server.ok()) {
     std::fprintf(stderr, "fedagg-server: %s\n", server.status().ToString().c_str());
     return 1;
+  }
+  if ((*server)->metrics_port() != 0) {
+    std::printf("fedagg-server metrics on http://%s -> port %d (/metrics, /healthz, /readyz)\n",
+                config.metrics_address.c_str(), (*server)->metrics_port());
   }
   std::printf("fedagg-server listening on port %d as %s (backend: cpu%s)\n", (*server)->port(),
               config.parent_address.empty() ? "root" : ("intermediate under " + config.parent_address).c_str(),

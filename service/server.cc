@@ -70,11 +70,16 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   options.batch_size = config.batch_size;
   options.flush_interval = config.flush_interval;
   options.retain_finished = config.retain_finished;
+  ServiceMetrics* metrics = server->metrics_.get();
+  options.on_batch_reduced = [metrics](absl::Duration elapsed, size_t updates) {
+    metrics->batch_reduction.Observe(absl::ToDoubleSeconds(elapsed));
+    metrics->batch_fill.Observe(static_cast<double>(updates));
+  };
   options.child_grace = config.child_grace;
   server->registry_ = std::make_unique<AggregationRegistry>(options);
   server->authenticator_ = std::make_unique<Authenticator>(config.auth_tokens);
   server->context_ = std::make_unique<ServiceContext>(
-      ServiceContext{*server->registry_, *server->authenticator_, config.max_update_bytes});
+      ServiceContext{*server->registry_, *server->authenticator_, *server->metrics_, config.max_update_bytes});
   server->aggregation_service_ = std::make_unique<AggregationService>(*server->context_);
   server->control_service_ = std::make_unique<ControlService>(*server->context_);
   server->tier_service_ = std::make_unique<TierService>(*server->context_);
@@ -99,6 +104,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
     FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> parent_credentials,
                             ChannelCredentials(config.parent_tls));
     ParentLinkOptions link;
+    link.metrics = server->metrics_.get();
     grpc::ChannelArguments channel_args;
     channel_args.SetMaxReceiveMessageSize(-1);  // listings of many aggregations may be large
     link.channel = grpc::CreateCustomChannel(config.parent_address, parent_credentials, channel_args);
@@ -113,12 +119,69 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
     server->parent_link_ = std::make_unique<ParentLink>(link, *server->registry_);
     server->registry_->SetUpstream(server->parent_link_.get());
   }
+  server->RegisterStateGauges();
+  if (!config.metrics_address.empty()) {
+    FedaggServer* raw = server.get();
+    std::map<std::string, HttpEndpoint::Handler> handlers = {
+        {"/metrics",
+         [raw] {
+           return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
+                               raw->metrics_registry_->Exposition()};
+         }},
+        {"/healthz", [] { return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}; }},
+        {"/readyz",
+         [raw] {
+           // An intermediate aggregator is ready once it reaches its parent.
+           if (raw->parent_link_ != nullptr && !raw->parent_link_->parent_reachable()) {
+             return HttpResponse{503, "text/plain; charset=utf-8", "parent aggregator not reachable\n"};
+           }
+           return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};
+         }},
+    };
+    FEDAGG_ASSIGN_OR_RETURN(server->metrics_endpoint_,
+                            HttpEndpoint::Start(config.metrics_address, std::move(handlers)));
+  }
   return server;
+}
+
+void FedaggServer::RegisterStateGauges() {
+  AggregationRegistry* registry = registry_.get();
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_aggregations", "Aggregations held by this node, by state.", {"state"}, [registry] {
+        std::map<std::string, double> by_state;
+        for (int state = v1::OPEN; state <= v1::CANCELLED; ++state) {
+          by_state[v1::AggregationState_Name(static_cast<v1::AggregationState>(state))] = 0;
+        }
+        for (const auto& aggregation : registry->List()) {
+          by_state[v1::AggregationState_Name(aggregation->state())] += 1;
+        }
+        MetricsRegistry::GaugeSamples samples;
+        for (const auto& [state, count] : by_state) samples.push_back({{state}, count});
+        return samples;
+      });
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_aggregation_contributions", "Contributions counted so far by each open aggregation.",
+      {"aggregation"}, [registry] {
+        MetricsRegistry::GaugeSamples samples;
+        for (const auto& aggregation : registry->List()) {
+          const v1::AggregationStatus status = aggregation->Status();
+          if (status.state() == v1::OPEN || status.state() == v1::SEALED) {
+            samples.push_back({{aggregation->id()}, static_cast<double>(status.contributions())});
+          }
+        }
+        return samples;
+      });
+  metrics_registry_->AddGaugeCallback("fedagg_backend_info", "The reduction backend in use.", {"backend"},
+                                      [] { return MetricsRegistry::GaugeSamples{{{"cpu"}, 1}}; });
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_process_resident_memory_bytes", "Resident memory of the fedagg-server process.", {},
+      [] { return MetricsRegistry::GaugeSamples{{{}, ProcessResidentBytes()}}; });
 }
 
 void FedaggServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  metrics_endpoint_.reset();
   if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   parent_link_.reset();
 }

@@ -13,6 +13,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "monitoring/http_endpoint.h"
+#include "monitoring/metrics_registry.h"
+#include "monitoring/service_metrics.h"
 #include "service/rounds/aggregation_registry.h"
 #include "service/rpc/aggregation_service.h"
 #include "service/rpc/authenticator.h"
@@ -45,6 +48,8 @@ struct ServerConfig {
   TlsFiles parent_tls;
   std::vector<std::string> auth_tokens;  // accepted bearer tokens; empty: no token check
   std::string parent_token;
+  // host:port of the HTTP endpoint serving /metrics, /healthz and /readyz; empty: none.
+  std::string metrics_address = "0.0.0.0:9464";
 };
 
 class FedaggServer {
@@ -53,6 +58,7 @@ class FedaggServer {
   ~FedaggServer();
 
   int port() const { return port_; }
+  int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : 0; }
   bool is_root() const { return parent_link_ == nullptr; }
   AggregationRegistry& registry() { return *registry_; }
   void Wait() { server_->Wait(); }
@@ -62,6 +68,10 @@ class FedaggServer {
  private:
   FedaggServer() = default;
 
+  void RegisterStateGauges();
+
+  std::unique_ptr<MetricsRegistry> metrics_registry_ = std::make_unique<MetricsRegistry>();
+  std::unique_ptr<ServiceMetrics> metrics_ = std::make_unique<ServiceMetrics>(*metrics_registry_);
   std::unique_ptr<AggregationRegistry> registry_;
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<ServiceContext> context_;
@@ -70,6 +80,7 @@ class FedaggServer {
   std::unique_ptr<TierService> tier_service_;
   std::unique_ptr<ParentLink> parent_link_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpEndpoint> metrics_endpoint_;
   int port_ = 0;
   bool shut_down_ = false;
 };

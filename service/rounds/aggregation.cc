@@ -90,7 +90,9 @@ void Aggregation::ReduceBatch(std::vector<UpdateBuffer>& batch) {
   views.reserve(batch.size());
   for (const UpdateBuffer& buffer : batch) views.push_back(buffer.view());
   // Every update was validated by CommitUpdate, so this fails only on a bug.
+  const absl::Time start = absl::Now();
   reduce_error_.Update(partial_.AccumulateBatch(views));
+  if (options_.on_batch_reduced) options_.on_batch_reduced(absl::Now() - start, batch.size());
   batch.clear();
 }
 

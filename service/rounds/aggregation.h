@@ -41,6 +41,8 @@ struct AggregationOptions {
   // Finished (FINALIZED, FAILED, CANCELLED) aggregations kept for their status and result;
   // older ones are forgotten, so memory does not grow with the number of rounds.
   int retain_finished = 1000;
+  // Called after each batch is reduced, with its duration and size (metrics).
+  std::function<void(absl::Duration, size_t)> on_batch_reduced;
 };
 
 class Aggregation {

@@ -11,7 +11,8 @@ constexpr size_t kMaxQueuedResponses = 8;
 }  // namespace
 
 ContributeReactor::ContributeReactor(grpc::CallbackServerContext* context, ServiceContext& service)
-    : service_(service), assembler_(service.registry, service.max_update_bytes) {
+    : service_(service), assembler_(service.registry, service.metrics, service.max_update_bytes) {
+  service_.metrics.active_streams.Add(1);
   if (absl::Status auth = service.authenticator.Check(*context); !auth.ok()) {
     MutexLock lock(&mu_);
     finished_ = true;

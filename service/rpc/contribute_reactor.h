@@ -28,7 +28,10 @@ class ContributeReactor final
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    service_.metrics.active_streams.Add(-1);
+    delete this;
+  }
 
  private:
   enum class Phase { kAwaitHello, kIdle, kInUpdate, kSkippingUpdate };

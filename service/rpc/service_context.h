@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "monitoring/service_metrics.h"
 #include "service/rounds/aggregation_registry.h"
 #include "service/rpc/authenticator.h"
 
@@ -15,6 +16,7 @@ inline constexpr uint32_t kProtocolVersion = 1;
 struct ServiceContext {
   AggregationRegistry& registry;
   const Authenticator& authenticator;
+  ServiceMetrics& metrics;
   uint64_t max_update_bytes = uint64_t{1} << 30;
   // Open aggregations listed in a Welcome.
   int welcome_aggregations = 16;

@@ -10,7 +10,7 @@ namespace fedagg {
 
 SubmitReactor::SubmitReactor(grpc::CallbackServerContext* context, ServiceContext& service,
                              v1::SubmitResponse* response)
-    : assembler_(service.registry, service.max_update_bytes), response_(response) {
+    : assembler_(service.registry, service.metrics, service.max_update_bytes), response_(response) {
   if (absl::Status auth = service.authenticator.Check(*context); !auth.ok()) {
     End(ToGrpcStatus(auth));
     return;

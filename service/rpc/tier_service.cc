@@ -71,6 +71,7 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
     absl::StatusOr<int64_t> merged = (*aggregation)->MergeChildPartial(
         header_.child_id(), header_.sequence(), header_.final(), bytes_);
     if (!merged.ok()) return merged.status();
+    service_.metrics.partials_merged.Increment();
     response_->set_contributions(*merged);
     return absl::OkStatus();
   }

@@ -11,15 +11,19 @@ namespace fedagg {
 void UpdateAssembler::Begin(const v1::UpdateHeader& header, const std::string& client_id,
                             std::function<void(absl::Status)> done) {
   Abandon();
+  metrics_.updates_received.Increment();
+  started_ = absl::Now();
   if (client_id.empty()) {
-    done(absl::InvalidArgumentError("client id is empty: send it in Hello (or in the header for Submit)"));
+    done(Fail(absl::InvalidArgumentError("client id is empty: send it in Hello (or in the header for Submit)")));
     return;
   }
   registry_.GetAsync(header.aggregation_id(),
                      [this, header, client_id, done = std::move(done)](
                          absl::StatusOr<std::shared_ptr<Aggregation>> aggregation) {
-                       done(aggregation.ok() ? BeginWith(*std::move(aggregation), header, client_id)
-                                             : aggregation.status());
+                       absl::Status begun = aggregation.ok()
+                                                ? BeginWith(*std::move(aggregation), header, client_id)
+                                                : aggregation.status();
+                       done(begun.ok() ? begun : Fail(begun));
                      });
 }
 
@@ -84,6 +88,7 @@ absl::Status UpdateAssembler::AddChunk(const v1::Chunk& chunk) {
   }
   if (!chunk.data().empty()) std::memcpy(target.data() + received, chunk.data().data(), chunk.data().size());
   received += chunk.data().size();
+  metrics_.payload_bytes.Increment(static_cast<double>(chunk.data().size()));
   return absl::OkStatus();
 }
 
@@ -113,7 +118,11 @@ absl::StatusOr<int64_t> UpdateAssembler::End(const v1::UpdateEnd& end) {
   aggregation_ = nullptr;
   UpdateBuffer buffer = std::move(*buffer_);
   buffer_.reset();
-  return aggregation->CommitUpdate(client_id_, std::move(buffer));
+  absl::StatusOr<int64_t> counted = aggregation->CommitUpdate(client_id_, std::move(buffer));
+  if (!counted.ok()) return Fail(counted.status());
+  metrics_.updates_accepted.Increment();
+  metrics_.update_latency.Observe(absl::ToDoubleSeconds(absl::Now() - started_));
+  return counted;
 }
 
 void UpdateAssembler::Abandon() {
@@ -124,6 +133,7 @@ void UpdateAssembler::Abandon() {
 
 absl::Status UpdateAssembler::Fail(absl::Status status) {
   Abandon();
+  metrics_.updates_rejected.WithLabels({absl::StatusCodeToString(status.code())}).Increment();
   return status;
 }
 

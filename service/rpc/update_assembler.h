@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "fedagg/v1/aggregation.pb.h"
+#include "monitoring/service_metrics.h"
 #include "service/core/update_buffer.h"
 #include "service/rounds/aggregation_registry.h"
 
@@ -27,8 +29,8 @@ class UpdateAssembler {
   // Largest accepted chunk payload.
   static constexpr size_t kMaxChunkBytes = 4 << 20;
 
-  UpdateAssembler(AggregationRegistry& registry, uint64_t max_update_bytes)
-      : registry_(registry), max_update_bytes_(max_update_bytes) {}
+  UpdateAssembler(AggregationRegistry& registry, ServiceMetrics& metrics, uint64_t max_update_bytes)
+      : registry_(registry), metrics_(metrics), max_update_bytes_(max_update_bytes) {}
   ~UpdateAssembler() { Abandon(); }
 
   // Starts an update. `done` receives the outcome — inline when the aggregation is known
@@ -49,10 +51,12 @@ class UpdateAssembler {
   // Second half of Begin, once the aggregation is known.
   absl::Status BeginWith(std::shared_ptr<Aggregation> aggregation, const v1::UpdateHeader& header,
                          const std::string& client_id);
-  // Abandons the update and returns `status`.
+  // Abandons the update, counts the rejection, and returns `status`.
   absl::Status Fail(absl::Status status);
 
   AggregationRegistry& registry_;
+  ServiceMetrics& metrics_;
+  absl::Time started_;  // when the header arrived
   const uint64_t max_update_bytes_;
   std::shared_ptr<Aggregation> aggregation_;
   std::string aggregation_id_;

@@ -198,7 +198,9 @@ absl::Status ParentLink::Push(const std::string& aggregation_id, uint64_t sequen
     if (!writer->Write(chunk)) break;
   } while (offset < bytes.size());
   writer->WritesDone();
-  return FromGrpcStatus(writer->Finish());
+  absl::Status status = FromGrpcStatus(writer->Finish());
+  options_.metrics->partial_forwards.WithLabels({status.ok() ? "ok" : "failed"}).Increment();
+  return status;
 }
 
 void ParentLink::SyncLoop() {
@@ -206,7 +208,8 @@ void ParentLink::SyncLoop() {
     grpc::ClientContext context;
     PrepareContext(context, /*with_deadline=*/true);
     v1::ListAggregationsResponse response;
-    if (!control_->ListAggregations(&context, v1::ListAggregationsRequest(), &response).ok()) continue;
+    parent_reachable_ = control_->ListAggregations(&context, v1::ListAggregationsRequest(), &response).ok();
+    if (!parent_reachable_) continue;
     for (const v1::AggregationStatus& status : response.aggregations()) {
       if (status.state() == v1::OPEN) {
         (void)registry_.GetOrMirror(status.spec());

@@ -11,6 +11,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,11 +22,13 @@
 #include "absl/time/time.h"
 #include "fedagg/v1/control.grpc.pb.h"
 #include "fedagg/v1/tier.grpc.pb.h"
+#include "monitoring/service_metrics.h"
 #include "service/rounds/aggregation_registry.h"
 
 namespace fedagg {
 
 struct ParentLinkOptions {
+  ServiceMetrics* metrics = nullptr;  // required
   std::shared_ptr<grpc::Channel> channel;
   std::string token;     // bearer token for the parent, if it asks for one
   std::string child_id;  // this node's name at the parent
@@ -44,6 +47,8 @@ class ParentLink final : public UpstreamSource {
   void FetchSpec(const std::string& id,
                  std::function<void(absl::StatusOr<v1::AggregationSpec>)> done) override;
   void MirrorCreated(std::shared_ptr<Aggregation> mirror) override;
+  // Whether the last poll of the parent succeeded (readiness of an intermediate aggregator).
+  bool parent_reachable() const { return parent_reachable_; }
 
  private:
   struct MirrorLink {
@@ -76,6 +81,7 @@ class ParentLink final : public UpstreamSource {
   Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::unique_ptr<MirrorLink>> links_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> parent_reachable_{false};
   std::thread sync_thread_;
   std::thread forward_thread_;
 };

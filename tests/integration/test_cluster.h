@@ -22,6 +22,7 @@ inline std::shared_ptr<grpc::Channel> Connect(int port) {
 inline ServerConfig LoopbackConfig() {
   ServerConfig config;
   config.listen_address = "127.0.0.1:0";
+  config.metrics_address = "127.0.0.1:0";
   config.batch_size = 4;
   config.child_grace = absl::Seconds(5);
   config.forward_interval = absl::Milliseconds(100);

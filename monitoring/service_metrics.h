@@ -1,0 +1,32 @@
+// ServiceMetrics: the metrics a fedagg server exports, all prefixed fedagg_ with units in
+// their names, registered once on a MetricsRegistry. The RPC layer, the rounds layer (via
+// AggregationOptions::on_batch_reduced) and the tier link update them; gauges that
+// describe state (aggregations by state, process memory) are read at scrape time.
+#ifndef FEDAGG_MONITORING_SERVICE_METRICS_H_
+#define FEDAGG_MONITORING_SERVICE_METRICS_H_
+
+#include "monitoring/metrics_registry.h"
+
+namespace fedagg {
+
+struct ServiceMetrics {
+  explicit ServiceMetrics(MetricsRegistry& registry);
+
+  Counter& updates_received;            // update headers received
+  Counter& updates_accepted;            // updates counted (acked)
+  Family<Counter>& updates_rejected;    // by reason: the status code's name
+  Counter& payload_bytes;               // chunk bytes received
+  Gauge& active_streams;                // open Contribute streams
+  Histogram& update_latency;            // header received -> ack, seconds
+  Histogram& batch_reduction;           // one batch reduced into the partial aggregate, seconds
+  Histogram& batch_fill;                // updates per reduced batch
+  Family<Counter>& partial_forwards;    // pushes to the parent, by result (ok, failed)
+  Counter& partials_merged;             // child partials merged here
+};
+
+// Resident memory of this process, from /proc/self/statm (0 where unavailable).
+double ProcessResidentBytes();
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_MONITORING_SERVICE_METRICS_H_
