@@ -10,7 +10,7 @@ PACKAGES=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   python3 openssl
-  prometheus
+  prometheus nginx curl
 )
 
 missing=()

@@ -171,6 +171,30 @@ void FedaggServer::RegisterStateGauges() {
         }
         return samples;
       });
+  // Quorum and deadline of each open aggregation, for the "quorum at risk" alert.
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_aggregation_min_contributions", "Quorum (min_contributions) of each OPEN aggregation.",
+      {"aggregation"}, [registry] {
+        MetricsRegistry::GaugeSamples samples;
+        for (const auto& aggregation : registry->List()) {
+          if (aggregation->state() == v1::OPEN) {
+            samples.push_back({{aggregation->id()}, static_cast<double>(aggregation->config().min_contributions)});
+          }
+        }
+        return samples;
+      });
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_aggregation_deadline_timestamp_seconds",
+      "Deadline of each OPEN aggregation that has one, as a Unix time.", {"aggregation"}, [registry] {
+        MetricsRegistry::GaugeSamples samples;
+        for (const auto& aggregation : registry->List()) {
+          const absl::Time deadline = aggregation->config().deadline;
+          if (aggregation->state() == v1::OPEN && deadline != absl::InfiniteFuture()) {
+            samples.push_back({{aggregation->id()}, absl::ToDoubleSeconds(deadline - absl::UnixEpoch())});
+          }
+        }
+        return samples;
+      });
   metrics_registry_->AddGaugeCallback("fedagg_backend_info", "The reduction backend in use.", {"backend"},
                                       [] { return MetricsRegistry::GaugeSamples{{{"cpu"}, 1}}; });
   metrics_registry_->AddGaugeCallback(

@@ -1,0 +1,42 @@
+# Shared helpers of the end-to-end tests: start fedagg-server processes on loopback,
+# wait for ports, stop everything on exit. Sourced, not run.
+set -euo pipefail
+
+E2E_DIR=$(mktemp -d /tmp/fedagg-e2e.XXXXXX)
+E2E_PIDS=()
+e2e_cleanup() {
+  local rc=$?
+  kill "${E2E_PIDS[@]}" 2>/dev/null || true
+  wait 2>/dev/null || true
+  if [ "$rc" -ne 0 ]; then
+    echo "--- logs ($E2E_DIR) ---"
+    tail -n 20 "$E2E_DIR"/*.log 2>/dev/null || true
+  fi
+  rm -rf "$E2E_DIR"
+}
+trap e2e_cleanup EXIT
+
+# A base port unlikely to collide with parallel tests: 20000-39999, step 10.
+E2E_BASE=$((20000 + (RANDOM % 2000) * 10))
+
+e2e_wait_port() {  # e2e_wait_port PORT
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on port $1" >&2
+  return 1
+}
+
+e2e_start_server() {  # e2e_start_server BINARY NAME GRPC_PORT METRICS_PORT [flags...]
+  local binary=$1 name=$2 port=$3 metrics=$4; shift 4
+  "$binary" --listen="127.0.0.1:$port" --metrics_address="127.0.0.1:$metrics" --node_id="$name" \
+      --forward_interval_ms=200 --child_grace_ms=5000 "$@" >"$E2E_DIR/$name.log" 2>&1 &
+  E2E_PIDS+=($!)
+  e2e_wait_port "$port"
+  e2e_wait_port "$metrics"
+}
+
+e2e_metric() {  # e2e_metric METRICS_PORT NAME -> the sample's value (0 when absent)
+  curl -sf "http://127.0.0.1:$1/metrics" | awk -v name="$2" '$1 == name {print $2; found=1} END {if (!found) print 0}'
+}
