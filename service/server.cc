@@ -4,8 +4,6 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "service/core/status_macros.h"
@@ -54,14 +52,6 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(con
 }
 
 }  // namespace
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read file '", path, "'"));
-  std::ostringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
 
 absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerConfig& config) {
   if (config.batch_size < 1) return absl::InvalidArgumentError("--batch_size must be >= 1");

@@ -16,6 +16,7 @@
 #include "monitoring/http_endpoint.h"
 #include "monitoring/metrics_registry.h"
 #include "monitoring/service_metrics.h"
+#include "service/core/read_file.h"
 #include "service/rounds/aggregation_registry.h"
 #include "service/rpc/aggregation_service.h"
 #include "service/rpc/authenticator.h"
@@ -84,9 +85,6 @@ class FedaggServer {
   int port_ = 0;
   bool shut_down_ = false;
 };
-
-// Reads a whole file (PEM material); NOT_FOUND naming the path when it cannot.
-absl::StatusOr<std::string> ReadFile(const std::string& path);
 
 }  // namespace fedagg
 

@@ -1,0 +1,268 @@
+// fedagg-client: the operator's command line for a fedagg server.
+//   fedagg-client [--server=HOST:PORT] [--token_file=F] [--json] COMMAND [ARGS]
+// Commands: create, status, list, submit, seal, cancel, result, watch (--help for all).
+// Tensors are read from and written to NumPy .npy files. Exit codes: 0 success,
+// 1 the server refused or could not be reached (its status code and message are printed),
+// 2 a usage or local input error.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "client_stub/client.h"
+#include "client_stub/npy_file.h"
+#include "service/rounds/spec_conversion.h"
+#include "service/core/read_file.h"
+
+ABSL_FLAG(std::string, server, "localhost:50051", "the fedagg server (host:port)");
+ABSL_FLAG(std::string, token_file, "", "file holding a bearer token for the server");
+ABSL_FLAG(bool, json, false, "print machine-readable JSON instead of text");
+ABSL_FLAG(std::string, type, "", "create: the value type, e.g. '<w=float32[10,5],b=float32[5]>'");
+ABSL_FLAG(std::string, intrinsics, "",
+          "create: one intrinsic per leaf field, comma-separated, e.g. federated_mean,sparse_sum+counts");
+ABSL_FLAG(int64_t, min_contributions, 1, "create: the quorum");
+ABSL_FLAG(int64_t, max_contributions, 0, "create: the most contributions accepted (0: unlimited)");
+ABSL_FLAG(int64_t, deadline_s, 0, "create: seconds from now to the deadline (0: none)");
+ABSL_FLAG(bool, require_finite, false, "create: refuse NaN and Inf values");
+ABSL_FLAG(bool, float64, false, "create: accumulate float32/16 inputs in float64");
+ABSL_FLAG(std::string, client_id, "", "submit: this client's id (its exactly-once key)");
+ABSL_FLAG(double, weight, 0, "submit: the update's weight (weighted aggregations; > 0)");
+ABSL_FLAG(std::string, reason, "", "cancel: why");
+ABSL_FLAG(std::string, out, "", "result: directory to write FIELD.npy (and FIELD.indices.npy, FIELD.counts.npy)");
+
+namespace fedagg {
+namespace {
+
+constexpr int kOk = 0;
+constexpr int kServerError = 1;
+constexpr int kUsageError = 2;
+
+int Fail(int code, const absl::Status& status) {
+  if (absl::GetFlag(FLAGS_json)) {
+    std::printf("{\"error\": {\"code\": \"%s\", \"message\": \"%s\"}}\n",
+                absl::StatusCodeToString(status.code()).c_str(), std::string(status.message()).c_str());
+  } else {
+    std::fprintf(stderr, "fedagg-client: %s\n", status.ToString().c_str());
+  }
+  return code;
+}
+
+void PrintStatus(const v1::AggregationStatus& status) {
+  if (absl::GetFlag(FLAGS_json)) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(status, &json, options);
+    std::printf("%s\n", json.c_str());
+    return;
+  }
+  absl::StatusOr<ValueType> type = ValueTypeFromProto(status.spec().value_type());
+  std::printf("%s  %s  contributions=%lld (quorum %lld)  children=%lld  type=%s%s%s\n",
+              status.spec().aggregation_id().c_str(), v1::AggregationState_Name(status.state()).c_str(),
+              static_cast<long long>(status.contributions()),
+              static_cast<long long>(status.spec().min_contributions()),
+              static_cast<long long>(status.children()), type.ok() ? type->ToString().c_str() : "?",
+              status.detail().empty() ? "" : "  detail=", status.detail().c_str());
+}
+
+absl::StatusOr<v1::AggregationSpec> SpecFromFlags(const std::string& id) {
+  v1::AggregationSpec spec;
+  spec.set_aggregation_id(id);
+  absl::StatusOr<ValueType> type = ParseValueType(absl::GetFlag(FLAGS_type));
+  if (!type.ok()) return type.status();
+  *spec.mutable_value_type() = ValueTypeToProto(*type);
+  for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_intrinsics), ',', absl::SkipEmpty())) {
+    const bool counts = absl::ConsumeSuffix(&name, "+counts");
+    absl::StatusOr<Intrinsic> intrinsic = ParseIntrinsic(std::string(name));
+    if (!intrinsic.ok()) return intrinsic.status();
+    v1::FieldIntrinsic* field = spec.add_intrinsics();
+    field->set_intrinsic(static_cast<v1::Intrinsic>(static_cast<int>(*intrinsic)));
+    field->set_report_counts(counts);
+  }
+  spec.set_min_contributions(absl::GetFlag(FLAGS_min_contributions));
+  spec.set_max_contributions(absl::GetFlag(FLAGS_max_contributions));
+  if (absl::GetFlag(FLAGS_deadline_s) > 0) {
+    spec.set_deadline_unix_ms(absl::ToUnixMillis(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_deadline_s))));
+  }
+  spec.set_require_finite(absl::GetFlag(FLAGS_require_finite));
+  spec.set_float64_accumulation(absl::GetFlag(FLAGS_float64));
+  return spec;
+}
+
+// submit: the files named FIELD=F (dense) or FIELD.indices=F FIELD.values=F (sparse,
+// row-sparse), one update for `spec`.
+int Submit(std::shared_ptr<grpc::Channel> channel, const CallOptions& call, const v1::AggregationSpec& spec,
+           const std::vector<std::string>& files) {
+  std::map<std::string, std::string> by_name;
+  for (const std::string& arg : files) {
+    const size_t eq = arg.find('=');
+    if (eq == std::string::npos) return Fail(kUsageError, absl::InvalidArgumentError(absl::StrCat(
+                                                 "'", arg, "' is not FIELD=FILE.npy")));
+    by_name[arg.substr(0, eq)] = arg.substr(eq + 1);
+  }
+  absl::StatusOr<AggregationConfig> config = ConfigFromProto(spec);
+  if (!config.ok()) return Fail(kServerError, config.status());
+  std::vector<Tensor> tensors;  // keeps the bytes the views point into
+  tensors.reserve(config->reduction->fields().size() * 2);
+  UpdateView update;
+  for (const FieldSpec& field : config->reduction->fields()) {
+    const bool dense = field.encoding == Encoding::kDense;
+    const std::string values_key = dense ? field.path : field.path + ".values";
+    auto load = [&](const std::string& key) -> absl::StatusOr<const Tensor*> {
+      auto it = by_name.find(key);
+      if (it == by_name.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("field '", field.path, "' (", IntrinsicName(field.intrinsic),
+                                                       ") needs ", key, "=FILE.npy"));
+      }
+      absl::StatusOr<Tensor> tensor = ReadNpy(it->second);
+      if (!tensor.ok()) return tensor.status();
+      tensors.push_back(*std::move(tensor));
+      return &tensors.back();
+    };
+    absl::StatusOr<const Tensor*> values = load(values_key);
+    if (!values.ok()) return Fail(kUsageError, values.status());
+    FieldValue value{field.encoding, (*values)->dtype, {}, absl::MakeConstSpan((*values)->bytes)};
+    if (!dense) {
+      absl::StatusOr<const Tensor*> indices = load(field.path + ".indices");
+      if (!indices.ok()) return Fail(kUsageError, indices.status());
+      if ((*indices)->dtype != DType::kInt64) {
+        return Fail(kUsageError, absl::InvalidArgumentError(absl::StrCat(field.path, ".indices must be int64")));
+      }
+      value.indices = (*indices)->values<int64_t>();
+    }
+    update.fields.push_back(value);
+  }
+  if (absl::GetFlag(FLAGS_weight) != 0) update.weight = absl::GetFlag(FLAGS_weight);
+  const std::string client_id = absl::GetFlag(FLAGS_client_id);
+  if (client_id.empty()) return Fail(kUsageError, absl::InvalidArgumentError("submit needs --client_id"));
+  absl::StatusOr<std::unique_ptr<ContributeStream>> stream = ContributeStream::Open(channel, client_id, call);
+  if (!stream.ok()) return Fail(kServerError, stream.status());
+  absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(spec, update);
+  if (!ack.ok()) {
+    // Local validation errors are the caller's input; server refusals are the server's.
+    return Fail(kServerError, ack.status());
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    std::printf("{\"aggregation_id\": \"%s\", \"contributions\": %lld}\n", ack->aggregation_id().c_str(),
+                static_cast<long long>(ack->contributions()));
+  } else {
+    std::printf("accepted by %s: %lld contributions counted there\n", ack->aggregation_id().c_str(),
+                static_cast<long long>(ack->contributions()));
+  }
+  return kOk;
+}
+
+int WriteResult(const AggregateResult& result, const std::string& dir) {
+  if (dir.empty()) return Fail(kUsageError, absl::InvalidArgumentError("result needs --out=DIRECTORY"));
+  std::string json = absl::StrCat("{\"contributions\": ", result.contributions, ", \"weight_sum\": ",
+                                  result.weight_sum, ", \"fields\": [");
+  for (size_t f = 0; f < result.fields.size(); ++f) {
+    const ReportedField& field = result.fields[f];
+    const std::string base = absl::StrCat(dir, "/", field.path);
+    absl::Status written = WriteNpy(base + ".npy", field.value.dtype, field.value.shape, field.value.bytes.data(),
+                                    field.value.bytes.size());
+    if (written.ok() && !field.indices.empty()) {
+      written = WriteNpy(base + ".indices.npy", DType::kInt64, {static_cast<int64_t>(field.indices.size())},
+                         field.indices.data(), field.indices.size() * sizeof(int64_t));
+    }
+    if (written.ok() && !field.counts.empty()) {
+      written = WriteNpy(base + ".counts.npy", DType::kInt64, {static_cast<int64_t>(field.counts.size())},
+                         field.counts.data(), field.counts.size() * sizeof(int64_t));
+    }
+    if (!written.ok()) return Fail(kUsageError, written);
+    absl::StrAppend(&json, f ? ", " : "", "{\"path\": \"", field.path, "\", \"file\": \"", base, ".npy\"",
+                    field.indices.empty() ? "" : ", \"indices\": true", field.counts.empty() ? "" : ", \"counts\": true",
+                    "}");
+    if (!absl::GetFlag(FLAGS_json)) {
+      std::printf("%s -> %s.npy%s%s\n", field.path.c_str(), base.c_str(),
+                  field.indices.empty() ? "" : " (+ .indices.npy)", field.counts.empty() ? "" : " (+ .counts.npy)");
+    }
+  }
+  if (absl::GetFlag(FLAGS_json)) std::printf("%s]}\n", json.c_str());
+  else std::printf("%lld contributions\n", static_cast<long long>(result.contributions));
+  return kOk;
+}
+
+int Run(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    return Fail(kUsageError, absl::InvalidArgumentError(
+                                 "name a command: create, status, list, submit, seal, cancel, result, watch"));
+  }
+  CallOptions call;
+  if (!absl::GetFlag(FLAGS_token_file).empty()) {
+    absl::StatusOr<std::string> token = ReadFile(absl::GetFlag(FLAGS_token_file));
+    if (!token.ok()) return Fail(kUsageError, token.status());
+    call.token = std::string(absl::StripAsciiWhitespace(*token));
+  }
+  auto channel = grpc::CreateChannel(absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials());
+  ControlClient control(channel, call);
+  const std::string& command = args[0];
+  auto need_id = [&]() -> absl::StatusOr<std::string> {
+    if (args.size() < 2) return absl::InvalidArgumentError(absl::StrCat(command, " needs an aggregation id"));
+    return args[1];
+  };
+  if (command == "list") {
+    absl::StatusOr<std::vector<v1::AggregationStatus>> all = control.List();
+    if (!all.ok()) return Fail(kServerError, all.status());
+    for (const v1::AggregationStatus& status : *all) PrintStatus(status);
+    return kOk;
+  }
+  absl::StatusOr<std::string> id = need_id();
+  if (!id.ok()) return Fail(kUsageError, id.status());
+  absl::StatusOr<v1::AggregationStatus> status;
+  if (command == "create") {
+    absl::StatusOr<v1::AggregationSpec> spec = SpecFromFlags(*id);
+    if (!spec.ok()) return Fail(kUsageError, spec.status());
+    status = control.Create(*spec);
+  } else if (command == "status") {
+    status = control.Get(*id);
+  } else if (command == "seal") {
+    status = control.Seal(*id);
+  } else if (command == "cancel") {
+    status = control.Cancel(*id, absl::GetFlag(FLAGS_reason));
+  } else if (command == "watch") {
+    status = control.WatchUntilFinal(*id, [](const v1::AggregationStatus& s) { PrintStatus(s); });
+    return status.ok() ? kOk : Fail(kServerError, status.status());
+  } else if (command == "submit") {
+    status = control.Get(*id);
+    if (!status.ok()) return Fail(kServerError, status.status());
+    return Submit(channel, call, status->spec(), std::vector<std::string>(args.begin() + 2, args.end()));
+  } else if (command == "result") {
+    absl::StatusOr<AggregateResult> result = control.GetResult(*id);
+    if (!result.ok()) return Fail(kServerError, result.status());
+    return WriteResult(*result, absl::GetFlag(FLAGS_out));
+  } else {
+    return Fail(kUsageError, absl::InvalidArgumentError(absl::StrCat("unknown command '", command, "'")));
+  }
+  if (!status.ok()) return Fail(kServerError, status.status());
+  PrintStatus(*status);
+  return kOk;
+}
+
+}  // namespace
+}  // namespace fedagg
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "fedagg-client [--server=HOST:PORT] [--json] COMMAND ...\n"
+      "  create ID --type='<w=float32[4]>' --intrinsics=federated_mean [--min_contributions=N]\n"
+      "  status ID | list | seal ID | cancel ID [--reason=...] | watch ID\n"
+      "  submit ID --client_id=C [--weight=W] FIELD=FILE.npy | FIELD.indices=I.npy FIELD.values=V.npy ...\n"
+      "  result ID --out=DIR        (writes DIR/FIELD.npy, FIELD.indices.npy, FIELD.counts.npy)\n"
+      "Exit codes: 0 success, 1 refused by or unreachable server, 2 usage or local input error.");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::vector<std::string> args(positional.begin() + 1, positional.end());
+  return fedagg::Run(args);
+}
