@@ -19,6 +19,27 @@ void PrepareContext(grpc::ClientContext& context, const CallOptions& options, bo
   if (with_deadline) context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
 }
 
+// A sink that sets each piece of the update on `request` (a ContributeRequest or a
+// SubmitRequest) and writes it with `write`. Contribute streams name the client in Hello,
+// so their headers carry no client id.
+template <typename Request, typename Write>
+EncodedUpdateSink WritingSink(Request& request, Write write, bool header_names_client) {
+  return EncodedUpdateSink{
+      [&request, write, header_names_client](const v1::UpdateHeader& header) {
+        *request.mutable_header() = header;
+        if (!header_names_client) request.mutable_header()->clear_client_id();
+        return write(request);
+      },
+      [&request, write](const v1::Chunk& chunk) {
+        *request.mutable_chunk() = chunk;
+        return write(request);
+      },
+      [&request, write](const v1::UpdateEnd& end) {
+        *request.mutable_end() = end;
+        return write(request);
+      }};
+}
+
 absl::Status CheckLocally(const v1::AggregationSpec& spec, const UpdateView& update) {
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(spec));
   return ValidateUpdate(*config.reduction, update);
@@ -97,20 +118,9 @@ absl::StatusOr<v1::Ack> ContributeStream::SendOnce(const std::string& aggregatio
                                                    const UpdateView& update) {
   if (closed_) return absl::FailedPreconditionError("the stream is closed");
   v1::ContributeRequest request;
-  EncodedUpdateSink sink{
-      [&](const v1::UpdateHeader& header) {
-        *request.mutable_header() = header;
-        request.mutable_header()->clear_client_id();  // the stream's Hello names the client
-        return stream_->Write(request);
-      },
-      [&](const v1::Chunk& chunk) {
-        *request.mutable_chunk() = chunk;
-        return stream_->Write(request);
-      },
-      [&](const v1::UpdateEnd& end) {
-        *request.mutable_end() = end;
-        return stream_->Write(request);
-      }};
+  const EncodedUpdateSink sink = WritingSink(
+      request, [this](const v1::ContributeRequest& r) { return stream_->Write(r); },
+      /*header_names_client=*/false);
   if (!EncodeUpdate(aggregation_id, client_id_, update, chunk_bytes_, sink)) {
     closed_ = true;
     return FromGrpcStatus(stream_->Finish());
@@ -147,19 +157,10 @@ absl::StatusOr<v1::Ack> SubmitUpdate(std::shared_ptr<grpc::Channel> channel,
   v1::SubmitResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::SubmitRequest>> writer = stub->Submit(&context, &response);
   v1::SubmitRequest request;
-  EncodedUpdateSink sink{
-      [&](const v1::UpdateHeader& header) {
-        *request.mutable_header() = header;
-        return writer->Write(request);
-      },
-      [&](const v1::Chunk& chunk) {
-        *request.mutable_chunk() = chunk;
-        return writer->Write(request);
-      },
-      [&](const v1::UpdateEnd& end) {
-        *request.mutable_end() = end;
-        return writer->Write(request);
-      }};
+  grpc::ClientWriter<v1::SubmitRequest>* raw_writer = writer.get();
+  const EncodedUpdateSink sink = WritingSink(
+      request, [raw_writer](const v1::SubmitRequest& r) { return raw_writer->Write(r); },
+      /*header_names_client=*/true);
   EncodeUpdate(spec.aggregation_id(), client_id, update, ContributeStream::kDefaultChunkBytes, sink);
   writer->WritesDone();
   FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(writer->Finish()));
