@@ -8,9 +8,14 @@
 
 namespace fedagg {
 
+namespace {
+// Below this many entries in a batch, one thread scatters them all.
+constexpr size_t kMinEntriesToSplit = 1 << 14;
+}  // namespace
+
 template <typename Acc>
-CpuScatterAccumulator<Acc>::CpuScatterAccumulator(const FieldSpec& field)
-    : field_(field), acc_(static_cast<size_t>(field.rows * field.row_width)) {
+CpuScatterAccumulator<Acc>::CpuScatterAccumulator(const FieldSpec& field, ThreadPool& pool)
+    : field_(field), pool_(pool), acc_(static_cast<size_t>(field.rows * field.row_width)) {
   const size_t rows = static_cast<size_t>(field.rows);
   if (field.keeps_counts) {
     counts_.assign(rows, 0);
@@ -22,25 +27,35 @@ CpuScatterAccumulator<Acc>::CpuScatterAccumulator(const FieldSpec& field)
 template <typename Acc>
 void CpuScatterAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue* const> values,
                                                  absl::Span<const double> weights) {
+  size_t entries = 0;
+  for (const FieldValue* value : values) entries += value->indices.size();
+  const uint64_t first_serial = next_serial_;
+  next_serial_ += values.size();
   cpu::DispatchDType(field_.type.dtype, [&](auto tag) {
     using In = typename decltype(tag)::type;
-    for (size_t i = 0; i < values.size(); ++i) {
-      const FieldValue& value = *values[i];
-      const int64_t* ids = value.indices.data();
-      const size_t n = value.indices.size();
-      cpu::ScatterAddRows(acc_.data(), field_.row_width, ids,
-                          reinterpret_cast<const In*>(value.values.data()), n,
-                          static_cast<Acc>(weights[i]), weighted());
-      if (counts_.empty()) continue;
-      const uint64_t serial = next_serial_++;
-      for (size_t k = 0; k < n; ++k) {
-        const int64_t row = ids[k];
-        if (last_touch_[row] == serial) continue;
-        last_touch_[row] = serial;
-        ++counts_[row];
-        if (!weight_sums_.empty()) weight_sums_[row] += weights[i];
+    // Threads own disjoint row ranges: each reads every index but writes only its rows,
+    // so the random writes of one thread stay within its share of the table and no two
+    // threads touch the same row. Per row, updates still add in batch order.
+    const int64_t min_rows = entries < kMinEntriesToSplit ? field_.rows : 1 << 12;
+    pool_.ParallelFor(field_.rows, min_rows, [&](int64_t row_begin, int64_t row_end) {
+      for (size_t i = 0; i < values.size(); ++i) {
+        const FieldValue& value = *values[i];
+        const int64_t* ids = value.indices.data();
+        const In* rows = reinterpret_cast<const In*>(value.values.data());
+        const uint64_t serial = first_serial + i;
+        const Acc weight = static_cast<Acc>(weights[i]);
+        for (size_t k = 0; k < value.indices.size(); ++k) {
+          const int64_t row = ids[k];
+          if (row < row_begin || row >= row_end) continue;
+          cpu::ScatterAddRows(acc_.data(), field_.row_width, &row, rows + static_cast<int64_t>(k) * field_.row_width,
+                              1, weight, weighted());
+          if (counts_.empty() || last_touch_[row] == serial) continue;
+          last_touch_[row] = serial;
+          ++counts_[row];
+          if (!weight_sums_.empty()) weight_sums_[row] += weights[i];
+        }
       }
-    }
+    });
   });
 }
 

@@ -17,7 +17,7 @@ namespace fedagg {
 template <typename Acc>
 class CpuScatterAccumulator final : public FieldAccumulator {
  public:
-  explicit CpuScatterAccumulator(const FieldSpec& field);
+  CpuScatterAccumulator(const FieldSpec& field, ThreadPool& pool);
 
   void AccumulateBatch(absl::Span<const FieldValue* const> values,
                        absl::Span<const double> weights) override;
@@ -30,6 +30,7 @@ class CpuScatterAccumulator final : public FieldAccumulator {
   bool weighted() const { return field_.intrinsic == Intrinsic::kSparseWeightedMean; }
 
   const FieldSpec& field_;
+  ThreadPool& pool_;
   std::vector<Acc> acc_;              // rows * row_width
   std::vector<int64_t> counts_;       // per row, when field_.keeps_counts
   std::vector<double> weight_sums_;   // per row, for sparse_weighted_mean

@@ -2,6 +2,7 @@
 #include "service/core/cpu_sparse_union_accumulator.h"
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -32,8 +33,17 @@ void CpuSparseUnionAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue
       }
     }
   });
-  std::stable_sort(entries.begin(), entries.end(),
-                   [](const Entry& a, const Entry& b) { return a.index < b.index; });
+  // Stable LSD radix sort by index, 8 bits a pass, only over the bits an index of this
+  // field can have: equal indices keep batch order, so sums keep it too.
+  std::vector<Entry> scratch(entries.size());
+  const int index_bits = std::bit_width(static_cast<uint64_t>(std::max<int64_t>(field_.rows - 1, 1)));
+  for (int shift = 0; shift < index_bits; shift += 8) {
+    size_t offsets[257] = {};
+    for (const Entry& e : entries) ++offsets[((static_cast<uint64_t>(e.index) >> shift) & 0xff) + 1];
+    for (int b = 0; b < 256; ++b) offsets[b + 1] += offsets[b];
+    for (const Entry& e : entries) scratch[offsets[(static_cast<uint64_t>(e.index) >> shift) & 0xff]++] = e;
+    entries.swap(scratch);
+  }
   Coalesced batch;
   for (size_t k = 0; k < entries.size();) {
     const int64_t index = entries[k].index;

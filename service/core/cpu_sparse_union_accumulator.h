@@ -1,8 +1,8 @@
 // CPU accumulator for sparse_sum_sparse: the result is sparse too — the union of all
 // coordinates any update touched, coalesced and sorted, with per-coordinate contributor
 // counts. Memory grows with the number of distinct coordinates, not with the dense size.
-// A batch is sorted by coordinate (stable, so sums keep batch order), reduced by key,
-// then merged linearly into the running sorted state.
+// A batch is sorted by coordinate (a stable radix sort, so sums keep batch order),
+// reduced by key, then merged linearly into the running sorted state.
 #ifndef FEDAGG_SERVICE_CORE_CPU_SPARSE_UNION_ACCUMULATOR_H_
 #define FEDAGG_SERVICE_CORE_CPU_SPARSE_UNION_ACCUMULATOR_H_
 

@@ -16,7 +16,7 @@ std::unique_ptr<FieldAccumulator> MakeFor(const FieldSpec& field, ThreadPool& po
   if (field.intrinsic == Intrinsic::kSparseSumSparse) {
     return std::make_unique<CpuSparseUnionAccumulator<Acc>>(field);
   }
-  return std::make_unique<CpuScatterAccumulator<Acc>>(field);
+  return std::make_unique<CpuScatterAccumulator<Acc>>(field, pool);
 }
 
 }  // namespace
