@@ -176,66 +176,56 @@ void ControlClient::Prepare(grpc::ClientContext& context, bool with_deadline) co
   PrepareContext(context, options_, with_deadline);
 }
 
-absl::StatusOr<v1::AggregationStatus> ControlClient::Create(const v1::AggregationSpec& spec) {
+template <typename Stub, typename Request, typename Response>
+absl::StatusOr<Response> ControlClient::Unary(
+    Stub& stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    const Request& request) const {
   grpc::ClientContext context;
   Prepare(context);
+  Response response;
+  FEDAGG_RETURN_IF_ERROR(FromGrpcStatus((stub.*method)(&context, request, &response)));
+  return response;
+}
+
+absl::StatusOr<v1::AggregationStatus> ControlClient::Create(const v1::AggregationSpec& spec) {
   v1::CreateAggregationRequest request;
   *request.mutable_spec() = spec;
-  v1::AggregationStatus status;
-  FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(control_->CreateAggregation(&context, request, &status)));
-  return status;
+  return Unary(*control_, &v1::Control::Stub::CreateAggregation, request);
 }
 
 absl::StatusOr<v1::AggregationStatus> ControlClient::Get(const std::string& id) {
-  grpc::ClientContext context;
-  Prepare(context);
   v1::GetAggregationRequest request;
   request.set_aggregation_id(id);
-  v1::AggregationStatus status;
-  FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(control_->GetAggregation(&context, request, &status)));
-  return status;
+  return Unary(*control_, &v1::Control::Stub::GetAggregation, request);
 }
 
 absl::StatusOr<std::vector<v1::AggregationStatus>> ControlClient::List() {
-  grpc::ClientContext context;
-  Prepare(context);
-  v1::ListAggregationsResponse response;
-  FEDAGG_RETURN_IF_ERROR(
-      FromGrpcStatus(control_->ListAggregations(&context, v1::ListAggregationsRequest(), &response)));
+  FEDAGG_ASSIGN_OR_RETURN(v1::ListAggregationsResponse response,
+                          Unary(*control_, &v1::Control::Stub::ListAggregations, v1::ListAggregationsRequest()));
   return std::vector<v1::AggregationStatus>(response.aggregations().begin(), response.aggregations().end());
 }
 
 absl::StatusOr<v1::AggregationStatus> ControlClient::Seal(const std::string& id) {
-  grpc::ClientContext context;
-  Prepare(context);
   v1::SealAggregationRequest request;
   request.set_aggregation_id(id);
-  v1::AggregationStatus status;
-  FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(control_->SealAggregation(&context, request, &status)));
-  return status;
+  return Unary(*control_, &v1::Control::Stub::SealAggregation, request);
 }
 
 absl::StatusOr<v1::AggregationStatus> ControlClient::Cancel(const std::string& id,
                                                             const std::string& reason) {
-  grpc::ClientContext context;
-  Prepare(context);
   v1::CancelAggregationRequest request;
   request.set_aggregation_id(id);
   request.set_reason(reason);
-  v1::AggregationStatus status;
-  FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(control_->CancelAggregation(&context, request, &status)));
-  return status;
+  return Unary(*control_, &v1::Control::Stub::CancelAggregation, request);
 }
 
 absl::StatusOr<std::vector<v1::AggregationSpec>> ControlClient::GetTasks(const std::string& client_id,
                                                                          int max) {
-  grpc::ClientContext context;
-  Prepare(context);
   v1::GetTaskRequest request;
   request.set_client_id(client_id);
   request.set_max_tasks(max);
-  v1::GetTaskResponse response;
-  FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(aggregation_->GetTask(&context, request, &response)));
+  FEDAGG_ASSIGN_OR_RETURN(v1::GetTaskResponse response,
+                          Unary(*aggregation_, &v1::Aggregation::Stub::GetTask, request));
   return std::vector<v1::AggregationSpec>(response.tasks().begin(), response.tasks().end());
 }
 

@@ -100,6 +100,11 @@ class ControlClient {
 
  private:
   void Prepare(grpc::ClientContext& context, bool with_deadline = true) const;
+  // One unary call with this client's token and deadline.
+  template <typename Stub, typename Request, typename Response>
+  absl::StatusOr<Response> Unary(Stub& stub,
+                                 grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                                 const Request& request) const;
 
   std::unique_ptr<v1::Control::Stub> control_;
   std::unique_ptr<v1::Aggregation::Stub> aggregation_;
