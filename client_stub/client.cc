@@ -23,11 +23,12 @@ void PrepareContext(grpc::ClientContext& context, const CallOptions& options, bo
 // SubmitRequest) and writes it with `write`. Contribute streams name the client in Hello,
 // so their headers carry no client id.
 template <typename Request, typename Write>
-EncodedUpdateSink WritingSink(Request& request, Write write, bool header_names_client) {
+EncodedUpdateSink WritingSink(Request& request, Write write, bool header_names_client, v1::AckLevel ack_level) {
   return EncodedUpdateSink{
-      [&request, write, header_names_client](const v1::UpdateHeader& header) {
+      [&request, write, header_names_client, ack_level](const v1::UpdateHeader& header) {
         *request.mutable_header() = header;
         if (!header_names_client) request.mutable_header()->clear_client_id();
+        request.mutable_header()->set_ack_level(ack_level);
         return write(request);
       },
       [&request, write](const v1::Chunk& chunk) {
@@ -120,7 +121,7 @@ absl::StatusOr<v1::Ack> ContributeStream::SendOnce(const std::string& aggregatio
   v1::ContributeRequest request;
   const EncodedUpdateSink sink = WritingSink(
       request, [this](const v1::ContributeRequest& r) { return stream_->Write(r); },
-      /*header_names_client=*/false);
+      /*header_names_client=*/false, options_.ack_level);
   if (!EncodeUpdate(aggregation_id, client_id_, update, chunk_bytes_, sink)) {
     closed_ = true;
     return FromGrpcStatus(stream_->Finish());
@@ -160,7 +161,7 @@ absl::StatusOr<v1::Ack> SubmitUpdate(std::shared_ptr<grpc::Channel> channel,
   grpc::ClientWriter<v1::SubmitRequest>* raw_writer = writer.get();
   const EncodedUpdateSink sink = WritingSink(
       request, [raw_writer](const v1::SubmitRequest& r) { return raw_writer->Write(r); },
-      /*header_names_client=*/true);
+      /*header_names_client=*/true, options.ack_level);
   EncodeUpdate(spec.aggregation_id(), client_id, update, ContributeStream::kDefaultChunkBytes, sink);
   writer->WritesDone();
   FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(writer->Finish()));

@@ -66,7 +66,22 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
     metrics->batch_fill.Observe(static_cast<double>(updates));
   };
   options.child_grace = config.child_grace;
+  if (!config.checkpoint_dir.empty() && !config.parent_address.empty()) {
+    return absl::InvalidArgumentError(
+        "--checkpoint_dir is for the root: an intermediate aggregator writes no checkpoints (its "
+        "parent keeps what it forwards, and a restarted intermediate joins as a new child)");
+  }
+  options.checkpointed = !config.checkpoint_dir.empty();
   server->registry_ = std::make_unique<AggregationRegistry>(options);
+  if (!config.checkpoint_dir.empty()) {
+    FEDAGG_ASSIGN_OR_RETURN(server->checkpointer_,
+                            Checkpointer::Open({config.checkpoint_dir, config.checkpoint_interval},
+                                               *server->registry_));
+    // Before serving: every aggregation is back before the first call can ask for it.
+    server->restored_aggregations_ = server->checkpointer_->RestoreAll();
+    server->registry_->SetStore(server->checkpointer_.get());
+    server->checkpointer_->Start();
+  }
   server->authenticator_ = std::make_unique<Authenticator>(config.auth_tokens);
   server->context_ = std::make_unique<ServiceContext>(
       ServiceContext{*server->registry_, *server->authenticator_, *server->metrics_, config.max_update_bytes});
@@ -196,6 +211,7 @@ void FedaggServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   metrics_endpoint_.reset();
+  if (checkpointer_ != nullptr) checkpointer_->Stop();
   if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   parent_link_.reset();
 }
