@@ -81,9 +81,11 @@ class FedaggServer {
 
   std::unique_ptr<MetricsRegistry> metrics_registry_ = std::make_unique<MetricsRegistry>();
   std::unique_ptr<ServiceMetrics> metrics_ = std::make_unique<ServiceMetrics>(*metrics_registry_);
-  std::unique_ptr<AggregationRegistry> registry_;
-  std::unique_ptr<Checkpointer> checkpointer_;  // before registry_ goes
+  // Declared before registry_, so destroyed after it: the registry's ticker may tell the
+  // checkpointer about forgotten aggregations until the registry is gone.
+  std::unique_ptr<Checkpointer> checkpointer_;
   int restored_aggregations_ = 0;
+  std::unique_ptr<AggregationRegistry> registry_;
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<ServiceContext> context_;
   std::unique_ptr<AggregationService> aggregation_service_;

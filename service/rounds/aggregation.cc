@@ -49,6 +49,9 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
     child.last_sequence = progress.last_sequence;
     child.durable_sequence = progress.last_sequence;
     child.final_received = progress.final_received;
+    // Waited for as if joined: it rejoins after the restart to push what is missing; one
+    // that never does is given up after the child grace period, like a silent child.
+    child.connected = !progress.final_received;
   }
   aggregation->sealed_at_ = absl::Now();
   if (checkpoint.state == v1::FINALIZED) {
@@ -381,9 +384,7 @@ std::optional<Aggregation::Snapshot> Aggregation::TakeSnapshot() {
     checkpoint.weight_sum = weight_sum_;
     checkpoint.counted.assign(counted_.begin(), counted_.end());
     for (const auto& [child_id, child] : children_) {
-      if (child.last_sequence > 0 || child.final_received) {
-        checkpoint.children.push_back({child_id, child.last_sequence, child.final_received});
-      }
+      checkpoint.children.push_back({child_id, child.last_sequence, child.final_received});
     }
   }
   // The partial changes only under reduce_mu_, still held: updates committed meanwhile

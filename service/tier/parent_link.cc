@@ -100,6 +100,9 @@ void ParentLink::JoinLoop(MirrorLink* link) {
   // (a parent that restarted says again which sequence it holds).
   std::optional<absl::Time> give_up;
   absl::Status final_error = absl::UnavailableError("the parent aggregator was not reachable");
+  // FAILED_PRECONDITION twice in a row, with a rejoin in between (which corrects a
+  // sequence a restarted parent no longer holds): the parent will not take the partial.
+  int refusals = 0;
   while (true) {
     {
       MutexLock lock(&link->push_mu);
@@ -150,6 +153,7 @@ void ParentLink::JoinLoop(MirrorLink* link) {
       }
       final_error = Forward(link, /*final=*/true);
       delivered = final_error.ok();
+      refusals = final_error.code() == absl::StatusCode::kFailedPrecondition ? refusals + 1 : 0;
     }
     link->mirror->SetJoinedUpstream(false);
     context.TryCancel();
@@ -158,8 +162,8 @@ void ParentLink::JoinLoop(MirrorLink* link) {
       MutexLock lock(&link->join_mu);
       link->join_context = nullptr;
     }
-    if (delivered) {
-      link->mirror->MarkForwarded(absl::OkStatus());
+    if (delivered || refusals >= 2) {
+      link->mirror->MarkForwarded(final_error);
       return;
     }
     const v1::AggregationState state = link->mirror->state();
