@@ -74,9 +74,13 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   options.checkpointed = !config.checkpoint_dir.empty();
   server->registry_ = std::make_unique<AggregationRegistry>(options);
   if (!config.checkpoint_dir.empty()) {
+    CheckpointerOptions checkpoints{config.checkpoint_dir, config.checkpoint_interval};
+    checkpoints.on_written = [metrics](absl::Duration elapsed, bool ok) {
+      metrics->checkpoint_writes.WithLabels({ok ? "ok" : "failed"}).Increment();
+      metrics->checkpoint_write.Observe(absl::ToDoubleSeconds(elapsed));
+    };
     FEDAGG_ASSIGN_OR_RETURN(server->checkpointer_,
-                            Checkpointer::Open({config.checkpoint_dir, config.checkpoint_interval},
-                                               *server->registry_));
+                            Checkpointer::Open(std::move(checkpoints), *server->registry_));
     // Before serving: every aggregation is back before the first call can ask for it.
     server->restored_aggregations_ = server->checkpointer_->RestoreAll();
     server->registry_->SetStore(server->checkpointer_.get());

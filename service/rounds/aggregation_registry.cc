@@ -30,21 +30,34 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(
         "server placement; this node learns them from its parent");
   }
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(spec));
-  MutexLock lock(&mu_);
-  if (by_id_.contains(config.id)) {
-    return absl::AlreadyExistsError(absl::StrCat("aggregation '", config.id, "' already exists"));
-  }
   auto aggregation = std::make_shared<Aggregation>(std::move(config), options_);
-  // Under the lock, so that nobody sees an aggregation whose creation may still fail.
-  if (store_ != nullptr) FEDAGG_RETURN_IF_ERROR(store_->Created(*aggregation));
-  by_id_[aggregation->id()] = aggregation;
-  creation_order_.push_back(aggregation->id());
+  const std::string& id = aggregation->id();
+  {
+    MutexLock lock(&mu_);
+    if (by_id_.contains(id) || creating_.contains(id)) {
+      return absl::AlreadyExistsError(absl::StrCat("aggregation '", id, "' already exists"));
+    }
+    if (store_ == nullptr) {
+      by_id_[id] = aggregation;
+      creation_order_.push_back(id);
+      return aggregation;
+    }
+    creating_.insert(id);  // reserved while its first checkpoint is written
+  }
+  // Without the lock (a file write): lookups go on; nobody sees the aggregation before
+  // its creation can no longer fail.
+  absl::Status stored = store_->Created(*aggregation);
+  MutexLock lock(&mu_);
+  creating_.erase(id);
+  if (!stored.ok()) return stored;
+  by_id_[id] = aggregation;
+  creation_order_.push_back(id);
   return aggregation;
 }
 
 absl::Status AggregationRegistry::Adopt(std::shared_ptr<Aggregation> aggregation) {
   MutexLock lock(&mu_);
-  if (by_id_.contains(aggregation->id())) {
+  if (by_id_.contains(aggregation->id()) || creating_.contains(aggregation->id())) {
     return absl::AlreadyExistsError(absl::StrCat("aggregation '", aggregation->id(), "' already exists"));
   }
   creation_order_.push_back(aggregation->id());

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,9 +36,10 @@ class AggregationStore {
  public:
   virtual ~AggregationStore() = default;
   // Writes the first checkpoint of a new aggregation, before anyone can see it; an error
-  // makes the creation fail.
+  // makes the creation fail. Called without the registry's lock.
   virtual absl::Status Created(Aggregation& aggregation) = 0;
-  // The registry forgot a finished aggregation: its checkpoint goes too.
+  // The registry forgot a finished aggregation: its checkpoint goes too. Called under the
+  // registry's lock (so the id cannot be created again meanwhile): must be quick.
   virtual void Forgotten(const std::string& id) = 0;
 };
 
@@ -85,6 +87,7 @@ class AggregationRegistry {
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<Aggregation>> by_id_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> creation_order_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> creating_ ABSL_GUARDED_BY(mu_);  // ids whose creation is being stored
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread ticker_;
 };

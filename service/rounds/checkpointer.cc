@@ -59,8 +59,8 @@ int Checkpointer::RestoreAll() {
       options.checkpointed = true;
       FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<Aggregation> aggregation, Aggregation::Restore(checkpoint, options));
       FEDAGG_RETURN_IF_ERROR(registry_.Adopt(aggregation));
-      MutexLock lock(&write_mu_);
-      live_.insert(aggregation->id());
+      MutexLock lock(&mu_);
+      live_[aggregation->id()] = aggregation.get();
       return absl::OkStatus();
     }();
     if (status.ok()) {
@@ -105,51 +105,74 @@ void Checkpointer::Stop() {
   if (thread_.joinable()) thread_.join();
   CheckpointAll();
   {
-    MutexLock lock(&write_mu_);
+    MutexLock lock(&mu_);
     stopped_ = true;
   }
   for (const std::shared_ptr<Aggregation>& aggregation : registry_.List()) aggregation->StopDurability();
+}
+
+bool Checkpointer::IsLive(const Aggregation& aggregation) {
+  MutexLock lock(&mu_);
+  auto it = live_.find(aggregation.id());
+  return !stopped_ && it != live_.end() && it->second == &aggregation;
 }
 
 void Checkpointer::CheckpointAll() {
   for (const std::shared_ptr<Aggregation>& aggregation : registry_.List()) {
     if (!aggregation->checkpointed()) continue;
     MutexLock lock(&write_mu_);
-    if (stopped_ || !live_.contains(aggregation->id())) continue;  // forgotten meanwhile
+    if (!IsLive(*aggregation)) continue;  // forgotten since List()
     if (absl::Status written = Write(*aggregation); !written.ok()) {
       std::fprintf(stderr, "fedagg-server: checkpoint of aggregation '%s' not written (retried next pass): %s\n",
                    aggregation->id().c_str(), written.ToString().c_str());
+    }
+    // Forgotten while it was written: the file just renamed into place must go too. (The
+    // id cannot belong to a new aggregation yet: Created waits for write_mu_.)
+    if (!IsLive(*aggregation)) {
+      MutexLock state(&mu_);
+      if (!live_.contains(aggregation->id())) RemoveFile(aggregation->id());
     }
   }
 }
 
 absl::Status Checkpointer::Write(Aggregation& aggregation) {
+  const absl::Time start = absl::Now();
   std::optional<Aggregation::Snapshot> snapshot = aggregation.TakeSnapshot();
   if (!snapshot.has_value()) return absl::OkStatus();  // unchanged since the last one
-  FEDAGG_RETURN_IF_ERROR(WriteFileAtomically(options_.dir, CheckpointFileName(aggregation.id()),
-                                             EncodeCheckpoint(snapshot->checkpoint)));
+  absl::Status written = WriteFileAtomically(options_.dir, CheckpointFileName(aggregation.id()),
+                                             EncodeCheckpoint(snapshot->checkpoint));
+  if (options_.on_written) options_.on_written(absl::Now() - start, written.ok());
+  if (!written.ok()) return written;
   aggregation.MarkDurable(*snapshot);
   return absl::OkStatus();
 }
 
 absl::Status Checkpointer::Created(Aggregation& aggregation) {
   MutexLock lock(&write_mu_);
-  if (stopped_) {
-    return absl::UnavailableError("this server is shutting down and writes no more checkpoints; "
-                                  "create the aggregation once it is back");
+  {
+    MutexLock state(&mu_);
+    if (stopped_) {
+      return absl::UnavailableError("this server is shutting down and writes no more checkpoints; "
+                                    "create the aggregation once it is back");
+    }
   }
   absl::Status written = Write(aggregation);
   if (!written.ok()) {
     return absl::UnavailableError(absl::StrCat("the aggregation was not created: its first checkpoint "
                                                "could not be written: ", written.message()));
   }
-  live_.insert(aggregation.id());
+  MutexLock state(&mu_);
+  live_[aggregation.id()] = &aggregation;
   return absl::OkStatus();
 }
 
 void Checkpointer::Forgotten(const std::string& id) {
-  MutexLock lock(&write_mu_);
+  MutexLock lock(&mu_);
   live_.erase(id);
+  RemoveFile(id);
+}
+
+void Checkpointer::RemoveFile(const std::string& id) {
   std::error_code error;
   const std::string path = absl::StrCat(options_.dir, "/", CheckpointFileName(id));
   if (!std::filesystem::remove(path, error) && error) {

@@ -8,8 +8,9 @@
 #ifndef FEDAGG_SERVICE_ROUNDS_CHECKPOINTER_H_
 #define FEDAGG_SERVICE_ROUNDS_CHECKPOINTER_H_
 
+#include <functional>
+#include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <thread>
 
@@ -23,6 +24,8 @@ namespace fedagg {
 struct CheckpointerOptions {
   std::string dir;
   absl::Duration interval = absl::Seconds(1);
+  // Called after each attempt to write a changed aggregation (metrics).
+  std::function<void(absl::Duration, bool ok)> on_written;
 };
 
 class Checkpointer final : public AggregationStore {
@@ -51,15 +54,20 @@ class Checkpointer final : public AggregationStore {
   Checkpointer(CheckpointerOptions options, AggregationRegistry& registry)
       : options_(std::move(options)), registry_(registry) {}
   absl::Status Write(Aggregation& aggregation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Whether `aggregation` is the one whose file `id`.ckpt is (not forgotten meanwhile).
+  bool IsLive(const Aggregation& aggregation) ABSL_LOCKS_EXCLUDED(mu_);
+  void RemoveFile(const std::string& id);
   void Loop();
 
   const CheckpointerOptions options_;
   AggregationRegistry& registry_;
-  // Serializes writes (one file at a time) and guards which ids have a file. Taken after
-  // the registry's lock (Created and Forgotten run under it), never before.
-  Mutex write_mu_;
-  std::set<std::string> live_ ABSL_GUARDED_BY(write_mu_);
-  bool stopped_ ABSL_GUARDED_BY(write_mu_) = false;
+  // Serializes file writes, one aggregation at a time (held for a whole write; never
+  // while taking the registry's lock).
+  Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Short: which aggregation owns each file. Forgotten takes it under the registry's lock.
+  Mutex mu_;
+  std::map<std::string, const Aggregation*> live_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   Mutex loop_mu_;
   bool stopping_ ABSL_GUARDED_BY(loop_mu_) = false;
   std::thread thread_;

@@ -56,6 +56,7 @@ crash_root
 
 start_root root-2
 grep -q "resumed 1 aggregations" "$E2E_DIR/root-2.log"
+[ "$(e2e_metric $((PORT + 5)) 'fedagg_checkpoint_writes_total{result="failed"}')" = 0 ]
 for i in 1 2 3 4 5; do expect_already_counted "durable-$i" "$i"; done
 resent=0
 for i in 1 2 3 4 5; do
@@ -70,6 +71,9 @@ for i in 1 2 3 4 5; do expect_already_counted "received-$i" $((100 + i)); done
 
 cli seal d1
 cli watch d1 | tail -n 1 | grep -q FINALIZED
+writes=$(e2e_metric $((PORT + 5)) 'fedagg_checkpoint_writes_total{result="ok"}')
+echo "checkpoints written since the restart: $writes"
+[ "${writes%.*}" -ge 1 ]
 mkdir -p "$E2E_DIR/out"
 cli result d1 --out="$E2E_DIR/out"
 w=$(npy_read "$E2E_DIR/out/w.npy")
