@@ -178,7 +178,7 @@ void ParentLink::ParentReported(MirrorLink* link, const v1::TierCommand& command
   const uint64_t holds = command.last_sequence();
   const uint64_t pushed = link->next_sequence - 1;
   const uint64_t first_kept = link->kept.empty() ? link->next_sequence : link->kept.begin()->first;
-  if (holds < pushed && holds + 1 < first_kept) {
+  if (link->parent_checkpoints && holds < pushed && holds + 1 < first_kept) {
     std::fprintf(stderr,
                  "fedagg-server: the parent holds sequence %llu of aggregation '%s' from this node, "
                  "but it had reported sequences up to %llu durable; its checkpoint lost them\n",
