@@ -5,6 +5,7 @@
 #  - an update acked only RECEIVED, sent again with the same client id, is either
 #    accepted (it was not in the checkpoint) or refused with ALREADY_EXISTS (it was), and
 #    the result counts it exactly once;
+#  - the same holds for a crash in the middle of concurrent DURABLE traffic;
 #  - a finished aggregation's result survives a restart;
 #  - a corrupt checkpoint is refused (reported, kept as .refused, not resumed);
 #  - a server without --checkpoint_dir refuses DURABLE with FAILED_PRECONDITION.
@@ -25,19 +26,32 @@ crash_root() {
   kill -9 "$ROOT_PID"
   wait "$ROOT_PID" 2>/dev/null || true
 }
-# submit CLIENT VALUE [cli flags...]: one update w=[1, VALUE] (a count and an id sum).
-submit() {
-  local client=$1 value=$2; shift 2
+# submit_to AGGREGATION CLIENT VALUE [cli flags...]: one update w=[1, VALUE] (a count and
+# a sum that tells which updates are in a result).
+submit_to() {
+  local aggregation=$1 client=$2 value=$3; shift 3
   npy "$E2E_DIR/$client.npy" "<i8" "1,$value"
-  cli "$@" submit d1 --client_id="$client" w="$E2E_DIR/$client.npy"
+  cli "$@" submit "$aggregation" --client_id="$client" w="$E2E_DIR/$client.npy"
 }
-# expect_already_counted CLIENT VALUE: sending it again is refused with ALREADY_EXISTS.
+submit() { submit_to d1 "$@"; }
+# expect_already_counted [AGGREGATION] CLIENT VALUE: sending it again is refused with
+# ALREADY_EXISTS.
 expect_already_counted() {
-  if submit "$1" "$2" 2>"$E2E_DIR/again.err"; then
-    echo "client $1 was counted twice" >&2
+  local aggregation=d1
+  [ $# = 3 ] && { aggregation=$1; shift; }
+  if submit_to "$aggregation" "$1" "$2" 2>"$E2E_DIR/again.err"; then
+    echo "client $1 was counted twice in $aggregation" >&2
     return 1
   fi
   grep -q ALREADY_EXISTS "$E2E_DIR/again.err"
+}
+# result_of AGGREGATION: seals it, waits for FINALIZED, prints w.
+result_of() {
+  cli seal "$1" >/dev/null
+  cli watch "$1" | tail -n 1 | grep -q FINALIZED
+  rm -rf "$E2E_DIR/out" && mkdir -p "$E2E_DIR/out"
+  cli result "$1" --out="$E2E_DIR/out" >/dev/null
+  npy_read "$E2E_DIR/out/w.npy"
 }
 
 start_root root-1
@@ -69,16 +83,63 @@ done
 echo "RECEIVED-only updates lost in the crash and accepted again: $resent of 5"
 for i in 1 2 3 4 5; do expect_already_counted "received-$i" $((100 + i)); done
 
-cli seal d1
-cli watch d1 | tail -n 1 | grep -q FINALIZED
+w=$(result_of d1)
 writes=$(e2e_metric $((PORT + 5)) 'fedagg_checkpoint_writes_total{result="ok"}')
 echo "checkpoints written since the restart: $writes"
 [ "${writes%.*}" -ge 1 ]
-mkdir -p "$E2E_DIR/out"
-cli result d1 --out="$E2E_DIR/out"
-w=$(npy_read "$E2E_DIR/out/w.npy")
 echo "result w=$w (expected 10,$expected_sum)"
 [ "$w" = "10,$expected_sum" ]
+
+# A crash in the middle of concurrent DURABLE traffic: four clients loop over their
+# updates while the root is killed. Every update whose DURABLE ack arrived must be in the
+# restored aggregation; all of them, sent again, end up counted exactly once.
+cli create d2 --type='<w=int64[2]>' --intrinsics=federated_sum
+WORKERS=4 PER_WORKER=30
+for worker in $(seq "$WORKERS"); do
+  for i in $(seq "$PER_WORKER"); do npy "$E2E_DIR/w$worker-$i.npy" "<i8" "1,$((worker * 1000 + i))"; done
+done
+worker_pids=()
+for worker in $(seq "$WORKERS"); do
+  (
+    for i in $(seq "$PER_WORKER"); do
+      if cli submit d2 --client_id="w$worker-$i" --wait=durable w="$E2E_DIR/w$worker-$i.npy" >/dev/null 2>&1; then
+        echo "w$worker-$i $((worker * 1000 + i))" >>"$E2E_DIR/durable-$worker.txt"
+      fi
+    done
+  ) &
+  worker_pids+=($!)
+done
+# Crash once a few updates were acked DURABLE, while the others are still going.
+for _ in $(seq 600); do
+  [ "$(cat "$E2E_DIR"/durable-*.txt 2>/dev/null | wc -l)" -ge 8 ] && break
+  sleep 0.05
+done
+crash_root
+wait "${worker_pids[@]}"
+start_root root-crash-under-load
+acked=0
+for worker in $(seq "$WORKERS"); do
+  [ -f "$E2E_DIR/durable-$worker.txt" ] || continue
+  while read -r client value; do
+    expect_already_counted d2 "$client" "$value"
+    acked=$((acked + 1))
+  done <"$E2E_DIR/durable-$worker.txt"
+done
+echo "updates acked DURABLE before the crash: $acked of $((WORKERS * PER_WORKER)), all restored"
+[ "$acked" -ge 8 ]
+load_sum=0
+for worker in $(seq "$WORKERS"); do
+  for i in $(seq "$PER_WORKER"); do
+    value=$((worker * 1000 + i))
+    load_sum=$((load_sum + value))
+    if ! submit_to d2 "w$worker-$i" "$value" 2>"$E2E_DIR/resend.err" >/dev/null; then
+      grep -q ALREADY_EXISTS "$E2E_DIR/resend.err"
+    fi
+  done
+done
+w=$(result_of d2)
+echo "result w=$w (expected $((WORKERS * PER_WORKER)),$load_sum)"
+[ "$w" = "$((WORKERS * PER_WORKER)),$load_sum" ]
 
 # A second aggregation whose checkpoint is torn by the "crash"; d1's result survives.
 cli create c1 --type='<w=int64[2]>' --intrinsics=federated_sum
