@@ -82,7 +82,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
     FEDAGG_ASSIGN_OR_RETURN(server->checkpointer_,
                             Checkpointer::Open(std::move(checkpoints), *server->registry_));
     // Before serving: every aggregation is back before the first call can ask for it.
-    server->restored_aggregations_ = server->checkpointer_->RestoreAll();
+    FEDAGG_ASSIGN_OR_RETURN(server->restored_aggregations_, server->checkpointer_->RestoreAll());
     server->registry_->SetStore(server->checkpointer_.get());
     server->checkpointer_->Start();
   }

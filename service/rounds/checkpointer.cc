@@ -33,17 +33,23 @@ absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Open(CheckpointerOpt
 
 Checkpointer::~Checkpointer() { Stop(); }
 
-int Checkpointer::RestoreAll() {
+absl::StatusOr<int> Checkpointer::RestoreAll() {
   std::vector<std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(options_.dir)) {
-    const std::string name = entry.path().filename().string();
+  std::error_code error;
+  std::filesystem::directory_iterator it(options_.dir, error), end;
+  for (; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    std::error_code ignored;
     if (absl::EndsWith(name, ".tmp")) {
       // A write cut short by a crash; the file it was replacing is intact.
-      std::error_code ignored;
-      std::filesystem::remove(entry.path(), ignored);
-    } else if (entry.is_regular_file() && absl::EndsWith(name, kCheckpointSuffix)) {
+      std::filesystem::remove(it->path(), ignored);
+    } else if (it->is_regular_file(ignored) && absl::EndsWith(name, kCheckpointSuffix)) {
       files.push_back(name);
     }
+  }
+  if (error) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot list --checkpoint_dir '", options_.dir,
+                                                      "': ", error.message()));
   }
   std::sort(files.begin(), files.end());
   int restored = 0;

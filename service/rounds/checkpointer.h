@@ -37,7 +37,8 @@ class Checkpointer final : public AggregationStore {
 
   // Before serving: adds every aggregation with a checkpoint in the directory to the
   // registry. Returns how many were resumed; refused files are reported on stderr.
-  int RestoreAll();
+  // FAILED_PRECONDITION when the directory cannot be listed.
+  absl::StatusOr<int> RestoreAll();
   // Starts writing every interval.
   void Start();
   // A last pass, then no more checkpoints: acks still waiting go out as RECEIVED, and

@@ -190,7 +190,7 @@ TEST(CheckpointerTest, WritesOnCreationRestoresAfterRestartAndRemovesForgotten) 
   AggregationRegistry registry(options);
   checkpointer = testing::ValueOrDie(Checkpointer::Open({dir.path(), absl::Hours(1)}, registry));
   registry.SetStore(checkpointer.get());
-  EXPECT_EQ(checkpointer->RestoreAll(), 1);
+  EXPECT_EQ(testing::ValueOrDie(checkpointer->RestoreAll()), 1);
   absl::StatusOr<std::shared_ptr<Aggregation>> restored = registry.Find("r1");
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_TRUE((*restored)->HasCounted("alice"));
@@ -217,7 +217,7 @@ TEST(CheckpointerTest, CorruptFileIsRefusedAndKeptAside) {
   absl::StatusOr<std::unique_ptr<Checkpointer>> checkpointer =
       Checkpointer::Open({dir.path(), absl::Hours(1)}, registry);
   ASSERT_TRUE(checkpointer.ok()) << checkpointer.status();
-  EXPECT_EQ((*checkpointer)->RestoreAll(), 0);
+  EXPECT_EQ(testing::ValueOrDie((*checkpointer)->RestoreAll()), 0);
   EXPECT_TRUE(registry.List().empty());
   EXPECT_TRUE(std::filesystem::exists(dir.path() + "/bad.ckpt.refused"));
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/bad.ckpt"));
