@@ -102,6 +102,7 @@ def test_row_sparse_fields(conn):
         {"emb": fedagg.RowSparse([1, 4], rows_a), "tot": ([2], [[1.0, 2.0]])},
         {"emb": ([4], rows_a[:1] * 3), "tot": fedagg.Sparse([0, 5], [7.0, 9.0])},   # COO into row-sparse
         {"emb": table_c, "tot": np.array([[0, 0], [3.0, 0], [0, 0]])},              # dense: non-zero rows
+        {"emb": ([], np.zeros((0, 4))), "tot": scipy.sparse.csr_matrix(([4.0], ([2], [0])), shape=(3, 2))},
     ]
     with conn.open_stream("rows-client") as stream:
         with pytest.raises(fedagg.FedaggError) as again:
@@ -111,7 +112,7 @@ def test_row_sparse_fields(conn):
     for i, update in enumerate(updates[1:], start=2):
         conn.submit(f"rows-{i}", status, update)
     result = finish(conn, "py-rows")
-    assert result.contributions == 3
+    assert result.contributions == 4
 
     emb = np.zeros((6, 4), np.float32)
     emb[0], emb[5] = table_c[0], table_c[5]
@@ -119,7 +120,7 @@ def test_row_sparse_fields(conn):
     emb[4] = (rows_a[1] + rows_a[0] * 3) / 2
     np.testing.assert_allclose(result["emb"].values, emb, rtol=1e-6)
     np.testing.assert_array_equal(result["emb"].counts, [1, 1, 0, 0, 2, 1])
-    np.testing.assert_array_equal(result["tot"].values, [[7.0, 0], [3.0, 0], [1.0, 11.0]])
+    np.testing.assert_array_equal(result["tot"].values, [[7.0, 0], [3.0, 0], [1.0 + 4.0, 11.0]])
 
 
 def test_weighted_mean_bfloat16_and_chunking(conn):

@@ -93,11 +93,10 @@ def read_result(chunks: Iterable[control_pb2.ResultChunk]) -> Result:
         dtype = dtype_name(header.value.dtype)
         shape = tuple(header.value.shape)
 
-        def part(which: int, item_size: int, count: int) -> bytes:
-            data = bytes(parts.get((number, which), b""))
+        def part(which: int, item_size: int, count: int, field: int = number, path: str = header.path) -> bytes:
+            data = bytes(parts.get((field, which), b""))
             if len(data) != item_size * count:
-                raise _data_loss(f"field '{header.path}': {len(data)} bytes of part {which}, "
-                                 f"expected {item_size * count}")
+                raise _data_loss(f"field '{path}': {len(data)} bytes of part {which}, expected {item_size * count}")
             return data
 
         values = decode_array(dtype, part(control_pb2.ResultChunk.VALUES, DTYPES[dtype][1].itemsize,
