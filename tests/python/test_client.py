@@ -241,6 +241,9 @@ def test_mutual_tls_and_bearer_token(secure_env):
         with pytest.raises(fedagg.FedaggError) as unauthenticated:
             no_token.control.get("py-tls")
         assert unauthenticated.value.code_name == "UNAUTHENTICATED"
+        with pytest.raises(fedagg.FedaggError) as stream_refused:
+            no_token.open_stream("tls-client-2")
+        assert stream_refused.value.code_name == "UNAUTHENTICATED"
     with fedagg.connect(secure_env["target"], token=secure_env["token"], root_certificates=ca_bytes,
                         timeout=5) as no_certificate:
         with pytest.raises(fedagg.FedaggError) as handshake:

@@ -57,11 +57,16 @@ class ContributeStream:
         try:
             return next(self._responses)
         except StopIteration:
-            self._closed = True
+            self._end_requests()
             raise FedaggError(grpc.StatusCode.UNAVAILABLE, "the server closed the stream without answering") from None
         except grpc.RpcError as error:
-            self._closed = True
+            self._end_requests()
             raise FedaggError.from_rpc_error(error) from None
+
+    def _end_requests(self):
+        """The stream is over: release gRPC's sending thread from waiting on the outbox."""
+        self._closed = True
+        self._outbox.put(_CLOSE)
 
     def _send_once(self, update: PreparedUpdate) -> int:
         self._outbox.put(aggregation_pb2.ContributeRequest(**{kind: message})
@@ -97,8 +102,7 @@ class ContributeStream:
         """Half-closes the stream and waits for the server to end it."""
         if self._closed:
             return
-        self._closed = True
-        self._outbox.put(_CLOSE)
+        self._end_requests()
         try:
             for _ in self._responses:
                 pass
@@ -106,8 +110,7 @@ class ContributeStream:
             raise FedaggError.from_rpc_error(error) from None
 
     def _abort(self):
-        self._closed = True
-        self._outbox.put(_CLOSE)
+        self._end_requests()
         self._responses.cancel()
 
     def __enter__(self) -> "ContributeStream":

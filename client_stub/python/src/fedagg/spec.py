@@ -9,7 +9,7 @@ everywhere in fedagg (docs/PROTOCOL.md).
 """
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 

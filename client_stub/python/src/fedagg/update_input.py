@@ -173,7 +173,7 @@ def _in_declared_dtype(leaf: Leaf, values: np.ndarray, require_finite: bool) -> 
     """Values converted to the field's wire dtype, refusing lossy kinds and overflow, and
     NaN or Inf when the aggregation requires finite values."""
     compute = np.dtype("<f4") if leaf.dtype == "bfloat16" else DTYPES[leaf.dtype][1]
-    if values.dtype == object or not np.can_cast(values.dtype, compute, "same_kind"):
+    if values.size and (values.dtype == object or not np.can_cast(values.dtype, compute, "same_kind")):
         raise invalid_argument(f"{leaf.describe()}: values of dtype {values.dtype} do not convert to "
                                f"{leaf.dtype}; convert them before sending")
     if compute.kind in "iu" and values.size:
