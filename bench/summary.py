@@ -42,18 +42,19 @@ def service_rows(path):
             figure = (f"fedagg {r['fedagg_bytes_per_s'] / MB:.1f} MB/s, {r['fedagg_updates_per_s']:.0f} upd/s; "
                       f"sink {r['sink_bytes_per_s'] / MB:.1f} MB/s, {r['sink_updates_per_s']:.0f} upd/s; "
                       f"ratio {100 * r['ratio']:.0f}%{checked}")
-            rows.append((f"ingest {r['update_bytes'] / 1024:.0f} KiB x {r['updates']}, {r['streams']} streams", figure,
+            size = {"1k": "1 KiB", "1m": "1 MiB", "64m": "64 MiB"}.get(r["size"], r["size"])
+            rows.append((f"ingest {size} x {r['updates']}, {r['streams']} streams", figure,
                          ">= 70% of sink" if goal else "(reported)",
                          ("yes" if r["ratio"] >= 0.7 and r["checked"] else "NO") if goal else ""))
         elif r["bench"] == "rounds":
             goal = r["clients"] == 10
-            rows.append((f"round, N = {r['clients']} ({r['rounds']} rounds, root + 2 intermediates)",
+            rows.append((f"round, N = {r['clients']} ({r['rounds']} round(s), root + 2 intermediates)",
                          f"median {r['median_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms{checked}",
                          "median < 10 ms" if goal else "(reported)",
                          ("yes" if r["median_ms"] < 10 and r["checked"] else "NO") if goal else ""))
         elif r["bench"] == "memory":
             ratio = r["peak_over_idle_in_models"]
-            rows.append((f"memory, {r['updates']} updates of {r['model_bytes'] / MB:.0f} MB",
+            rows.append((f"memory, {r['updates']} updates of {r['model_bytes'] / MB:.3g} MB",
                          f"peak RSS {r['peak_rss_bytes'] / MIB:.0f} MiB, idle {r['idle_rss_bytes'] / MIB:.0f} MiB: "
                          f"idle + {ratio:.1f} x model{checked}",
                          "< 3 x model + idle", "yes" if ratio < 3 and r["checked"] else "NO"))
