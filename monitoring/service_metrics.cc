@@ -34,7 +34,14 @@ ServiceMetrics::ServiceMetrics(MetricsRegistry& registry)
                                            "Partial aggregates pushed to the parent aggregator, by result.",
                                            {"result"})),
       partials_merged(registry.AddCounter("fedagg_partials_merged_total",
-                                          "Partial aggregates of child aggregators merged here.").WithLabels({})) {}
+                                          "Partial aggregates of child aggregators merged here.").WithLabels({})),
+      streams_refused(registry.AddCounter("fedagg_streams_refused_total",
+                                          "Contribute and Submit streams refused when they started, by "
+                                          "reason (unauthenticated, identity_limit).",
+                                          {"reason"})),
+      stalled_updates_evicted(registry.AddCounter("fedagg_stalled_updates_evicted_total",
+                                                  "Updates discarded because their client sent nothing "
+                                                  "for --stall_timeout.").WithLabels({})) {}
 
 double ProcessResidentBytes() {
   std::ifstream statm("/proc/self/statm");

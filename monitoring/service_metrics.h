@@ -22,6 +22,8 @@ struct ServiceMetrics {
   Histogram& batch_fill;                // updates per reduced batch
   Family<Counter>& partial_forwards;    // pushes to the parent, by result (ok, failed)
   Counter& partials_merged;             // child partials merged here
+  Family<Counter>& streams_refused;     // update streams refused at the start, by reason
+  Counter& stalled_updates_evicted;     // updates discarded after --stall_timeout
 };
 
 // Resident memory of this process, from /proc/self/statm (0 where unavailable).

@@ -16,11 +16,13 @@
 #include "monitoring/http_endpoint.h"
 #include "monitoring/metrics_registry.h"
 #include "monitoring/service_metrics.h"
+#include "service/core/memory_budget.h"
 #include "service/core/read_file.h"
 #include "service/rounds/aggregation_registry.h"
 #include "service/rpc/aggregation_service.h"
 #include "service/rpc/authenticator.h"
 #include "service/rpc/control_service.h"
+#include "service/rpc/stream_limiter.h"
 #include "service/rpc/tier_service.h"
 #include "service/tier/parent_link.h"
 
@@ -40,6 +42,14 @@ struct ServerConfig {
   absl::Duration flush_interval = absl::Milliseconds(100);
   int retain_finished = 1000;
   uint64_t max_update_bytes = uint64_t{1} << 30;
+  // Bytes of client data (updates in flight, pending batches, accumulators) this node
+  // holds at most; a new update that would exceed it is refused. 0: no budget.
+  uint64_t memory_budget_bytes = 0;
+  // Contribute and Submit streams one caller identity may hold open; 0: no limit.
+  int max_streams_per_identity = 0;
+  // An update that receives no message for this long is discarded and its stream ended
+  // with DEADLINE_EXCEEDED; zero: never.
+  absl::Duration stall_timeout = absl::Seconds(60);
   absl::Duration child_grace = absl::Seconds(10);
   absl::Duration forward_interval = absl::Seconds(1);
   // TLS on the listener when cert and key are set; with `ca` also set, clients must
@@ -62,6 +72,7 @@ class FedaggServer {
   int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : 0; }
   bool is_root() const { return parent_link_ == nullptr; }
   AggregationRegistry& registry() { return *registry_; }
+  const MemoryBudget& memory_budget() const { return *memory_budget_; }
   void Wait() { server_->Wait(); }
   // Stops accepting calls, cancels streams in progress after `grace`, stops the parent link.
   void Shutdown(absl::Duration grace = absl::Seconds(1));
@@ -73,6 +84,9 @@ class FedaggServer {
 
   std::unique_ptr<MetricsRegistry> metrics_registry_ = std::make_unique<MetricsRegistry>();
   std::unique_ptr<ServiceMetrics> metrics_ = std::make_unique<ServiceMetrics>(*metrics_registry_);
+  // Declared before everything that holds reservations or slots in them.
+  std::unique_ptr<MemoryBudget> memory_budget_;
+  std::unique_ptr<StreamLimiter> stream_limiter_;
   std::unique_ptr<AggregationRegistry> registry_;
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<ServiceContext> context_;

@@ -7,7 +7,13 @@
 namespace fedagg {
 
 Aggregation::Aggregation(AggregationConfig config, AggregationOptions options)
-    : config_(std::move(config)), options_(options), partial_(config_.reduction) {}
+    : config_(std::move(config)), options_(options), partial_(config_.reduction) {
+  MutexLock reduce(&reduce_mu_);
+  if (options_.memory_budget != nullptr) partial_memory_ = options_.memory_budget->ReserveUnchecked(0);
+  AccountPartialMemory();
+}
+
+void Aggregation::AccountPartialMemory() { partial_memory_.ResizeUnchecked(partial_.MemoryBytes()); }
 
 absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
   MutexLock lock(&mu_);
@@ -93,7 +99,8 @@ void Aggregation::ReduceBatch(std::vector<UpdateBuffer>& batch) {
   const absl::Time start = absl::Now();
   reduce_error_.Update(partial_.AccumulateBatch(views));
   if (options_.on_batch_reduced) options_.on_batch_reduced(absl::Now() - start, batch.size());
-  batch.clear();
+  batch.clear();  // releases the updates' memory
+  AccountPartialMemory();
 }
 
 void Aggregation::ReducePending() {
@@ -140,6 +147,7 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
     }
     absl::Status merged = partial_.MergeWith(*child);
     if (!merged.ok()) return merged;
+    AccountPartialMemory();
     child_state.last_sequence = sequence;
     child_state.final_received |= final;
     contributions_ += child->contributions();
@@ -286,6 +294,7 @@ Aggregation::Delta Aggregation::TakeDelta(bool final) {
   ReduceBatch(pending_);
   Delta delta{partial_.Serialize(), partial_.contributions()};
   partial_ = PartialAggregate(config_.reduction);
+  AccountPartialMemory();
   return delta;
 }
 

@@ -2,7 +2,9 @@
 // at a time (so gRPC flow control pushes back on fast senders), keeps one write in
 // flight, and never blocks: hello -> welcome; per update header, chunks, end -> ack or
 // rejection. A rejected update's remaining chunks are skipped; the stream stays usable.
-// A stream cut mid-update discards that update whole.
+// A stream cut mid-update discards that update whole. The call is refused when its caller
+// already holds --max_streams_per_identity streams; an update whose client stops sending
+// for --stall_timeout is discarded and the stream ended (StallWatch).
 #ifndef FEDAGG_SERVICE_RPC_CONTRIBUTE_REACTOR_H_
 #define FEDAGG_SERVICE_RPC_CONTRIBUTE_REACTOR_H_
 
@@ -17,6 +19,8 @@
 #include "service/core/mutex.h"
 #include "fedagg/v1/aggregation.grpc.pb.h"
 #include "service/rpc/service_context.h"
+#include "service/rpc/stall_watch.h"
+#include "service/rpc/stream_limiter.h"
 #include "service/rpc/update_assembler.h"
 
 namespace fedagg {
@@ -28,10 +32,7 @@ class ContributeReactor final
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
-  void OnDone() override {
-    service_.metrics.active_streams.Add(-1);
-    delete this;
-  }
+  void OnDone() override;
 
  private:
   enum class Phase { kAwaitHello, kIdle, kInUpdate, kSkippingUpdate };
@@ -50,9 +51,13 @@ class ContributeReactor final
   // Ends the stream once reading stopped and every queued response was written.
   void FinishWhenDrained(grpc::Status status);
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // StallWatch's eviction: discards the update in progress and ends the stream.
+  void EvictStalled();
 
   ServiceContext& service_;
-  UpdateAssembler assembler_;  // touched only from OnReadDone (one read at a time)
+  StreamLimiter::Slot stream_slot_;
+  UpdateAssembler assembler_;  // touched only from OnReadDone (one read at a time) and EvictStalled
+  StallWatch stall_;
   Phase phase_ = Phase::kAwaitHello;
   std::string client_id_;
   v1::ContributeRequest request_;

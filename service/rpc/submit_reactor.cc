@@ -5,25 +5,45 @@
 #include <memory>
 
 #include "service/rpc/grpc_status.h"
+#include "service/rpc/update_stream_limits.h"
 
 namespace fedagg {
 
 SubmitReactor::SubmitReactor(grpc::CallbackServerContext* context, ServiceContext& service,
                              v1::SubmitResponse* response)
-    : assembler_(service.registry, service.metrics, service.max_update_bytes), response_(response) {
-  if (absl::Status auth = service.authenticator.Check(*context); !auth.ok()) {
-    End(ToGrpcStatus(auth));
+    : service_(service),
+      assembler_(service),
+      stall_(service.stall_timeout, [this] { EvictStalled(); }),
+      response_(response) {
+  absl::StatusOr<StreamLimiter::Slot> slot = AdmitStream(*context, service);
+  if (!slot.ok()) {
+    End(ToGrpcStatus(slot.status()));
     return;
   }
+  stream_slot_ = *std::move(slot);
   StartRead(&request_);
 }
 
+void SubmitReactor::OnDone() {
+  stream_slot_ = {};
+  stall_.Shutdown([this] { delete this; });
+}
+
 void SubmitReactor::OnReadDone(bool ok) {
+  if (!stall_.MessageArrived()) return;  // the update was evicted; the call is ending
   if (!ok) {
     End(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                      "the Submit stream ended before UpdateEnd; the update was discarded"));
+  } else if (!Handle()) {
+    stall_.MessageHandled();  // a Begin completion may own the assembler now
     return;
   }
+  if (!assembler_.active()) stall_.UpdateClosed();
+  stall_.MessageHandled();
+  if (!finished_) StartRead(&request_);
+}
+
+bool SubmitReactor::Handle() {
   absl::Status status;
   switch (request_.kind_case()) {
     case v1::SubmitRequest::kHeader:
@@ -39,13 +59,15 @@ void SubmitReactor::OnReadDone(bool ok) {
                          [this, handoff](absl::Status begun) {
                            if (!begun.ok()) {
                              End(ToGrpcStatus(begun));
-                             return;
+                           } else {
+                             stall_.UpdateOpened();
                            }
-                           if (handoff->exchange(2) == 1) StartRead(&request_);
+                           if (handoff->exchange(2) == 1 && begun.ok()) StartRead(&request_);
                          });
-        if (handoff->exchange(1) == 2) StartRead(&request_);
+        // Begun inline: carry on here (OnReadDone reads on unless it failed and ended the
+        // call). Otherwise the completion does.
+        return handoff->exchange(1) == 2;
       }
-      return;
     case v1::SubmitRequest::kChunk:
       status = assembler_.AddChunk(request_.chunk());
       break;
@@ -59,16 +81,21 @@ void SubmitReactor::OnReadDone(bool ok) {
       response_->mutable_ack()->set_aggregation_id(aggregation_id);
       response_->mutable_ack()->set_contributions(*counted);
       End(grpc::Status::OK);
-      return;
+      return true;
     }
     default:
       status = absl::InvalidArgumentError("empty SubmitRequest: set header, chunk or end");
   }
-  if (!status.ok()) {
-    End(ToGrpcStatus(status));
-    return;
-  }
-  StartRead(&request_);
+  if (!status.ok()) End(ToGrpcStatus(status));
+  return true;
+}
+
+void SubmitReactor::EvictStalled() {
+  const std::string aggregation_id = assembler_.aggregation_id();
+  assembler_.Abandon();
+  service_.metrics.stalled_updates_evicted.Increment();
+  End(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                   StalledUpdateMessage(aggregation_id, service_.stall_timeout)));
 }
 
 void SubmitReactor::End(const grpc::Status& status) {

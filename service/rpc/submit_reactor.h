@@ -1,6 +1,7 @@
 // SubmitReactor: one Aggregation.Submit client stream — a single update (header, chunks,
 // end) for transports without bidirectional streams, answered once with the ack or the
-// rejection as the call's status. Same assembly and accounting as Contribute.
+// rejection as the call's status. Same assembly, accounting and stream limits as
+// Contribute (update_stream_limits.h): a stalled update is evicted with DEADLINE_EXCEEDED.
 #ifndef FEDAGG_SERVICE_RPC_SUBMIT_REACTOR_H_
 #define FEDAGG_SERVICE_RPC_SUBMIT_REACTOR_H_
 
@@ -8,6 +9,8 @@
 
 #include "fedagg/v1/aggregation.grpc.pb.h"
 #include "service/rpc/service_context.h"
+#include "service/rpc/stall_watch.h"
+#include "service/rpc/stream_limiter.h"
 #include "service/rpc/update_assembler.h"
 
 namespace fedagg {
@@ -18,12 +21,19 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitRequest> {
                 v1::SubmitResponse* response);
 
   void OnReadDone(bool ok) override;
-  void OnDone() override { delete this; }
+  void OnDone() override;
 
  private:
+  // Handles one request; false when the call ended or a Begin completion reads on.
+  bool Handle();
   void End(const grpc::Status& status);
+  // StallWatch's eviction: discards the update and ends the call.
+  void EvictStalled();
 
+  ServiceContext& service_;
+  StreamLimiter::Slot stream_slot_;
   UpdateAssembler assembler_;
+  StallWatch stall_;
   v1::SubmitResponse* response_;
   v1::SubmitRequest request_;
   bool header_seen_ = false;
