@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/rpc/grpc_status.h"
+#include "service/rpc/raw_message.h"
 #include "service/rpc/update_stream_limits.h"
 
 namespace fedagg {
@@ -22,7 +23,7 @@ ContributeReactor::ContributeReactor(grpc::CallbackServerContext* context, Servi
     return;
   }
   stream_slot_ = *std::move(slot);
-  StartRead(&request_);
+  StartRead(&raw_request_);
 }
 
 void ContributeReactor::OnDone() {
@@ -41,7 +42,8 @@ void ContributeReactor::OnReadDone(bool ok) {
     assembler_.Abandon();
     FinishWhenDrained(grpc::Status::OK);
   } else {
-    Outcome outcome = Handle(request_);
+    absl::Status parsed = ParseRawMessage(raw_request_, &request_);
+    Outcome outcome = parsed.ok() ? Handle(request_) : Outcome{ToGrpcStatus(parsed)};
     if (outcome.end.has_value()) {
       assembler_.Abandon();
       FinishWhenDrained(*outcome.end);
@@ -71,7 +73,7 @@ void ContributeReactor::ContinueReading() {
   if (outbox_.size() >= kMaxQueuedResponses) {
     read_paused_ = true;  // OnWriteDone resumes reading
   } else {
-    StartRead(&request_);
+    StartRead(&raw_request_);
   }
 }
 
@@ -182,7 +184,7 @@ void ContributeReactor::Reject(const absl::Status& status, const std::string& ag
 
 void ContributeReactor::Send(v1::ContributeResponse response) {
   MutexLock lock(&mu_);
-  outbox_.push_back(std::move(response));
+  outbox_.push_back(SerializeRawMessage(response));
   if (!writing_) {
     writing_ = true;
     StartWrite(&outbox_.front());
@@ -202,7 +204,7 @@ void ContributeReactor::OnWriteDone(bool ok) {
   }
   if (read_paused_ && outbox_.size() < kMaxQueuedResponses && !finish_status_.has_value()) {
     read_paused_ = false;
-    StartRead(&request_);
+    StartRead(&raw_request_);
   }
   MaybeFinishLocked();
 }

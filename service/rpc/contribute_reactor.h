@@ -2,7 +2,8 @@
 // at a time (so gRPC flow control pushes back on fast senders), keeps one write in
 // flight, and never blocks: hello -> welcome; per update header, chunks, end -> ack or
 // rejection. A rejected update's remaining chunks are skipped; the stream stays usable.
-// A stream cut mid-update discards that update whole. The call is refused when its caller
+// A stream cut mid-update discards that update whole; so does a request that is not a
+// valid protobuf, which ends the stream with INVALID_ARGUMENT. The call is refused when its caller
 // already holds --max_streams_per_identity streams; an update whose client stops sending
 // for --stall_timeout is discarded and the stream ended (StallWatch).
 #ifndef FEDAGG_SERVICE_RPC_CONTRIBUTE_REACTOR_H_
@@ -26,7 +27,7 @@
 namespace fedagg {
 
 class ContributeReactor final
-    : public grpc::ServerBidiReactor<v1::ContributeRequest, v1::ContributeResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   ContributeReactor(grpc::CallbackServerContext* context, ServiceContext& service);
 
@@ -60,10 +61,11 @@ class ContributeReactor final
   StallWatch stall_;
   Phase phase_ = Phase::kAwaitHello;
   std::string client_id_;
+  grpc::ByteBuffer raw_request_;  // the read target (raw_message.h says why raw)
   v1::ContributeRequest request_;
 
   Mutex mu_;
-  std::deque<v1::ContributeResponse> outbox_ ABSL_GUARDED_BY(mu_);
+  std::deque<grpc::ByteBuffer> outbox_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);

@@ -5,12 +5,13 @@
 #include <memory>
 
 #include "service/rpc/grpc_status.h"
+#include "service/rpc/raw_message.h"
 #include "service/rpc/update_stream_limits.h"
 
 namespace fedagg {
 
 SubmitReactor::SubmitReactor(grpc::CallbackServerContext* context, ServiceContext& service,
-                             v1::SubmitResponse* response)
+                             grpc::ByteBuffer* response)
     : service_(service),
       assembler_(service),
       stall_(service.stall_timeout, [this] { EvictStalled(); }),
@@ -21,7 +22,7 @@ SubmitReactor::SubmitReactor(grpc::CallbackServerContext* context, ServiceContex
     return;
   }
   stream_slot_ = *std::move(slot);
-  StartRead(&request_);
+  StartRead(&raw_request_);
 }
 
 void SubmitReactor::OnDone() {
@@ -40,11 +41,15 @@ void SubmitReactor::OnReadDone(bool ok) {
   }
   if (!assembler_.active()) stall_.UpdateClosed();
   stall_.MessageHandled();
-  if (!finished_) StartRead(&request_);
+  if (!finished_) StartRead(&raw_request_);
 }
 
 bool SubmitReactor::Handle() {
-  absl::Status status;
+  absl::Status status = ParseRawMessage(raw_request_, &request_);
+  if (!status.ok()) {
+    End(ToGrpcStatus(status));
+    return true;
+  }
   switch (request_.kind_case()) {
     case v1::SubmitRequest::kHeader:
       if (header_seen_) {
@@ -62,7 +67,7 @@ bool SubmitReactor::Handle() {
                            } else {
                              stall_.UpdateOpened();
                            }
-                           if (handoff->exchange(2) == 1 && begun.ok()) StartRead(&request_);
+                           if (handoff->exchange(2) == 1 && begun.ok()) StartRead(&raw_request_);
                          });
         // Begun inline: carry on here (OnReadDone reads on unless it failed and ended the
         // call). Otherwise the completion does.
@@ -78,8 +83,10 @@ bool SubmitReactor::Handle() {
         status = counted.status();
         break;
       }
-      response_->mutable_ack()->set_aggregation_id(aggregation_id);
-      response_->mutable_ack()->set_contributions(*counted);
+      v1::SubmitResponse response;
+      response.mutable_ack()->set_aggregation_id(aggregation_id);
+      response.mutable_ack()->set_contributions(*counted);
+      *response_ = SerializeRawMessage(response);
       End(grpc::Status::OK);
       return true;
     }

@@ -1,6 +1,7 @@
 // SubmitReactor: one Aggregation.Submit client stream — a single update (header, chunks,
 // end) for transports without bidirectional streams, answered once with the ack or the
-// rejection as the call's status. Same assembly, accounting and stream limits as
+// rejection as the call's status. A request that is not a valid protobuf ends the call
+// with INVALID_ARGUMENT. Same assembly, accounting and stream limits as
 // Contribute (update_stream_limits.h): a stalled update is evicted with DEADLINE_EXCEEDED.
 #ifndef FEDAGG_SERVICE_RPC_SUBMIT_REACTOR_H_
 #define FEDAGG_SERVICE_RPC_SUBMIT_REACTOR_H_
@@ -15,10 +16,10 @@
 
 namespace fedagg {
 
-class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitRequest> {
+class SubmitReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   SubmitReactor(grpc::CallbackServerContext* context, ServiceContext& service,
-                v1::SubmitResponse* response);
+                grpc::ByteBuffer* response);
 
   void OnReadDone(bool ok) override;
   void OnDone() override;
@@ -34,7 +35,8 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitRequest> {
   StreamLimiter::Slot stream_slot_;
   UpdateAssembler assembler_;
   StallWatch stall_;
-  v1::SubmitResponse* response_;
+  grpc::ByteBuffer* response_;
+  grpc::ByteBuffer raw_request_;  // the read target (raw_message.h says why raw)
   v1::SubmitRequest request_;
   bool header_seen_ = false;
   bool finished_ = false;

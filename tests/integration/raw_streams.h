@@ -1,12 +1,15 @@
 // Test support: Contribute and Submit calls driven message by message, without the client
 // library's pacing — to hold an update open, stall in the middle of one, or send what no
-// well-behaved client sends — plus builders for the raw messages of a dense update.
+// well-behaved client sends, even bytes that are not protobuf — plus builders for the raw
+// messages of a dense update.
 #ifndef FEDAGG_TESTS_INTEGRATION_RAW_STREAMS_H_
 #define FEDAGG_TESTS_INTEGRATION_RAW_STREAMS_H_
 
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <grpcpp/generic/generic_stub.h>
 
 #include "absl/status/statusor.h"
 #include "fedagg/v1/aggregation.grpc.pb.h"
@@ -91,6 +94,38 @@ class RawContributeStream {
   bool open_ = false;
   bool finished_ = false;
 };
+
+// Calls `method` ("/fedagg.v1.Aggregation/Contribute") sending `messages` as they are —
+// which need not be valid protobuf — then half-closes, reads every response and returns
+// the call's status.
+inline absl::Status CallWithRawBytes(int port, const std::string& method,
+                                     const std::vector<std::string>& messages) {
+  grpc::GenericStub stub(Connect(port));
+  grpc::ClientContext context;
+  grpc::CompletionQueue queue;
+  void* tag = nullptr;
+  bool ok = false;
+  auto await = [&] { return queue.Next(&tag, &ok) && ok; };
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call = stub.PrepareCall(&context, method, &queue);
+  call->StartCall(nullptr);
+  await();
+  for (const std::string& message : messages) {
+    grpc::Slice slice(message);
+    grpc::ByteBuffer buffer(&slice, 1);
+    call->Write(buffer, nullptr);
+    if (!await()) break;
+  }
+  call->WritesDone(nullptr);
+  await();
+  grpc::ByteBuffer response;
+  do {
+    call->Read(&response, nullptr);
+  } while (await());
+  grpc::Status status;
+  call->Finish(&status, nullptr);
+  await();
+  return FromGrpcStatus(status);
+}
 
 }  // namespace fedagg::testing
 
