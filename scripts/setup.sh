@@ -11,6 +11,7 @@ PACKAGES=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   python3 openssl
   prometheus nginx curl
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -5,6 +5,7 @@
 #ifndef FEDAGG_SERVICE_RPC_RAW_MESSAGE_H_
 #define FEDAGG_SERVICE_RPC_RAW_MESSAGE_H_
 
+#include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/proto_buffer_writer.h>
