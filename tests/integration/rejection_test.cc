@@ -257,7 +257,7 @@ TEST_F(RejectionTest, MalformedProtobufOnContribute) {
 
 TEST_F(RejectionTest, MalformedProtobufOnSubmit) {
   const absl::Status status = CallWithRawBytes(cluster_->root->port(), "/fedagg.v1.Aggregation/Submit",
-                                               {std::string("\x0a\x05ab", 4)});
+                                               {std::string("\x0a\x05" "ab", 4)});
   ExpectRefused(status, absl::StatusCode::kInvalidArgument, "is not a valid fedagg.v1.SubmitRequest");
 }
 
