@@ -21,6 +21,7 @@ if [ "${1:-}" = "--seeds" ]; then
 fi
 
 seconds="${1:-300}"
+ctest --test-dir build-fuzz --output-on-failure   # every seed replays cleanly
 mkdir -p build-fuzz/artifacts
 for target in contribute_request update_validation partial_aggregate chunk_reassembly; do
   mkdir -p "build-fuzz/corpus/$target"
