@@ -18,8 +18,6 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client_stub/client.h"
 #include "client_stub/npy_file.h"
@@ -83,14 +81,9 @@ absl::StatusOr<v1::AggregationSpec> SpecFromFlags(const std::string& id) {
   absl::StatusOr<ValueType> type = ParseValueType(absl::GetFlag(FLAGS_type));
   if (!type.ok()) return type.status();
   *spec.mutable_value_type() = ValueTypeToProto(*type);
-  for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_intrinsics), ',', absl::SkipEmpty())) {
-    const bool counts = absl::ConsumeSuffix(&name, "+counts");
-    absl::StatusOr<Intrinsic> intrinsic = ParseIntrinsic(std::string(name));
-    if (!intrinsic.ok()) return intrinsic.status();
-    v1::FieldIntrinsic* field = spec.add_intrinsics();
-    field->set_intrinsic(static_cast<v1::Intrinsic>(static_cast<int>(*intrinsic)));
-    field->set_report_counts(counts);
-  }
+  absl::StatusOr<std::vector<v1::FieldIntrinsic>> intrinsics = ParseIntrinsicList(absl::GetFlag(FLAGS_intrinsics));
+  if (!intrinsics.ok()) return intrinsics.status();
+  for (const v1::FieldIntrinsic& field : *intrinsics) *spec.add_intrinsics() = field;
   spec.set_min_contributions(absl::GetFlag(FLAGS_min_contributions));
   spec.set_max_contributions(absl::GetFlag(FLAGS_max_contributions));
   if (absl::GetFlag(FLAGS_deadline_s) > 0) {

@@ -40,3 +40,18 @@ e2e_start_server() {  # e2e_start_server BINARY NAME GRPC_PORT METRICS_PORT [fla
 e2e_metric() {  # e2e_metric METRICS_PORT NAME -> the sample's value (0 when absent)
   curl -sf "http://127.0.0.1:$1/metrics" | awk -v name="$2" '$1 == name {print $2; found=1} END {if (!found) print 0}'
 }
+
+e2e_make_certificates() {  # e2e_make_certificates DIR: ca.pem, server.{pem,key}, client.{pem,key} for 127.0.0.1
+  local dir=$1
+  mkdir -p "$dir"
+  (
+    cd "$dir"
+    exec >openssl.log 2>&1
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=fedagg-test-ca
+    for who in server client; do
+      openssl req -newkey rsa:2048 -nodes -keyout $who.key -out $who.csr -subj /CN=$who
+      printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >$who.ext
+      openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $who.pem -days 1 -extfile $who.ext
+    done
+  ) || { echo "openssl failed; see $dir/openssl.log" >&2; return 1; }
+}
