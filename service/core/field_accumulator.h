@@ -34,6 +34,8 @@ class FieldAccumulator {
   virtual absl::Status DeserializeFrom(ByteReader& in, int64_t contributions) = 0;
   // The field's result, given the aggregation's contribution count and weight sum (> 0).
   virtual ReportedField Report(int64_t contributions, double weight_sum) const = 0;
+  // Bytes of heap memory the accumulator holds (for the node's memory budget).
+  virtual uint64_t MemoryBytes() const = 0;
 };
 
 std::unique_ptr<FieldAccumulator> MakeCpuFieldAccumulator(const FieldSpec& field,

@@ -10,7 +10,13 @@
 namespace fedagg {
 
 Aggregation::Aggregation(AggregationConfig config, AggregationOptions options)
-    : config_(std::move(config)), options_(options), partial_(config_.reduction) {}
+    : config_(std::move(config)), options_(options), partial_(config_.reduction) {
+  MutexLock reduce(&reduce_mu_);
+  if (options_.memory_budget != nullptr) partial_memory_ = options_.memory_budget->ReserveUnchecked(0);
+  AccountPartialMemory();
+}
+
+void Aggregation::AccountPartialMemory() { partial_memory_.ResizeUnchecked(partial_.MemoryBytes()); }
 
 Aggregation::~Aggregation() {
   std::vector<std::function<void(bool)>> waiters;
@@ -151,7 +157,8 @@ void Aggregation::ReduceBatch(std::vector<UpdateBuffer>& batch) {
   const absl::Time start = absl::Now();
   reduce_error_.Update(partial_.AccumulateBatch(views));
   if (options_.on_batch_reduced) options_.on_batch_reduced(absl::Now() - start, batch.size());
-  batch.clear();
+  batch.clear();  // releases the updates' memory
+  AccountPartialMemory();
 }
 
 void Aggregation::ReducePending() {
@@ -198,6 +205,7 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
     }
     absl::Status merged = partial_.MergeWith(*child);
     if (!merged.ok()) return merged;
+    AccountPartialMemory();
     child_state.last_sequence = sequence;
     child_state.final_received |= final;
     ++version_;
@@ -345,6 +353,7 @@ Aggregation::Delta Aggregation::TakeDelta(bool final) {
   ReduceBatch(pending_);
   Delta delta{partial_.Serialize(), partial_.contributions()};
   partial_ = PartialAggregate(config_.reduction);
+  AccountPartialMemory();
   return delta;
 }
 

@@ -28,6 +28,7 @@
 #include "service/core/mutex.h"
 #include "absl/time/time.h"
 #include "fedagg/v1/types.pb.h"
+#include "service/core/memory_budget.h"
 #include "service/core/partial_aggregate.h"
 #include "service/core/update_buffer.h"
 #include "service/rounds/checkpoint_file.h"
@@ -51,6 +52,9 @@ struct AggregationOptions {
   bool checkpointed = false;
   // Called after each batch is reduced, with its duration and size (metrics).
   std::function<void(absl::Duration, size_t)> on_batch_reduced;
+  // The node's memory budget (optional): the partial aggregate's accumulators are
+  // accounted in it. It must outlive the aggregation.
+  MemoryBudget* memory_budget = nullptr;
 };
 
 class Aggregation {
@@ -158,6 +162,8 @@ class Aggregation {
   void ReducePending();
   // Accumulates `batch` into the partial aggregate and empties it.
   void ReduceBatch(std::vector<UpdateBuffer>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(reduce_mu_);
+  // Brings the memory budget's claim for the partial aggregate up to date.
+  void AccountPartialMemory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reduce_mu_);
   // Finalizes a sealed aggregation once its children are done or their grace ran out.
   void MaybeFinalize();
   void SealLocked(std::vector<ChildNotifier>* to_notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -202,6 +208,7 @@ class Aggregation {
   Mutex reduce_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   PartialAggregate partial_ ABSL_GUARDED_BY(reduce_mu_);
   absl::Status reduce_error_ ABSL_GUARDED_BY(reduce_mu_);
+  MemoryReservation partial_memory_ ABSL_GUARDED_BY(reduce_mu_);
 };
 
 }  // namespace fedagg
