@@ -45,6 +45,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
   MutexLock reduce(&aggregation->reduce_mu_);
   MutexLock lock(&aggregation->mu_);
   aggregation->partial_ = *std::move(partial);
+  aggregation->AccountPartialMemory();  // a restored sparse union may be larger than an empty one
   aggregation->state_ = checkpoint.state;
   aggregation->detail_ = checkpoint.detail;
   aggregation->counted_.insert(checkpoint.counted.begin(), checkpoint.counted.end());
