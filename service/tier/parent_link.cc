@@ -23,21 +23,22 @@ ParentLink::ParentLink(ParentLinkOptions options, AggregationRegistry& registry)
 }
 
 ParentLink::~ParentLink() {
-  std::vector<MirrorLink*> links;
   {
     MutexLock lock(&mu_);
     stopping_ = true;
-    for (auto& [id, link] : links_) links.push_back(link.get());
-  }
-  for (MirrorLink* link : links) {
-    MutexLock lock(&link->join_mu);
-    if (link->join_context != nullptr) link->join_context->TryCancel();
+    for (auto& [id, link] : links_) {
+      MutexLock join_lock(&link->join_mu);
+      if (link->join_context != nullptr) link->join_context->TryCancel();
+    }
   }
   sync_thread_.join();
-  forward_thread_.join();
-  for (MirrorLink* link : links) {
-    if (link->join_thread.joinable()) link->join_thread.join();
+  forward_thread_.join();  // no link is removed from here on
+  std::vector<MirrorLink*> links;
+  {
+    MutexLock lock(&mu_);
+    for (auto& [id, link] : links_) links.push_back(link.get());
   }
+  for (MirrorLink* link : links) link->join_thread.join();  // each takes mu_ as it ends
 }
 
 bool ParentLink::WaitStopping(absl::Duration timeout) {
@@ -91,7 +92,11 @@ void ParentLink::MirrorCreated(std::shared_ptr<Aggregation> mirror) {
   link->mirror = std::move(mirror);
   MirrorLink* raw = link.get();
   links_[raw->mirror->id()] = std::move(link);
-  raw->join_thread = std::thread([this, raw] { JoinLoop(raw); });
+  raw->join_thread = std::thread([this, raw] {
+    JoinLoop(raw);
+    MutexLock lock(&mu_);
+    raw->join_finished = true;
+  });
 }
 
 void ParentLink::JoinLoop(MirrorLink* link) {
@@ -278,10 +283,24 @@ void ParentLink::SyncLoop() {
 void ParentLink::ForwardLoop() {
   while (!WaitStopping(options_.forward_interval)) {
     std::vector<MirrorLink*> links;
+    std::vector<std::unique_ptr<MirrorLink>> finished;
     {
       MutexLock lock(&mu_);
-      for (auto& [id, link] : links_) links.push_back(link.get());
+      for (auto it = links_.begin(); it != links_.end();) {
+        if (it->second->join_finished) {
+          finished.push_back(std::move(it->second));
+          it = links_.erase(it);
+        } else {
+          links.push_back(it->second.get());
+          ++it;
+        }
+      }
     }
+    // Finished mirrors: their threads have returned (or are returning from the lock
+    // above); joining frees them, dropping the link releases the mirror's memory once the
+    // registry forgets it too (--retain_finished).
+    for (std::unique_ptr<MirrorLink>& link : finished) link->join_thread.join();
+    finished.clear();
     for (MirrorLink* link : links) {
       if (link->mirror->state() == v1::OPEN) (void)Forward(link, /*final=*/false);
     }

@@ -74,6 +74,9 @@ class ParentLink final : public UpstreamSource {
     Mutex join_mu;
     grpc::ClientContext* join_context ABSL_GUARDED_BY(join_mu) = nullptr;
     std::thread join_thread;
+    // Set (under ParentLink::mu_) when join_thread has nothing left to do: the forward
+    // loop then joins the thread and drops the link, and with it the mirror.
+    bool join_finished = false;
   };
 
   void PrepareContext(grpc::ClientContext& context, bool with_deadline) const;
@@ -99,6 +102,7 @@ class ParentLink final : public UpstreamSource {
 
   Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // One per mirror until its join thread finishes; only the forward loop removes links.
   std::map<std::string, std::unique_ptr<MirrorLink>> links_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> parent_reachable_{false};
   std::thread sync_thread_;
