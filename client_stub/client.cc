@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client_stub/update_encoder.h"
@@ -40,6 +41,23 @@ absl::Status CheckLocally(const v1::AggregationSpec& spec, const UpdateView& upd
   return ValidateUpdate(*config.reduction, update);
 }
 
+// A stream that ended with one of these codes broke for a passing reason (server restart,
+// connection reset, shutdown, a stalled update discarded): reopening it and sending the
+// update again is worthwhile.
+bool IsPassingStreamEnd(absl::StatusCode code) {
+  return code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kCancelled ||
+         code == absl::StatusCode::kDeadlineExceeded || code == absl::StatusCode::kAborted;
+}
+
+// A rejection that asks for the same update again after a backoff (docs/PROTOCOL.md 3.6,
+// 8.3): UNAVAILABLE, and RESOURCE_EXHAUSTED from the memory budget (whose message starts as
+// the protocol fixes it; RESOURCE_EXHAUSTED from max_contributions is final).
+bool AsksForResend(const absl::Status& rejection) {
+  return rejection.code() == absl::StatusCode::kUnavailable ||
+         (rejection.code() == absl::StatusCode::kResourceExhausted &&
+          absl::StartsWith(rejection.message(), "memory budget reached"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ContributeStream>> ContributeStream::Open(
@@ -49,37 +67,48 @@ absl::StatusOr<std::unique_ptr<ContributeStream>> ContributeStream::Open(
   stream->client_id_ = client_id;
   stream->options_ = options;
   stream->stub_ = v1::Aggregation::NewStub(channel);
-  PrepareContext(stream->context_, options, /*with_deadline=*/false);
-  stream->stream_ = stream->stub_->Contribute(&stream->context_);
-  v1::ContributeRequest hello;
-  hello.mutable_hello()->set_protocol_version(1);
-  hello.mutable_hello()->set_client_id(client_id);
-  v1::ContributeResponse response;
-  if (!stream->stream_->Write(hello) || !stream->stream_->Read(&response)) {
-    stream->closed_ = true;
-    return FromGrpcStatus(stream->stream_->Finish());
-  }
-  if (!response.has_welcome()) {
-    return absl::InternalError("the server answered Hello with something other than Welcome");
-  }
-  stream->welcome_ = response.welcome();
+  FEDAGG_RETURN_IF_ERROR(stream->Connect());
   return stream;
 }
 
-ContributeStream::~ContributeStream() {
-  if (!closed_) {
-    context_.TryCancel();
-    (void)stream_->Finish();
+absl::Status ContributeStream::Connect() {
+  auto call = std::make_unique<Call>();
+  PrepareContext(call->context, options_, /*with_deadline=*/false);
+  call->stream = stub_->Contribute(&call->context);
+  v1::ContributeRequest hello;
+  hello.mutable_hello()->set_protocol_version(1);
+  hello.mutable_hello()->set_client_id(client_id_);
+  v1::ContributeResponse response;
+  if (!call->stream->Write(hello) || !call->stream->Read(&response)) {
+    absl::Status status = FromGrpcStatus(call->stream->Finish());
+    return status.ok() ? absl::UnavailableError("the server ended the stream without answering Hello") : status;
   }
+  if (!response.has_welcome()) {
+    call->context.TryCancel();
+    (void)call->stream->Finish();
+    return absl::InternalError("the server answered Hello with something other than Welcome");
+  }
+  welcome_ = response.welcome();
+  call_ = std::move(call);
+  return absl::OkStatus();
+}
+
+ContributeStream::~ContributeStream() {
+  if (call_ != nullptr) {
+    call_->context.TryCancel();
+    (void)call_->stream->Finish();
+  }
+}
+
+absl::Status ContributeStream::FinishBrokenCall() {
+  absl::Status status = FromGrpcStatus(call_->stream->Finish());
+  call_.reset();
+  return status.ok() ? absl::UnavailableError("the server closed the stream without answering") : status;
 }
 
 absl::StatusOr<v1::Ack> ContributeStream::AwaitAnswer() {
   v1::ContributeResponse response;
-  if (!stream_->Read(&response)) {
-    closed_ = true;
-    absl::Status status = FromGrpcStatus(stream_->Finish());
-    return status.ok() ? absl::UnavailableError("the server closed the stream without answering") : status;
-  }
+  if (!call_->stream->Read(&response)) return FinishBrokenCall();
   if (response.has_ack()) return response.ack();
   if (response.has_rejection()) {
     return absl::Status(static_cast<absl::StatusCode>(response.rejection().code()),
@@ -94,36 +123,57 @@ absl::StatusOr<v1::Ack> ContributeStream::Contribute(const v1::AggregationSpec& 
   return ContributeUnchecked(spec.aggregation_id(), update);
 }
 
-
 absl::StatusOr<v1::Ack> ContributeStream::ContributeUnchecked(const std::string& aggregation_id,
                                                               const UpdateView& update) {
+  if (closed_) return absl::FailedPreconditionError("the stream is closed");
   absl::Duration backoff = options_.initial_backoff;
-  for (int attempt = 1;; ++attempt) {
-    absl::StatusOr<v1::Ack> answer = SendOnce(aggregation_id, update);
-    if (answer.ok() || answer.status().code() != absl::StatusCode::kUnavailable || closed_ ||
-        attempt >= options_.max_attempts) {
-      return answer;
+  bool may_be_counted = false;  // a send of this update was cut off by a broken stream
+  absl::Status last_error;
+  int attempt = 1;
+  for (;; ++attempt) {
+    if (call_ == nullptr) {
+      last_error = Connect();
+    } else {
+      absl::StatusOr<v1::Ack> answer = SendOnce(aggregation_id, update);
+      if (answer.ok()) return answer;
+      last_error = answer.status();
+      if (call_ == nullptr) {  // the stream broke during this send
+        may_be_counted = true;
+      } else if (may_be_counted && last_error.code() == absl::StatusCode::kAlreadyExists) {
+        v1::Ack counted_before;  // the cut-off send was counted (docs/PROTOCOL.md 3.5)
+        counted_before.set_aggregation_id(aggregation_id);
+        counted_before.set_level(v1::RECEIVED);
+        return counted_before;
+      } else if (!AsksForResend(last_error) &&
+                 !(may_be_counted && last_error.code() == absl::StatusCode::kAborted)) {
+        return last_error;
+      }
     }
+    if (call_ == nullptr && !IsPassingStreamEnd(last_error.code())) return last_error;
+    if (attempt >= options_.max_attempts) break;
     absl::SleepFor(backoff);
     backoff *= 2;
   }
+  return absl::Status(last_error.code(),
+                      absl::StrCat("the update to aggregation '", aggregation_id, "' was not acknowledged after ",
+                                   attempt, attempt == 1 ? " attempt" : " attempts", "; the last error: ",
+                                   last_error.message()));
 }
 
 absl::StatusOr<v1::Ack> ContributeStream::SendOnce(const std::string& aggregation_id,
                                                    const UpdateView& update) {
-  if (closed_) return absl::FailedPreconditionError("the stream is closed");
   if (!WriteUpdate<v1::ContributeRequest>(aggregation_id, /*client_id=*/"", update, chunk_bytes_, options_.ack_level,
-                                          [this](const v1::ContributeRequest& r) { return stream_->Write(r); })) {
-    closed_ = true;
-    return FromGrpcStatus(stream_->Finish());
+                                          [this](const v1::ContributeRequest& r) { return call_->stream->Write(r); })) {
+    return FinishBrokenCall();
   }
   return AwaitAnswer();
 }
 
 absl::StatusOr<v1::Ack> ContributeStream::SendRaw(const std::vector<v1::ContributeRequest>& requests) {
   if (closed_) return absl::FailedPreconditionError("the stream is closed");
+  if (call_ == nullptr) return absl::FailedPreconditionError("the stream broke; SendRaw does not reopen it");
   for (const v1::ContributeRequest& request : requests) {
-    if (!stream_->Write(request)) break;
+    if (!call_->stream->Write(request)) break;
   }
   return AwaitAnswer();
 }
@@ -131,11 +181,13 @@ absl::StatusOr<v1::Ack> ContributeStream::SendRaw(const std::vector<v1::Contribu
 absl::Status ContributeStream::Close() {
   if (closed_) return absl::OkStatus();
   closed_ = true;
-  stream_->WritesDone();
+  if (call_ == nullptr) return absl::OkStatus();
+  std::unique_ptr<Call> call = std::move(call_);
+  call->stream->WritesDone();
   v1::ContributeResponse ignored;
-  while (stream_->Read(&ignored)) {
+  while (call->stream->Read(&ignored)) {
   }
-  return FromGrpcStatus(stream_->Finish());
+  return FromGrpcStatus(call->stream->Finish());
 }
 
 absl::StatusOr<v1::Ack> SubmitUpdate(std::shared_ptr<grpc::Channel> channel,

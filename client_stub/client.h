@@ -2,6 +2,8 @@
 //   ContributeStream — one Aggregation.Contribute stream: hello/welcome, then updates
 //                      (dense, sparse or row-sparse per field, as UpdateViews), each
 //                      checked locally against the spec, chunked, and acknowledged.
+//                      An update refused for a passing reason, or cut off by a broken
+//                      stream, is sent again (over a reopened stream when it broke).
 //   SubmitUpdate     — the same update over the client-streaming Submit path.
 //   ControlClient    — create, inspect, seal, cancel aggregations; fetch and watch results.
 // Every call returns absl::Status with the server's code and message.
@@ -27,9 +29,12 @@ namespace fedagg {
 struct CallOptions {
   std::string token;                      // bearer token, when the server asks for one
   absl::Duration timeout = absl::Seconds(30);
-  // An update refused with UNAVAILABLE (e.g. an intermediate aggregator still joining
-  // the aggregation at its parent) is sent again, with doubling backoff, this many times
-  // in all. Safe: the server counts an update once per client id.
+  // ContributeStream sends an update this many times in all, waiting initial_backoff and
+  // then twice as long before each further send, when it was refused with UNAVAILABLE
+  // (e.g. an intermediate aggregator still joining the aggregation at its parent) or with
+  // RESOURCE_EXHAUSTED from the server's memory budget, or when the stream broke before
+  // the update's answer (then the stream is reopened, with a new hello/welcome, first).
+  // Safe: the server counts an update once per client id (docs/PROTOCOL.md 3.5).
   int max_attempts = 8;
   absl::Duration initial_backoff = absl::Milliseconds(25);
   // The ack level an update waits for: RECEIVED (counted in the server's memory) or
@@ -45,40 +50,67 @@ class ContributeStream {
  public:
   static constexpr size_t kDefaultChunkBytes = 1 << 20;
 
-  // Opens the stream and exchanges hello / welcome.
+  // Opens the stream and exchanges hello / welcome (one try: an unreachable server is
+  // reported at once).
   static absl::StatusOr<std::unique_ptr<ContributeStream>> Open(
       std::shared_ptr<grpc::Channel> channel, const std::string& client_id,
       const CallOptions& options = {});
   ~ContributeStream();
 
+  // The Welcome of the latest hello (the stream reopens after it broke).
   const v1::Welcome& welcome() const { return welcome_; }
   // Validates `update` against `spec` locally, sends it, and waits for the server's answer:
   // the Ack, or the rejection as a Status (the stream stays usable after a rejection).
+  //
+  // Retries as CallOptions::max_attempts says. When the stream broke (server restarted,
+  // connection reset, stream ended with UNAVAILABLE, CANCELLED, DEADLINE_EXCEEDED or
+  // ABORTED), the next send reopens it with the same client id, also on a later call. After
+  // such a break the first copy may have been counted, so on the resend:
+  //   - ALREADY_EXISTS means it was: the update is counted once, and the answer is an Ack
+  //     with `contributions` 0 (the count after it is not known; a real Ack has at least 1)
+  //     and `level` RECEIVED;
+  //   - ABORTED (the broken stream's copy still in flight at the server) is retried.
+  // ALREADY_EXISTS on a stream that did not break is returned as it is. Other refusals
+  // (INVALID_ARGUMENT, FAILED_PRECONDITION, NOT_FOUND, PERMISSION_DENIED, UNAUTHENTICATED,
+  // RESOURCE_EXHAUSTED other than the memory budget, ...) are returned at once. When every
+  // attempt failed, the status has the last error's code and a message naming the number of
+  // attempts and that error.
   absl::StatusOr<v1::Ack> Contribute(const v1::AggregationSpec& spec, const UpdateView& update);
-  // Sends without local validation (to exercise the server's own checks); retries
-  // UNAVAILABLE refusals as CallOptions says.
+  // Sends without local validation (to exercise the server's own checks); retries as
+  // Contribute does.
   absl::StatusOr<v1::Ack> ContributeUnchecked(const std::string& aggregation_id,
                                               const UpdateView& update);
-  // Sends raw protocol messages and waits for one response (tests of malformed streams).
+  // Sends raw protocol messages and waits for one response (tests of malformed streams);
+  // no retries, and FAILED_PRECONDITION once the stream has broken.
   absl::StatusOr<v1::Ack> SendRaw(const std::vector<v1::ContributeRequest>& requests);
-  // Half-closes and returns the stream's final status.
+  // Half-closes and returns the stream's final status (OK when it had already broken: the
+  // break was reported by the call that met it).
   absl::Status Close();
 
   void set_chunk_bytes(size_t bytes) { chunk_bytes_ = bytes; }
 
  private:
+  // One Contribute call: its context and its reader-writer.
+  struct Call {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::ContributeRequest, v1::ContributeResponse>> stream;
+  };
+
   ContributeStream() = default;
+  // Starts a new call and exchanges hello / welcome; on failure no call is held.
+  absl::Status Connect();
+  // Ends the current call after a failed read or write and returns its status.
+  absl::Status FinishBrokenCall();
   absl::StatusOr<v1::Ack> AwaitAnswer();
   absl::StatusOr<v1::Ack> SendOnce(const std::string& aggregation_id, const UpdateView& update);
 
-  grpc::ClientContext context_;
   std::unique_ptr<v1::Aggregation::Stub> stub_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::ContributeRequest, v1::ContributeResponse>> stream_;
+  std::unique_ptr<Call> call_;  // null after the stream broke, until it is reopened
   v1::Welcome welcome_;
   std::string client_id_;
   CallOptions options_;
   size_t chunk_bytes_ = kDefaultChunkBytes;
-  bool closed_ = false;
+  bool closed_ = false;  // Close() was called
 };
 
 // One update over Aggregation.Submit (for callers without bidirectional streams).

@@ -60,8 +60,11 @@ absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
   std::stringstream buffer;
   buffer << in.rdbuf();
-  const std::string bytes = buffer.str();
-  if (bytes.size() < 10 || bytes.compare(0, 6, kMagic, 6) != 0) {
+  return ParseNpy(buffer.str(), path);
+}
+
+absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, const std::string& path) {
+  if (bytes.size() < 10 || bytes.substr(0, 6) != absl::string_view(kMagic, 6)) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a .npy file"));
   }
   const uint8_t major = static_cast<uint8_t>(bytes[6]);
@@ -80,7 +83,7 @@ absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
   if (header_start + header_length > bytes.size()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": truncated .npy header"));
   }
-  const std::string header = bytes.substr(header_start, header_length);
+  const std::string header(bytes.substr(header_start, header_length));
   Tensor tensor;
   absl::StatusOr<DType> dtype = DTypeFromDescr(HeaderValue(header, "descr"), path);
   if (!dtype.ok()) return dtype.status();
@@ -109,8 +112,8 @@ absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
   return tensor;
 }
 
-absl::Status WriteNpy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
-                      const void* data, size_t bytes) {
+absl::StatusOr<std::string> EncodeNpy(DType dtype, const std::vector<int64_t>& shape, const void* data,
+                                      size_t bytes) {
   const char* descr = DescrOf(dtype);
   if (descr == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cannot write ", DTypeName(dtype), " to .npy"));
@@ -122,15 +125,23 @@ absl::Status WriteNpy(const std::string& path, DType dtype, const std::vector<in
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';
+  std::string encoded(kMagic, 6);
+  encoded += static_cast<char>(1);
+  encoded += static_cast<char>(0);
+  encoded += static_cast<char>(header.size() & 0xff);
+  encoded += static_cast<char>(header.size() >> 8);
+  encoded += header;
+  encoded.append(static_cast<const char*>(data), bytes);
+  return encoded;
+}
+
+absl::Status WriteNpy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
+                      const void* data, size_t bytes) {
+  absl::StatusOr<std::string> encoded = EncodeNpy(dtype, shape, data, bytes);
+  if (!encoded.ok()) return encoded.status();
   std::ofstream out(path, std::ios::binary);
   if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write '", path, "'"));
-  out.write(kMagic, 6);
-  out.put(1);
-  out.put(0);
-  out.put(static_cast<char>(header.size() & 0xff));
-  out.put(static_cast<char>(header.size() >> 8));
-  out << header;
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+  out.write(encoded->data(), static_cast<std::streamsize>(encoded->size()));
   return out ? absl::OkStatus() : absl::DataLossError(absl::StrCat("failed writing '", path, "'"));
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "service/core/aggregate_result.h"
 
 namespace fedagg {
@@ -16,6 +17,11 @@ namespace fedagg {
 // Reads `path`; INVALID_ARGUMENT naming the file for anything but a C-order,
 // little-endian float16/float32/float64/int32/int64 array.
 absl::StatusOr<Tensor> ReadNpy(const std::string& path);
+// The same for the bytes of a .npy file; `name` names it in messages.
+absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, const std::string& name);
+// The bytes of a .npy file (version 1.0) holding `data`.
+absl::StatusOr<std::string> EncodeNpy(DType dtype, const std::vector<int64_t>& shape, const void* data,
+                                      size_t bytes);
 absl::Status WriteNpy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
                       const void* data, size_t bytes);
 

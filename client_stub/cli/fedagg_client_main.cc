@@ -1,7 +1,8 @@
 // fedagg-client: the operator's command line for a fedagg server.
 //   fedagg-client [--server=HOST:PORT] [--token_file=F] [--json] COMMAND [ARGS]
 // Commands: create, status, list, submit, seal, cancel, result, watch (--help for all).
-// Tensors are read from and written to NumPy .npy files. Exit codes: 0 success,
+// Tensors are read from and written to NumPy .npy files, or one .npz archive (numpy.savez)
+// for every field. Exit codes: 0 success,
 // 1 the server refused or could not be reached (its status code and message are printed),
 // 2 a usage or local input error.
 #include <cstdio>
@@ -16,11 +17,13 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "client_stub/client.h"
 #include "client_stub/npy_file.h"
+#include "client_stub/npz_file.h"
 #include "service/rounds/spec_conversion.h"
 #include "service/core/read_file.h"
 
@@ -41,7 +44,7 @@ ABSL_FLAG(std::string, wait, "received",
           "the server's checkpoint on disk; needs a server with --checkpoint_dir)");
 ABSL_FLAG(double, weight, 0, "submit: the update's weight (weighted aggregations; > 0)");
 ABSL_FLAG(std::string, reason, "", "cancel: why");
-ABSL_FLAG(std::string, out, "", "result: directory to write FIELD.npy (and FIELD.indices.npy, FIELD.counts.npy)");
+ABSL_FLAG(std::string, out, "", "result: directory to write FIELD.npy (and FIELD.indices.npy, FIELD.counts.npy), or FILE.npz to write one archive");
 
 namespace fedagg {
 namespace {
@@ -102,10 +105,17 @@ absl::StatusOr<v1::AggregationSpec> SpecFromFlags(const std::string& id) {
 int Submit(std::shared_ptr<grpc::Channel> channel, const CallOptions& call, const v1::AggregationSpec& spec,
            const std::vector<std::string>& files) {
   std::map<std::string, std::string> by_name;
+  std::map<std::string, Tensor> from_npz;  // members of FILE.npz arguments, by name
   for (const std::string& arg : files) {
     const size_t eq = arg.find('=');
+    if (eq == std::string::npos && absl::EndsWith(arg, ".npz")) {
+      absl::StatusOr<std::map<std::string, Tensor>> members = ReadNpz(arg);
+      if (!members.ok()) return Fail(kUsageError, members.status());
+      from_npz.merge(*members);
+      continue;
+    }
     if (eq == std::string::npos) return Fail(kUsageError, absl::InvalidArgumentError(absl::StrCat(
-                                                 "'", arg, "' is not FIELD=FILE.npy")));
+                                                 "'", arg, "' is not FIELD=FILE.npy or FILE.npz")));
     by_name[arg.substr(0, eq)] = arg.substr(eq + 1);
   }
   absl::StatusOr<AggregationConfig> config = ConfigFromProto(spec);
@@ -119,8 +129,14 @@ int Submit(std::shared_ptr<grpc::Channel> channel, const CallOptions& call, cons
     auto load = [&](const std::string& key) -> absl::StatusOr<const Tensor*> {
       auto it = by_name.find(key);
       if (it == by_name.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("field '", field.path, "' (", IntrinsicName(field.intrinsic),
-                                                       ") needs ", key, "=FILE.npy"));
+        auto member = from_npz.find(key);
+        if (member == from_npz.end()) {
+          return absl::InvalidArgumentError(absl::StrCat("field '", field.path, "' (", IntrinsicName(field.intrinsic),
+                                                         ") needs ", key, "=FILE.npy, or a member '", key,
+                                                         "' in a FILE.npz"));
+        }
+        tensors.push_back(std::move(member->second));
+        return &tensors.back();
       }
       absl::StatusOr<Tensor> tensor = ReadNpy(it->second);
       if (!tensor.ok()) return tensor.status();
@@ -172,8 +188,43 @@ int Submit(std::shared_ptr<grpc::Channel> channel, const CallOptions& call, cons
   return kOk;
 }
 
+// result --out=FILE.npz: one archive, members FIELD, FIELD.indices, FIELD.counts.
+int WriteResultNpz(const AggregateResult& result, const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> members;
+  auto add = [&](const std::string& name, DType dtype, const std::vector<int64_t>& shape, const void* data,
+                 size_t bytes) {
+    absl::StatusOr<std::string> npy = EncodeNpy(dtype, shape, data, bytes);
+    if (npy.ok()) members.emplace_back(name, *std::move(npy));
+    return npy.status();
+  };
+  for (const ReportedField& field : result.fields) {
+    absl::Status added = add(field.path, field.value.dtype, field.value.shape, field.value.bytes.data(),
+                             field.value.bytes.size());
+    if (added.ok() && !field.indices.empty()) {
+      added = add(field.path + ".indices", DType::kInt64, {static_cast<int64_t>(field.indices.size())},
+                  field.indices.data(), field.indices.size() * sizeof(int64_t));
+    }
+    if (added.ok() && !field.counts.empty()) {
+      added = add(field.path + ".counts", DType::kInt64, {static_cast<int64_t>(field.counts.size())},
+                  field.counts.data(), field.counts.size() * sizeof(int64_t));
+    }
+    if (!added.ok()) return Fail(kUsageError, added);
+  }
+  absl::Status written = WriteNpz(path, members);
+  if (!written.ok()) return Fail(kUsageError, written);
+  if (absl::GetFlag(FLAGS_json)) {
+    std::printf("{\"contributions\": %lld, \"weight_sum\": %g, \"file\": \"%s\", \"members\": %zu}\n",
+                static_cast<long long>(result.contributions), result.weight_sum, path.c_str(), members.size());
+  } else {
+    std::printf("%zu arrays -> %s\n%lld contributions\n", members.size(), path.c_str(),
+                static_cast<long long>(result.contributions));
+  }
+  return kOk;
+}
+
 int WriteResult(const AggregateResult& result, const std::string& dir) {
-  if (dir.empty()) return Fail(kUsageError, absl::InvalidArgumentError("result needs --out=DIRECTORY"));
+  if (dir.empty()) return Fail(kUsageError, absl::InvalidArgumentError("result needs --out=DIRECTORY or --out=FILE.npz"));
+  if (absl::EndsWith(dir, ".npz")) return WriteResultNpz(result, dir);
   std::string json = absl::StrCat("{\"contributions\": ", result.contributions, ", \"weight_sum\": ",
                                   result.weight_sum, ", \"fields\": [");
   for (size_t f = 0; f < result.fields.size(); ++f) {
@@ -267,8 +318,10 @@ int main(int argc, char** argv) {
       "fedagg-client [--server=HOST:PORT] [--json] COMMAND ...\n"
       "  create ID --type='<w=float32[4]>' --intrinsics=federated_mean [--min_contributions=N]\n"
       "  status ID | list | seal ID | cancel ID [--reason=...] | watch ID\n"
-      "  submit ID --client_id=C [--weight=W] [--wait=received|durable] FIELD=FILE.npy | FIELD.indices=I.npy FIELD.values=V.npy ...\n"
+      "  submit ID --client_id=C [--weight=W] [--wait=received|durable] FIELD=FILE.npy | FIELD.indices=I.npy FIELD.values=V.npy | FILE.npz ...\n"
+      "                             (FILE.npz from numpy.savez: members named FIELD, FIELD.indices, FIELD.values)\n"
       "  result ID --out=DIR        (writes DIR/FIELD.npy, FIELD.indices.npy, FIELD.counts.npy)\n"
+      "  result ID --out=FILE.npz   (one archive, members FIELD, FIELD.indices, FIELD.counts)\n"
       "Exit codes: 0 success, 1 refused by or unreachable server, 2 usage or local input error.");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());

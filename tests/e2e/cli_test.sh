@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fedagg-client against a live server: create, submit from .npy files (dense and sparse),
 # refusals with their exit codes, seal, watch, and the result written as .npy files that
-# are read back and checked (npy / npy_read from e2e_lib.sh).
+# are read back and checked (npy / npy_read from e2e_lib.sh); the same with .npz archives.
 # Usage: cli_test.sh FEDAGG_SERVER FEDAGG_CLIENT
 set -euo pipefail
 source "$(dirname "$0")/e2e_lib.sh"
@@ -40,3 +40,40 @@ w=$(npy_read "$E2E_DIR/out/w.npy"); idx=$(npy_read "$E2E_DIR/out/tokens.indices.
 vals=$(npy_read "$E2E_DIR/out/tokens.npy"); counts=$(npy_read "$E2E_DIR/out/tokens.counts.npy")
 echo "w=$w tokens: indices=$idx values=$vals counts=$counts"
 [ "$w" = "2,3,4" ] && [ "$idx" = "2,7" ] && [ "$vals" = "25,10" ] && [ "$counts" = "2,1" ]
+
+# .npz: one numpy.savez archive carries every field of an update (members FIELD,
+# FIELD.indices, FIELD.values); the result is written as one archive and read back with
+# NumPy; a numpy.savez_compressed archive is refused as local input (exit 2).
+cli create r2 --type='<w=float32[3],tokens=int64[10]>' \
+    --intrinsics=federated_mean,sparse_sum_sparse+counts --min_contributions=2
+/usr/bin/python3 - "$E2E_DIR" <<'PY'
+import sys
+import numpy as np
+d = sys.argv[1]
+u1 = {"w": np.float32([1, 2, 3]), "tokens.indices": np.int64([7, 2]), "tokens.values": np.int64([10, 20])}
+u2 = {"w": np.float32([3, 4, 5]), "tokens.indices": np.int64([2]), "tokens.values": np.int64([5])}
+np.savez(f"{d}/u1.npz", **u1)
+np.savez(f"{d}/u2.npz", **u2)
+np.savez_compressed(f"{d}/u2z.npz", **u2)
+PY
+cli submit r2 --client_id=a "$E2E_DIR/u1.npz"
+set +e
+cli submit r2 --client_id=b "$E2E_DIR/u2z.npz" 2>"$E2E_DIR/compressed.err"
+compressed=$?
+set -e
+echo "compressed .npz: exit $compressed ($(cat "$E2E_DIR/compressed.err"))"
+[ "$compressed" = 2 ] && grep -q "numpy.savez_compressed" "$E2E_DIR/compressed.err"
+cli submit r2 --client_id=b "$E2E_DIR/u2.npz"
+cli seal r2
+cli watch r2 | tail -n 1 | grep -q FINALIZED
+cli result r2 --out="$E2E_DIR/r2.npz"
+/usr/bin/python3 - "$E2E_DIR/r2.npz" <<'PY'
+import sys
+import numpy as np
+with np.load(sys.argv[1]) as r:
+    print("r2.npz:", {k: r[k].tolist() for k in r.files})
+    assert sorted(r.files) == ["tokens", "tokens.counts", "tokens.indices", "w"], r.files
+    assert r["w"].dtype == np.float32 and r["w"].tolist() == [2, 3, 4]
+    assert r["tokens.indices"].tolist() == [2, 7] and r["tokens"].tolist() == [25, 10]
+    assert r["tokens.counts"].tolist() == [2, 1]
+PY
