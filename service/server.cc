@@ -66,6 +66,8 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
     metrics->batch_fill.Observe(static_cast<double>(updates));
   };
   options.child_grace = config.child_grace;
+  options.backend = config.backend;
+  server->backend_name_ = std::string(config.backend != nullptr ? config.backend->name() : "cpu");
   server->registry_ = std::make_unique<AggregationRegistry>(options);
   server->authenticator_ = std::make_unique<Authenticator>(config.auth_tokens);
   server->context_ = std::make_unique<ServiceContext>(
@@ -185,8 +187,9 @@ void FedaggServer::RegisterStateGauges() {
         }
         return samples;
       });
+  const std::string backend = backend_name_;
   metrics_registry_->AddGaugeCallback("fedagg_backend_info", "The reduction backend in use.", {"backend"},
-                                      [] { return MetricsRegistry::GaugeSamples{{{"cpu"}, 1}}; });
+                                      [backend] { return MetricsRegistry::GaugeSamples{{{backend}, 1}}; });
   metrics_registry_->AddGaugeCallback(
       "fedagg_process_resident_memory_bytes", "Resident memory of the fedagg-server process.", {},
       [] { return MetricsRegistry::GaugeSamples{{{}, ProcessResidentBytes()}}; });

@@ -2,12 +2,21 @@
 #include "service/rounds/aggregation.h"
 
 #include "absl/strings/str_cat.h"
+#include "service/core/cpu_accumulator_factory.h"
+#include "service/core/status_macros.h"
 #include "service/core/update_validator.h"
 
 namespace fedagg {
+namespace {
+const AccumulatorFactory& BackendOf(const AggregationOptions& options) {
+  return options.backend != nullptr ? *options.backend : CpuAccumulatorFactory::Default();
+}
+}  // namespace
 
 Aggregation::Aggregation(AggregationConfig config, AggregationOptions options)
-    : config_(std::move(config)), options_(options), partial_(config_.reduction) {}
+    : config_(std::move(config)),
+      options_(options),
+      partial_(config_.reduction, BackendOf(options_)) {}
 
 absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
   MutexLock lock(&mu_);
@@ -89,7 +98,13 @@ void Aggregation::ReduceBatch(std::vector<UpdateBuffer>& batch) {
   std::vector<UpdateView> views;
   views.reserve(batch.size());
   for (const UpdateBuffer& buffer : batch) views.push_back(buffer.view());
-  // Every update was validated by CommitUpdate, so this fails only on a bug.
+  // Every update was validated by CommitUpdate, so this fails only for lack of backend
+  // resources (device memory: RESOURCE_EXHAUSTED) or on a bug. After a failure the
+  // partial is unspecified: later batches are dropped and the aggregation fails.
+  if (!reduce_error_.ok()) {
+    batch.clear();
+    return;
+  }
   const absl::Time start = absl::Now();
   reduce_error_.Update(partial_.AccumulateBatch(views));
   if (options_.on_batch_reduced) options_.on_batch_reduced(absl::Now() - start, batch.size());
@@ -110,7 +125,7 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
                                                        uint64_t sequence, bool final,
                                                        absl::string_view bytes) {
   absl::StatusOr<PartialAggregate> child =
-      PartialAggregate::Deserialize(config_.reduction, bytes);
+      PartialAggregate::Deserialize(config_.reduction, bytes, BackendOf(options_));
   if (!child.ok()) {
     return absl::Status(child.status().code(),
                         absl::StrCat("partial from child '", child_id, "': ",
@@ -238,8 +253,8 @@ void Aggregation::MaybeFinalize() {
     ReduceBatch(pending_);
     if (!reduce_error_.ok()) {
       state_ = v1::FAILED;
-      detail_ = absl::StrCat("internal error while reducing a validated batch: ",
-                             reduce_error_.ToString());
+      detail_ = absl::StrCat("reducing a validated batch failed on the ",
+                             partial_.backend().name(), " backend: ", reduce_error_.ToString());
     } else if (contributions_ < config_.min_contributions || contributions_ == 0) {
       state_ = v1::FAILED;
       detail_ = absl::StrCat("quorum not reached: ", contributions_, " contributions, at least ",
@@ -279,13 +294,20 @@ void Aggregation::Tick(absl::Time now) {
   if (sealed) MaybeFinalize();
 }
 
-Aggregation::Delta Aggregation::TakeDelta(bool final) {
+absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {
   MutexLock reduce(&reduce_mu_);
   MutexLock lock(&mu_);
-  final_delta_taken_ |= final;
   ReduceBatch(pending_);
-  Delta delta{partial_.Serialize(), partial_.contributions()};
-  partial_ = PartialAggregate(config_.reduction);
+  if (!reduce_error_.ok()) {
+    return absl::Status(reduce_error_.code(),
+                        absl::StrCat("aggregation '", id(), "': reducing a batch failed on the ",
+                                     partial_.backend().name(), " backend: ",
+                                     reduce_error_.message()));
+  }
+  FEDAGG_ASSIGN_OR_RETURN(std::string bytes, partial_.Serialize());
+  final_delta_taken_ |= final;
+  Delta delta{std::move(bytes), partial_.contributions()};
+  partial_ = PartialAggregate(config_.reduction, BackendOf(options_));
   return delta;
 }
 

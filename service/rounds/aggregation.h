@@ -23,6 +23,7 @@
 #include "service/core/mutex.h"
 #include "absl/time/time.h"
 #include "fedagg/v1/types.pb.h"
+#include "service/core/accumulator_factory.h"
 #include "service/core/partial_aggregate.h"
 #include "service/core/update_buffer.h"
 #include "service/rounds/spec_conversion.h"
@@ -41,6 +42,8 @@ struct AggregationOptions {
   // Finished (FINALIZED, FAILED, CANCELLED) aggregations kept for their status and result;
   // older ones are forgotten, so memory does not grow with the number of rounds.
   int retain_finished = 1000;
+  // The reduction backend; must outlive the aggregation. Null: the CPU backend.
+  const AccumulatorFactory* backend = nullptr;
   // Called after each batch is reduced, with its duration and size (metrics).
   std::function<void(absl::Duration, size_t)> on_batch_reduced;
 };
@@ -89,7 +92,8 @@ class Aggregation {
     std::string bytes;
     int64_t contributions = 0;
   };
-  Delta TakeDelta(bool final);
+  // Fails only when the backend cannot serialize its state (then nothing was taken).
+  absl::StatusOr<Delta> TakeDelta(bool final);
   // Forwarding mirrors: waits (at most until `deadline`) until every joined child of
   // this node has sent its final partial or left; true when they all did.
   bool AwaitChildren(absl::Time deadline);

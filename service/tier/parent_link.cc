@@ -162,13 +162,14 @@ absl::Status ParentLink::Forward(MirrorLink* link, bool final) {
     link->unsent.reset();
     ++link->next_sequence;
   }
-  Aggregation::Delta delta = link->mirror->TakeDelta(final);
-  if (delta.contributions == 0 && !final) return absl::OkStatus();
-  absl::Status pushed = Push(id, link->next_sequence, final, delta.bytes);
+  absl::StatusOr<Aggregation::Delta> delta = link->mirror->TakeDelta(final);
+  if (!delta.ok()) return delta.status();
+  if (delta->contributions == 0 && !final) return absl::OkStatus();
+  absl::Status pushed = Push(id, link->next_sequence, final, delta->bytes);
   if (!pushed.ok()) {
     // Keep it; the next Forward sends it first, under the same sequence number. A final
     // delta that could not be delivered goes out the same way on the final retry.
-    link->unsent = std::move(delta.bytes);
+    link->unsent = std::move(delta->bytes);
     return pushed;
   }
   ++link->next_sequence;
