@@ -1,7 +1,8 @@
-// RAII owners of CUDA runtime resources: device memory (cudaMalloc), pinned host memory
-// (cudaHostAlloc), streams and events. Each is made by a Create that returns the
-// runtime's error as a Status (out of memory: RESOURCE_EXHAUSTED) and frees its resource
-// when destroyed; move-only.
+// RAII owners of CUDA resources: device memory (cudaMalloc), pinned host memory
+// (cudaHostAlloc), streams and events (library handles use the same CudaHandle, e.g.
+// sparse_spmv.h for cuSPARSE). Each is made by a Create that returns the runtime's error
+// as a Status (out of memory: RESOURCE_EXHAUSTED) and frees its resource when destroyed;
+// move-only.
 #ifndef FEDAGG_CUDA_CUDA_RESOURCES_H_
 #define FEDAGG_CUDA_CUDA_RESOURCES_H_
 
@@ -14,8 +15,9 @@
 
 namespace fedagg::cuda {
 
-// Owns one resource of type T, released by Release(T) when destroyed.
-template <typename T, cudaError_t (*Release)(T)>
+// Owns one resource of type T, released by Release(T) when destroyed (its status is
+// ignored: nothing can be done about a failed release in a destructor).
+template <typename T, auto Release>
 class CudaHandle {
  public:
   CudaHandle() = default;
@@ -36,7 +38,7 @@ class CudaHandle {
 
  private:
   void Reset() {
-    if (handle_ != T{}) Release(handle_);
+    if (handle_ != T{}) static_cast<void>(Release(handle_));
     handle_ = T{};
   }
   T handle_{};
