@@ -19,25 +19,20 @@ void PrepareContext(grpc::ClientContext& context, const CallOptions& options, bo
   if (with_deadline) context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
 }
 
-// A sink that sets each piece of the update on `request` (a ContributeRequest or a
-// SubmitRequest) and writes it with `write`. Contribute streams name the client in Hello,
-// so their headers carry no client id.
+// Writes every piece of the update with `write` (which takes a ContributeRequest or a
+// SubmitRequest); false when a write failed. Contribute streams name the client in Hello,
+// so their headers carry no client id (`client_id` empty). The header asks for `ack_level`.
 template <typename Request, typename Write>
-EncodedUpdateSink WritingSink(Request& request, Write write, bool header_names_client) {
-  return EncodedUpdateSink{
-      [&request, write, header_names_client](const v1::UpdateHeader& header) {
-        *request.mutable_header() = header;
-        if (!header_names_client) request.mutable_header()->clear_client_id();
-        return write(request);
-      },
-      [&request, write](const v1::Chunk& chunk) {
-        *request.mutable_chunk() = chunk;
-        return write(request);
-      },
-      [&request, write](const v1::UpdateEnd& end) {
-        *request.mutable_end() = end;
-        return write(request);
-      }};
+bool WriteUpdate(const std::string& aggregation_id, const std::string& client_id, const UpdateView& update,
+                 size_t chunk_bytes, v1::AckLevel ack_level, Write write) {
+  UpdateEncoder encoder(aggregation_id, client_id, update, chunk_bytes);
+  Request request;
+  while (!encoder.done()) {
+    encoder.Next(request);
+    if (request.has_header()) request.mutable_header()->set_ack_level(ack_level);
+    if (!write(request)) return false;
+  }
+  return true;
 }
 
 absl::Status CheckLocally(const v1::AggregationSpec& spec, const UpdateView& update) {
@@ -117,11 +112,8 @@ absl::StatusOr<v1::Ack> ContributeStream::ContributeUnchecked(const std::string&
 absl::StatusOr<v1::Ack> ContributeStream::SendOnce(const std::string& aggregation_id,
                                                    const UpdateView& update) {
   if (closed_) return absl::FailedPreconditionError("the stream is closed");
-  v1::ContributeRequest request;
-  const EncodedUpdateSink sink = WritingSink(
-      request, [this](const v1::ContributeRequest& r) { return stream_->Write(r); },
-      /*header_names_client=*/false);
-  if (!EncodeUpdate(aggregation_id, client_id_, update, chunk_bytes_, sink)) {
+  if (!WriteUpdate<v1::ContributeRequest>(aggregation_id, /*client_id=*/"", update, chunk_bytes_, options_.ack_level,
+                                          [this](const v1::ContributeRequest& r) { return stream_->Write(r); })) {
     closed_ = true;
     return FromGrpcStatus(stream_->Finish());
   }
@@ -156,12 +148,9 @@ absl::StatusOr<v1::Ack> SubmitUpdate(std::shared_ptr<grpc::Channel> channel,
   PrepareContext(context, options, /*with_deadline=*/true);
   v1::SubmitResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::SubmitRequest>> writer = stub->Submit(&context, &response);
-  v1::SubmitRequest request;
   grpc::ClientWriter<v1::SubmitRequest>* raw_writer = writer.get();
-  const EncodedUpdateSink sink = WritingSink(
-      request, [raw_writer](const v1::SubmitRequest& r) { return raw_writer->Write(r); },
-      /*header_names_client=*/true);
-  EncodeUpdate(spec.aggregation_id(), client_id, update, ContributeStream::kDefaultChunkBytes, sink);
+  WriteUpdate<v1::SubmitRequest>(spec.aggregation_id(), client_id, update, ContributeStream::kDefaultChunkBytes,
+                                 options.ack_level, [raw_writer](const v1::SubmitRequest& r) { return raw_writer->Write(r); });
   writer->WritesDone();
   FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(writer->Finish()));
   return response.ack();

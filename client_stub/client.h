@@ -32,6 +32,13 @@ struct CallOptions {
   // in all. Safe: the server counts an update once per client id.
   int max_attempts = 8;
   absl::Duration initial_backoff = absl::Milliseconds(25);
+  // The ack level an update waits for: RECEIVED (counted in the server's memory) or
+  // DURABLE (in a checkpoint on disk; up to one --checkpoint_interval later, and refused
+  // with FAILED_PRECONDITION by a server without --checkpoint_dir). The returned Ack's
+  // `level` says what was reached: a DURABLE request answered RECEIVED means the server
+  // stopped before a checkpoint held the update — send it again, with the same client id,
+  // once the server is back (it is counted once either way).
+  v1::AckLevel ack_level = v1::RECEIVED;
 };
 
 class ContributeStream {

@@ -34,7 +34,14 @@ ServiceMetrics::ServiceMetrics(MetricsRegistry& registry)
                                            "Partial aggregates pushed to the parent aggregator, by result.",
                                            {"result"})),
       partials_merged(registry.AddCounter("fedagg_partials_merged_total",
-                                          "Partial aggregates of child aggregators merged here.").WithLabels({})) {}
+                                          "Partial aggregates of child aggregators merged here.").WithLabels({})),
+      checkpoint_writes(registry.AddCounter("fedagg_checkpoint_writes_total",
+                                            "Aggregation checkpoints written to --checkpoint_dir, by result.",
+                                            {"result"})),
+      checkpoint_write(registry.AddHistogram("fedagg_checkpoint_write_seconds",
+                                             "Time to snapshot, encode and durably write one checkpoint.",
+                                             kLatencyBounds)
+                           .WithLabels({})) {}
 
 double ProcessResidentBytes() {
   std::ifstream statm("/proc/self/statm");

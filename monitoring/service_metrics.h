@@ -1,6 +1,7 @@
 // ServiceMetrics: the metrics a fedagg server exports, all prefixed fedagg_ with units in
 // their names, registered once on a MetricsRegistry. The RPC layer, the rounds layer (via
-// AggregationOptions::on_batch_reduced) and the tier link update them; gauges that
+// AggregationOptions::on_batch_reduced and CheckpointerOptions::on_written) and the tier
+// link update them; gauges that
 // describe state (aggregations by state, process memory) are read at scrape time.
 #ifndef FEDAGG_MONITORING_SERVICE_METRICS_H_
 #define FEDAGG_MONITORING_SERVICE_METRICS_H_
@@ -22,6 +23,8 @@ struct ServiceMetrics {
   Histogram& batch_fill;                // updates per reduced batch
   Family<Counter>& partial_forwards;    // pushes to the parent, by result (ok, failed)
   Counter& partials_merged;             // child partials merged here
+  Family<Counter>& checkpoint_writes;   // checkpoint files written (--checkpoint_dir), by result
+  Histogram& checkpoint_write;          // one checkpoint snapshot, encoded and written, seconds
 };
 
 // Resident memory of this process, from /proc/self/statm (0 where unavailable).

@@ -10,6 +10,8 @@ PACKAGES=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   python3 openssl
+  python3-venv python3-pip python3-setuptools python3-wheel
+  python3-grpcio python3-protobuf python3-numpy python3-scipy python3-crc32c python3-pytest
   prometheus nginx curl
 )
 

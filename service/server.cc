@@ -68,7 +68,26 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   options.child_grace = config.child_grace;
   options.backend = config.backend;
   server->backend_name_ = std::string(config.backend != nullptr ? config.backend->name() : "cpu");
+  if (!config.checkpoint_dir.empty() && !config.parent_address.empty()) {
+    return absl::InvalidArgumentError(
+        "--checkpoint_dir is for the root: an intermediate aggregator writes no checkpoints (its "
+        "parent keeps what it forwards, and a restarted intermediate joins as a new child)");
+  }
+  options.checkpointed = !config.checkpoint_dir.empty();
   server->registry_ = std::make_unique<AggregationRegistry>(options);
+  if (!config.checkpoint_dir.empty()) {
+    CheckpointerOptions checkpoints{config.checkpoint_dir, config.checkpoint_interval};
+    checkpoints.on_written = [metrics](absl::Duration elapsed, bool ok) {
+      metrics->checkpoint_writes.WithLabels({ok ? "ok" : "failed"}).Increment();
+      metrics->checkpoint_write.Observe(absl::ToDoubleSeconds(elapsed));
+    };
+    FEDAGG_ASSIGN_OR_RETURN(server->checkpointer_,
+                            Checkpointer::Open(std::move(checkpoints), *server->registry_));
+    // Before serving: every aggregation is back before the first call can ask for it.
+    FEDAGG_ASSIGN_OR_RETURN(server->restored_aggregations_, server->checkpointer_->RestoreAll());
+    server->registry_->SetStore(server->checkpointer_.get());
+    server->checkpointer_->Start();
+  }
   server->authenticator_ = std::make_unique<Authenticator>(config.auth_tokens);
   server->context_ = std::make_unique<ServiceContext>(
       ServiceContext{*server->registry_, *server->authenticator_, *server->metrics_, config.max_update_bytes});
@@ -199,6 +218,7 @@ void FedaggServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   metrics_endpoint_.reset();
+  if (checkpointer_ != nullptr) checkpointer_->Stop();
   if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   parent_link_.reset();
 }

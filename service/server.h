@@ -19,6 +19,7 @@
 #include "service/core/accumulator_factory.h"
 #include "service/core/read_file.h"
 #include "service/rounds/aggregation_registry.h"
+#include "service/rounds/checkpointer.h"
 #include "service/rpc/aggregation_service.h"
 #include "service/rpc/authenticator.h"
 #include "service/rpc/control_service.h"
@@ -43,6 +44,10 @@ struct ServerConfig {
   uint64_t max_update_bytes = uint64_t{1} << 30;
   absl::Duration child_grace = absl::Seconds(10);
   absl::Duration forward_interval = absl::Seconds(1);
+  // Root only: where each aggregation's checkpoint is written (empty: no checkpoints, no
+  // DURABLE acks), and how often changed aggregations are written.
+  std::string checkpoint_dir;
+  absl::Duration checkpoint_interval = absl::Seconds(1);
   // TLS on the listener when cert and key are set; with `ca` also set, clients must
   // present certificates signed by it (mutual TLS).
   TlsFiles tls;
@@ -65,9 +70,12 @@ class FedaggServer {
   int port() const { return port_; }
   int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : 0; }
   bool is_root() const { return parent_link_ == nullptr; }
+  // Aggregations resumed from --checkpoint_dir at start.
+  int restored_aggregations() const { return restored_aggregations_; }
   AggregationRegistry& registry() { return *registry_; }
   void Wait() { server_->Wait(); }
-  // Stops accepting calls, cancels streams in progress after `grace`, stops the parent link.
+  // Writes a last checkpoint (acks still waiting for one go out as RECEIVED), stops
+  // accepting calls, cancels streams in progress after `grace`, stops the parent link.
   void Shutdown(absl::Duration grace = absl::Seconds(1));
 
  private:
@@ -79,6 +87,10 @@ class FedaggServer {
 
   std::unique_ptr<MetricsRegistry> metrics_registry_ = std::make_unique<MetricsRegistry>();
   std::unique_ptr<ServiceMetrics> metrics_ = std::make_unique<ServiceMetrics>(*metrics_registry_);
+  // Declared before registry_, so destroyed after it: the registry's ticker may tell the
+  // checkpointer about forgotten aggregations until the registry is gone.
+  std::unique_ptr<Checkpointer> checkpointer_;
+  int restored_aggregations_ = 0;
   std::unique_ptr<AggregationRegistry> registry_;
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<ServiceContext> context_;

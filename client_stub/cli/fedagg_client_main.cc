@@ -18,8 +18,6 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client_stub/client.h"
 #include "client_stub/npy_file.h"
@@ -38,6 +36,9 @@ ABSL_FLAG(int64_t, deadline_s, 0, "create: seconds from now to the deadline (0: 
 ABSL_FLAG(bool, require_finite, false, "create: refuse NaN and Inf values");
 ABSL_FLAG(bool, float64, false, "create: accumulate float32/16 inputs in float64");
 ABSL_FLAG(std::string, client_id, "", "submit: this client's id (its exactly-once key)");
+ABSL_FLAG(std::string, wait, "received",
+          "submit: the ack to wait for: received (counted in the server's memory) or durable (in "
+          "the server's checkpoint on disk; needs a server with --checkpoint_dir)");
 ABSL_FLAG(double, weight, 0, "submit: the update's weight (weighted aggregations; > 0)");
 ABSL_FLAG(std::string, reason, "", "cancel: why");
 ABSL_FLAG(std::string, out, "", "result: directory to write FIELD.npy (and FIELD.indices.npy, FIELD.counts.npy)");
@@ -83,14 +84,9 @@ absl::StatusOr<v1::AggregationSpec> SpecFromFlags(const std::string& id) {
   absl::StatusOr<ValueType> type = ParseValueType(absl::GetFlag(FLAGS_type));
   if (!type.ok()) return type.status();
   *spec.mutable_value_type() = ValueTypeToProto(*type);
-  for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_intrinsics), ',', absl::SkipEmpty())) {
-    const bool counts = absl::ConsumeSuffix(&name, "+counts");
-    absl::StatusOr<Intrinsic> intrinsic = ParseIntrinsic(std::string(name));
-    if (!intrinsic.ok()) return intrinsic.status();
-    v1::FieldIntrinsic* field = spec.add_intrinsics();
-    field->set_intrinsic(static_cast<v1::Intrinsic>(static_cast<int>(*intrinsic)));
-    field->set_report_counts(counts);
-  }
+  absl::StatusOr<std::vector<v1::FieldIntrinsic>> intrinsics = ParseIntrinsicList(absl::GetFlag(FLAGS_intrinsics));
+  if (!intrinsics.ok()) return intrinsics.status();
+  for (const v1::FieldIntrinsic& field : *intrinsics) *spec.add_intrinsics() = field;
   spec.set_min_contributions(absl::GetFlag(FLAGS_min_contributions));
   spec.set_max_contributions(absl::GetFlag(FLAGS_max_contributions));
   if (absl::GetFlag(FLAGS_deadline_s) > 0) {
@@ -147,19 +143,31 @@ int Submit(std::shared_ptr<grpc::Channel> channel, const CallOptions& call, cons
   if (absl::GetFlag(FLAGS_weight) != 0) update.weight = absl::GetFlag(FLAGS_weight);
   const std::string client_id = absl::GetFlag(FLAGS_client_id);
   if (client_id.empty()) return Fail(kUsageError, absl::InvalidArgumentError("submit needs --client_id"));
-  absl::StatusOr<std::unique_ptr<ContributeStream>> stream = ContributeStream::Open(channel, client_id, call);
+  const std::string wait = absl::GetFlag(FLAGS_wait);
+  if (wait != "received" && wait != "durable") {
+    return Fail(kUsageError, absl::InvalidArgumentError(absl::StrCat("--wait must be received or durable, not '", wait, "'")));
+  }
+  CallOptions submit_call = call;
+  submit_call.ack_level = wait == "durable" ? v1::DURABLE : v1::RECEIVED;
+  absl::StatusOr<std::unique_ptr<ContributeStream>> stream = ContributeStream::Open(channel, client_id, submit_call);
   if (!stream.ok()) return Fail(kServerError, stream.status());
   absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(spec, update);
   if (!ack.ok()) {
     // Local validation errors are the caller's input; server refusals are the server's.
     return Fail(kServerError, ack.status());
   }
+  const std::string level = ack->level() == v1::DURABLE ? "durable" : "received";
   if (absl::GetFlag(FLAGS_json)) {
-    std::printf("{\"aggregation_id\": \"%s\", \"contributions\": %lld}\n", ack->aggregation_id().c_str(),
-                static_cast<long long>(ack->contributions()));
+    std::printf("{\"aggregation_id\": \"%s\", \"contributions\": %lld, \"level\": \"%s\"}\n",
+                ack->aggregation_id().c_str(), static_cast<long long>(ack->contributions()), level.c_str());
   } else {
-    std::printf("accepted by %s: %lld contributions counted there\n", ack->aggregation_id().c_str(),
-                static_cast<long long>(ack->contributions()));
+    std::printf("accepted by %s (%s): %lld contributions counted there\n", ack->aggregation_id().c_str(),
+                level.c_str(), static_cast<long long>(ack->contributions()));
+  }
+  if (submit_call.ack_level == v1::DURABLE && ack->level() != v1::DURABLE) {
+    return Fail(kServerError, absl::UnavailableError(
+                                  "the server counted the update in memory but stopped before a checkpoint "
+                                  "held it; submit it again with the same --client_id once it is back"));
   }
   return kOk;
 }
@@ -259,7 +267,7 @@ int main(int argc, char** argv) {
       "fedagg-client [--server=HOST:PORT] [--json] COMMAND ...\n"
       "  create ID --type='<w=float32[4]>' --intrinsics=federated_mean [--min_contributions=N]\n"
       "  status ID | list | seal ID | cancel ID [--reason=...] | watch ID\n"
-      "  submit ID --client_id=C [--weight=W] FIELD=FILE.npy | FIELD.indices=I.npy FIELD.values=V.npy ...\n"
+      "  submit ID --client_id=C [--weight=W] [--wait=received|durable] FIELD=FILE.npy | FIELD.indices=I.npy FIELD.values=V.npy ...\n"
       "  result ID --out=DIR        (writes DIR/FIELD.npy, FIELD.indices.npy, FIELD.counts.npy)\n"
       "Exit codes: 0 success, 1 refused by or unreachable server, 2 usage or local input error.");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);

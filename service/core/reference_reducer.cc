@@ -19,7 +19,10 @@ double ElementAt(const FieldValue& value, size_t i) {
   });
 }
 
-ReferenceField ReduceField(const FieldSpec& field, size_t f, absl::Span<const UpdateView> updates) {
+// `multiplicities[u]` (or 1, when empty) copies of updates[u].
+ReferenceField ReduceField(const FieldSpec& field, size_t f, absl::Span<const UpdateView> updates,
+                           absl::Span<const int64_t> multiplicities) {
+  auto copies = [&](size_t u) { return multiplicities.empty() ? int64_t{1} : multiplicities[u]; };
   ReferenceField out;
   const int64_t n = field.type.num_elements();
   const Intrinsic intrinsic = field.intrinsic;
@@ -30,8 +33,11 @@ ReferenceField ReduceField(const FieldSpec& field, size_t f, absl::Span<const Up
                          : is_min ? std::numeric_limits<double>::infinity()
                                   : 0.0);
     double total_weight = 0;
-    for (const UpdateView& update : updates) {
-      const double w = intrinsic == Intrinsic::kFederatedWeightedMean ? *update.weight : 1.0;
+    for (size_t u = 0; u < updates.size(); ++u) {
+      const UpdateView& update = updates[u];
+      const double m = static_cast<double>(copies(u));
+      if (m == 0) continue;
+      const double w = m * (intrinsic == Intrinsic::kFederatedWeightedMean ? *update.weight : 1.0);
       total_weight += w;
       for (int64_t i = 0; i < n; ++i) {
         const double x = ElementAt(update.fields[f], i);
@@ -51,9 +57,12 @@ ReferenceField ReduceField(const FieldSpec& field, size_t f, absl::Span<const Up
   std::map<int64_t, std::vector<double>> sums;  // row -> row_width sums
   std::map<int64_t, int64_t> counts;
   std::map<int64_t, double> weights;
-  for (const UpdateView& update : updates) {
+  for (size_t u = 0; u < updates.size(); ++u) {
+    const UpdateView& update = updates[u];
+    const int64_t m = copies(u);
+    if (m == 0) continue;
     const FieldValue& value = update.fields[f];
-    const double w = weighted ? *update.weight : 1.0;
+    const double w = (weighted ? *update.weight : 1.0) * static_cast<double>(m);
     std::set<int64_t> touched;
     for (size_t k = 0; k < value.indices.size(); ++k) {
       const int64_t row = value.indices[k];
@@ -63,7 +72,7 @@ ReferenceField ReduceField(const FieldSpec& field, size_t f, absl::Span<const Up
       touched.insert(row);
     }
     for (int64_t row : touched) {
-      ++counts[row];
+      counts[row] += m;
       weights[row] += w;
     }
   }
@@ -90,9 +99,14 @@ ReferenceField ReduceField(const FieldSpec& field, size_t f, absl::Span<const Up
 
 std::vector<ReferenceField> ReferenceReduce(const ReductionSpec& spec,
                                             absl::Span<const UpdateView> updates) {
+  return ReferenceReduce(spec, updates, {});
+}
+
+std::vector<ReferenceField> ReferenceReduce(const ReductionSpec& spec, absl::Span<const UpdateView> updates,
+                                            absl::Span<const int64_t> multiplicities) {
   std::vector<ReferenceField> out;
   for (size_t f = 0; f < spec.fields().size(); ++f) {
-    out.push_back(ReduceField(spec.fields()[f], f, updates));
+    out.push_back(ReduceField(spec.fields()[f], f, updates, multiplicities));
   }
   return out;
 }

@@ -23,6 +23,10 @@ struct ReferenceField {
 // Expected result of every field for updates already known to be valid.
 std::vector<ReferenceField> ReferenceReduce(const ReductionSpec& spec,
                                             absl::Span<const UpdateView> updates);
+// The same as if updates[u] were repeated multiplicities[u] times (0: left out), without
+// the repetition's cost: for checks of many clients that send one of a few distinct updates.
+std::vector<ReferenceField> ReferenceReduce(const ReductionSpec& spec, absl::Span<const UpdateView> updates,
+                                            absl::Span<const int64_t> multiplicities);
 
 // Largest |actual - expected| / max(1, |expected|) over all coordinates of all fields;
 // infinity when shapes, indices or counts differ (counts only where reported).

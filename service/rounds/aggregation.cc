@@ -1,6 +1,8 @@
 // Aggregation: lifecycle, exactly-once accounting, batching and child partials.
 #include "service/rounds/aggregation.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_accumulator_factory.h"
 #include "service/core/status_macros.h"
@@ -17,6 +19,61 @@ Aggregation::Aggregation(AggregationConfig config, AggregationOptions options)
     : config_(std::move(config)),
       options_(options),
       partial_(config_.reduction, BackendOf(options_)) {}
+
+Aggregation::~Aggregation() {
+  std::vector<std::function<void(bool)>> waiters;
+  {
+    MutexLock lock(&mu_);
+    for (auto& [version, waiter] : durable_waiters_) waiters.push_back(std::move(waiter));
+    durable_waiters_.clear();
+  }
+  RunDurableWaiters(waiters, false);
+}
+
+absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
+    const AggregationCheckpoint& checkpoint, AggregationOptions options) {
+  FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(checkpoint.spec));
+  absl::StatusOr<PartialAggregate> partial =
+      PartialAggregate::Deserialize(config.reduction, checkpoint.partial, BackendOf(options));
+  if (!partial.ok()) {
+    return absl::DataLossError(absl::StrCat("checkpoint of aggregation '", config.id,
+                                            "': its partial aggregate: ", partial.status().message()));
+  }
+  if (partial->contributions() != checkpoint.contributions) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint of aggregation '", config.id, "' counts ", checkpoint.contributions,
+        " contributions but its partial aggregate holds ", partial->contributions()));
+  }
+  auto aggregation = std::make_shared<Aggregation>(std::move(config), options);
+  MutexLock reduce(&aggregation->reduce_mu_);
+  MutexLock lock(&aggregation->mu_);
+  aggregation->partial_ = *std::move(partial);
+  aggregation->state_ = checkpoint.state;
+  aggregation->detail_ = checkpoint.detail;
+  aggregation->counted_.insert(checkpoint.counted.begin(), checkpoint.counted.end());
+  aggregation->contributions_ = checkpoint.contributions;
+  aggregation->weight_sum_ = checkpoint.weight_sum;
+  for (const AggregationCheckpoint::ChildProgress& progress : checkpoint.children) {
+    Child& child = aggregation->children_[progress.child_id];
+    child.last_sequence = progress.last_sequence;
+    child.durable_sequence = progress.last_sequence;
+    child.final_received = progress.final_received;
+    // Waited for as if joined: it rejoins after the restart to push what is missing; one
+    // that never does is given up after the child grace period, like a silent child.
+    child.connected = !progress.final_received;
+  }
+  aggregation->sealed_at_ = absl::Now();
+  if (checkpoint.state == v1::FINALIZED) {
+    absl::StatusOr<AggregateResult> report = aggregation->partial_.Report();
+    if (!report.ok()) {
+      return absl::DataLossError(absl::StrCat("checkpoint of FINALIZED aggregation '", aggregation->id(),
+                                              "' does not report a result: ", report.status().message()));
+    }
+    aggregation->result_ = std::make_shared<const AggregateResult>(*std::move(report));
+  }
+  aggregation->durable_version_ = aggregation->version_;
+  return aggregation;
+}
 
 absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
   MutexLock lock(&mu_);
@@ -74,6 +131,7 @@ absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id,
           " while the update was in flight; it was not counted"));
     }
     counted_.insert(client_id);
+    ++version_;
     weight_sum_ += update.view().weight.value_or(1.0);
     if (pending_.empty()) pending_since_ = absl::Now();
     pending_.push_back(std::move(update));
@@ -157,6 +215,7 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
     if (!merged.ok()) return merged;
     child_state.last_sequence = sequence;
     child_state.final_received |= final;
+    ++version_;
     contributions_ += child->contributions();
     weight_sum_ += child->weight_sum();
     contributions = contributions_;
@@ -166,16 +225,13 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
   return contributions;
 }
 
-void Aggregation::ChildJoined(const std::string& child_id, ChildNotifier notifier) {
-  bool sealed = false;
-  {
-    MutexLock lock(&mu_);
-    Child& child = children_[child_id];
-    child.notifier = notifier;
-    child.connected = true;
-    sealed = state_ != v1::OPEN;
-  }
-  if (sealed) notifier(ChildCommand::kSeal);
+Aggregation::ChildRegistration Aggregation::ChildJoined(const std::string& child_id,
+                                                        ChildNotifier notifier) {
+  MutexLock lock(&mu_);
+  Child& child = children_[child_id];
+  child.notifier = std::move(notifier);
+  child.connected = true;
+  return ChildRegistration{child.last_sequence, state_ != v1::OPEN};
 }
 
 void Aggregation::ChildLeft(const std::string& child_id) {
@@ -193,6 +249,7 @@ void Aggregation::ChildLeft(const std::string& child_id) {
 
 void Aggregation::SealLocked(std::vector<ChildNotifier>* to_notify) {
   state_ = v1::SEALED;
+  ++version_;
   sealed_at_ = absl::Now();
   for (const auto& [child_id, child] : children_) {
     if (child.connected && child.notifier) to_notify->push_back(child.notifier);
@@ -228,6 +285,7 @@ absl::Status Aggregation::Cancel(const std::string& reason) {
       if (child.connected && child.notifier) to_notify.push_back(child.notifier);
     }
     state_ = v1::CANCELLED;
+    ++version_;
     detail_ = reason.empty() ? "cancelled by an operator" : reason;
     pending_.clear();
   }
@@ -251,6 +309,7 @@ void Aggregation::MaybeFinalize() {
     if (state_ != v1::SEALED) return;
     if (!ChildrenDoneLocked() && absl::Now() < sealed_at_ + options_.child_grace) return;
     ReduceBatch(pending_);
+    ++version_;
     if (!reduce_error_.ok()) {
       state_ = v1::FAILED;
       detail_ = absl::StrCat("reducing a validated batch failed on the ",
@@ -321,11 +380,104 @@ void Aggregation::MarkForwarded(const absl::Status& delivered) {
     MutexLock lock(&mu_);
     if (state_ == v1::CANCELLED || state_ == v1::FINALIZED || state_ == v1::FAILED) return;
     state_ = delivered.ok() ? v1::FINALIZED : v1::FAILED;
+    ++version_;
     detail_ = delivered.ok() ? "forwarded to the parent aggregator"
                              : absl::StrCat("the final partial could not be delivered to the parent "
                                             "aggregator: ", delivered.ToString());
   }
   NotifyWatchers();
+}
+
+absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshot() {
+  MutexLock reduce(&reduce_mu_);
+  Snapshot snapshot;
+  {
+    MutexLock lock(&mu_);
+    if (version_ == durable_version_) return std::nullopt;
+    // Everything counted goes into the partial first, so the counted set and the
+    // partial aggregate hold exactly the same updates.
+    ReduceBatch(pending_);
+    if (!reduce_error_.ok()) {
+      return absl::Status(reduce_error_.code(),
+                          absl::StrCat("aggregation '", id(), "': reducing a batch failed on the ",
+                                       partial_.backend().name(), " backend, so its partial no longer "
+                                       "holds everything counted: ", reduce_error_.message()));
+    }
+    snapshot.version = version_;
+    AggregationCheckpoint& checkpoint = snapshot.checkpoint;
+    checkpoint.spec = config_.proto;
+    checkpoint.state = state_;
+    checkpoint.detail = detail_;
+    checkpoint.contributions = contributions_;
+    checkpoint.weight_sum = weight_sum_;
+    checkpoint.counted.assign(counted_.begin(), counted_.end());
+    for (const auto& [child_id, child] : children_) {
+      checkpoint.children.push_back({child_id, child.last_sequence, child.final_received});
+    }
+  }
+  // The partial changes only under reduce_mu_, still held: updates committed meanwhile
+  // wait in the pending batch and belong to the next snapshot.
+  absl::StatusOr<std::string> partial = partial_.Serialize();
+  if (!partial.ok()) {
+    return absl::Status(partial.status().code(),
+                        absl::StrCat("aggregation '", id(), "': its partial aggregate could not be read "
+                                     "back from the ", partial_.backend().name(), " backend: ",
+                                     partial.status().message()));
+  }
+  snapshot.checkpoint.partial = *std::move(partial);
+  return snapshot;
+}
+
+void Aggregation::MarkDurable(const Snapshot& snapshot) {
+  std::vector<std::function<void(bool)>> released;
+  {
+    MutexLock lock(&mu_);
+    durable_version_ = std::max(durable_version_, snapshot.version);
+    for (const AggregationCheckpoint::ChildProgress& progress : snapshot.checkpoint.children) {
+      Child& child = children_[progress.child_id];
+      child.durable_sequence = std::max(child.durable_sequence, progress.last_sequence);
+    }
+    auto end = durable_waiters_.upper_bound(durable_version_);
+    for (auto it = durable_waiters_.begin(); it != end; ++it) released.push_back(std::move(it->second));
+    durable_waiters_.erase(durable_waiters_.begin(), end);
+  }
+  RunDurableWaiters(released, true);
+}
+
+void Aggregation::WhenDurable(std::function<void(bool)> done) {
+  bool durable = false;
+  {
+    MutexLock lock(&mu_);
+    if (options_.checkpointed && !durability_stopped_) {
+      if (version_ > durable_version_) {
+        durable_waiters_.emplace(version_, std::move(done));
+        return;
+      }
+      durable = true;
+    }
+  }
+  done(durable);
+}
+
+void Aggregation::StopDurability() {
+  std::vector<std::function<void(bool)>> waiters;
+  {
+    MutexLock lock(&mu_);
+    durability_stopped_ = true;
+    for (auto& [version, waiter] : durable_waiters_) waiters.push_back(std::move(waiter));
+    durable_waiters_.clear();
+  }
+  RunDurableWaiters(waiters, false);
+}
+
+void Aggregation::RunDurableWaiters(std::vector<std::function<void(bool)>>& waiters, bool durable) {
+  for (std::function<void(bool)>& waiter : waiters) waiter(durable);
+}
+
+uint64_t Aggregation::DurableChildSequence(const std::string& child_id) const {
+  MutexLock lock(&mu_);
+  auto it = children_.find(child_id);
+  return it == children_.end() ? 0 : it->second.durable_sequence;
 }
 
 void Aggregation::SetJoinedUpstream(bool joined) {

@@ -8,6 +8,11 @@
 // reduced while the next one fills. Reduction happens on the thread that filled the
 // batch, outside the state lock; a second full batch waits for the first (bounded memory:
 // at most two batches of updates are held).
+//
+// Durability (a root with --checkpoint_dir): every change bumps a version; the
+// Checkpointer takes a consistent snapshot (TakeSnapshot), writes it and reports it with
+// MarkDurable, which releases the DURABLE acks waiting for it (WhenDurable). Restore
+// rebuilds an aggregation from its checkpoint after a restart.
 #ifndef FEDAGG_SERVICE_ROUNDS_AGGREGATION_H_
 #define FEDAGG_SERVICE_ROUNDS_AGGREGATION_H_
 
@@ -26,6 +31,7 @@
 #include "service/core/accumulator_factory.h"
 #include "service/core/partial_aggregate.h"
 #include "service/core/update_buffer.h"
+#include "service/rounds/checkpoint_file.h"
 #include "service/rounds/spec_conversion.h"
 
 namespace fedagg {
@@ -44,6 +50,8 @@ struct AggregationOptions {
   int retain_finished = 1000;
   // The reduction backend; must outlive the aggregation. Null: the CPU backend.
   const AccumulatorFactory* backend = nullptr;
+  // A Checkpointer writes this aggregation to disk, so clients may ask for DURABLE acks.
+  bool checkpointed = false;
   // Called after each batch is reduced, with its duration and size (metrics).
   std::function<void(absl::Duration, size_t)> on_batch_reduced;
 };
@@ -55,10 +63,19 @@ class Aggregation {
   using ChildNotifier = std::function<void(ChildCommand)>;
 
   Aggregation(AggregationConfig config, AggregationOptions options);
+  ~Aggregation();  // DURABLE acks still waiting get false
+
+  // Rebuilds an aggregation from its checkpoint after a restart: state, counted client
+  // ids, children's progress and the partial aggregate (a FINALIZED one reports its
+  // result again). A SEALED one gives its children a fresh child grace period from now.
+  // DATA_LOSS when the checkpoint is inconsistent with its spec.
+  static absl::StatusOr<std::shared_ptr<Aggregation>> Restore(const AggregationCheckpoint& checkpoint,
+                                                              AggregationOptions options);
 
   const std::string& id() const { return config_.id; }
   const AggregationConfig& config() const { return config_; }
   const ReductionSpec& reduction() const { return *config_.reduction; }
+  bool checkpointed() const { return options_.checkpointed; }
 
   // Starts an update from `client_id`: FAILED_PRECONDITION when not open, UNAVAILABLE on a
   // mirror not (or no longer) joined at its parent, ALREADY_EXISTS
@@ -75,7 +92,14 @@ class Aggregation {
   // acknowledged without merging again.
   absl::StatusOr<int64_t> MergeChildPartial(const std::string& child_id, uint64_t sequence,
                                             bool final, absl::string_view bytes);
-  void ChildJoined(const std::string& child_id, ChildNotifier notifier);
+  // What a joining child learns: the last sequence merged from it (lower than what it
+  // pushed when this node restarted from a checkpoint), and whether the aggregation is
+  // already sealed (the caller then sends SEAL at once).
+  struct ChildRegistration {
+    uint64_t last_sequence = 0;
+    bool sealed = false;
+  };
+  ChildRegistration ChildJoined(const std::string& child_id, ChildNotifier notifier);
   void ChildLeft(const std::string& child_id);
 
   absl::Status Seal();
@@ -104,6 +128,26 @@ class Aggregation {
   // are accepted only while joined, so the parent always waits for what this node acked.
   void SetJoinedUpstream(bool joined);
 
+  // A consistent copy of everything counted so far (pending updates reduced first), for
+  // the Checkpointer; nullopt when nothing changed since the last MarkDurable. Fails
+  // (nothing to write) when the backend could not reduce a batch, so the partial no
+  // longer holds everything counted, or could not serialize the partial.
+  struct Snapshot {
+    AggregationCheckpoint checkpoint;
+    uint64_t version = 0;
+  };
+  absl::StatusOr<std::optional<Snapshot>> TakeSnapshot();
+  // The checkpoint of `snapshot` is on disk: the acks waiting for it are released.
+  void MarkDurable(const Snapshot& snapshot);
+  // Runs `done(true)` once a checkpoint on disk holds everything counted so far (inline
+  // when one already does), or `done(false)` when none will: not checkpointed, or
+  // checkpoints stopped. Runs outside this aggregation's locks; must not block.
+  void WhenDurable(std::function<void(bool)> done);
+  // Checkpoints stopped (shutdown): waiting and later WhenDurable calls get false.
+  void StopDurability();
+  // The last sequence from `child_id` that the last checkpoint on disk holds.
+  uint64_t DurableChildSequence(const std::string& child_id) const;
+
   // Whether an update from `client_id` was counted here.
   bool HasCounted(const std::string& client_id) const;
   v1::AggregationStatus Status() const;
@@ -125,6 +169,8 @@ class Aggregation {
   void SealLocked(std::vector<ChildNotifier>* to_notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ChildrenDoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NotifyWatchers();
+  // Runs waiters outside the locks.
+  static void RunDurableWaiters(std::vector<std::function<void(bool)>>& waiters, bool durable);
 
   const AggregationConfig config_;
   const AggregationOptions options_;
@@ -141,9 +187,15 @@ class Aggregation {
   bool final_delta_taken_ ABSL_GUARDED_BY(mu_) = false;
   double weight_sum_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time sealed_at_ ABSL_GUARDED_BY(mu_);
+  // Durability: bumped by every change a checkpoint must hold.
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t durable_version_ ABSL_GUARDED_BY(mu_) = 0;
+  bool durability_stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::multimap<uint64_t, std::function<void(bool)>> durable_waiters_ ABSL_GUARDED_BY(mu_);
   struct Child {
     ChildNotifier notifier;
     uint64_t last_sequence = 0;
+    uint64_t durable_sequence = 0;  // last_sequence in the last checkpoint on disk
     bool connected = false;
     bool final_received = false;
   };

@@ -30,14 +30,39 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(
         "server placement; this node learns them from its parent");
   }
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(spec));
-  MutexLock lock(&mu_);
-  if (by_id_.contains(config.id)) {
-    return absl::AlreadyExistsError(absl::StrCat("aggregation '", config.id, "' already exists"));
-  }
   auto aggregation = std::make_shared<Aggregation>(std::move(config), options_);
-  by_id_[aggregation->id()] = aggregation;
-  creation_order_.push_back(aggregation->id());
+  const std::string& id = aggregation->id();
+  {
+    MutexLock lock(&mu_);
+    if (by_id_.contains(id) || creating_.contains(id)) {
+      return absl::AlreadyExistsError(absl::StrCat("aggregation '", id, "' already exists"));
+    }
+    if (store_ == nullptr) {
+      by_id_[id] = aggregation;
+      creation_order_.push_back(id);
+      return aggregation;
+    }
+    creating_.insert(id);  // reserved while its first checkpoint is written
+  }
+  // Without the lock (a file write): lookups go on; nobody sees the aggregation before
+  // its creation can no longer fail.
+  absl::Status stored = store_->Created(*aggregation);
+  MutexLock lock(&mu_);
+  creating_.erase(id);
+  if (!stored.ok()) return stored;
+  by_id_[id] = aggregation;
+  creation_order_.push_back(id);
   return aggregation;
+}
+
+absl::Status AggregationRegistry::Adopt(std::shared_ptr<Aggregation> aggregation) {
+  MutexLock lock(&mu_);
+  if (by_id_.contains(aggregation->id()) || creating_.contains(aggregation->id())) {
+    return absl::AlreadyExistsError(absl::StrCat("aggregation '", aggregation->id(), "' already exists"));
+  }
+  creation_order_.push_back(aggregation->id());
+  by_id_[aggregation->id()] = std::move(aggregation);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::GetOrMirror(
@@ -50,6 +75,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::GetOrMirror(
     if (it != by_id_.end()) return it->second;
     AggregationOptions options = options_;
     options.forwarding = true;
+    options.checkpointed = false;  // a mirror's updates are kept by its parent
     mirror = std::make_shared<Aggregation>(std::move(config), options);
     by_id_[mirror->id()] = mirror;
     creation_order_.push_back(mirror->id());
@@ -125,7 +151,10 @@ void AggregationRegistry::ForgetOldFinished() {
   const int excess = static_cast<int>(finished.size()) - options_.retain_finished;
   if (excess <= 0) return;
   const std::set<std::string> forget(finished.begin(), finished.begin() + excess);
-  for (const std::string& id : forget) by_id_.erase(id);
+  for (const std::string& id : forget) {
+    by_id_.erase(id);
+    if (store_ != nullptr) store_->Forgotten(id);
+  }
   std::erase_if(creation_order_, [&forget](const std::string& id) { return forget.contains(id); });
 }
 

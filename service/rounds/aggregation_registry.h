@@ -1,12 +1,14 @@
 // AggregationRegistry: the aggregations this node knows, by id. Creates them from
 // specs (validated), finds them for the RPC layer, and runs the ticker that seals
 // aggregations at their deadline and finalizes sealed ones. An intermediate aggregator
-// installs an UpstreamSource so that unknown ids are fetched from its parent.
+// installs an UpstreamSource so that unknown ids are fetched from its parent; a root with
+// --checkpoint_dir installs an AggregationStore (the Checkpointer).
 #ifndef FEDAGG_SERVICE_ROUNDS_AGGREGATION_REGISTRY_H_
 #define FEDAGG_SERVICE_ROUNDS_AGGREGATION_REGISTRY_H_
 
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -29,6 +31,18 @@ class UpstreamSource {
   virtual void MirrorCreated(std::shared_ptr<Aggregation> mirror) = 0;
 };
 
+// Where a root that writes checkpoints keeps its aggregations on disk.
+class AggregationStore {
+ public:
+  virtual ~AggregationStore() = default;
+  // Writes the first checkpoint of a new aggregation, before anyone can see it; an error
+  // makes the creation fail. Called without the registry's lock.
+  virtual absl::Status Created(Aggregation& aggregation) = 0;
+  // The registry forgot a finished aggregation: its checkpoint goes too. Called under the
+  // registry's lock (so the id cannot be created again meanwhile): must be quick.
+  virtual void Forgotten(const std::string& id) = 0;
+};
+
 class AggregationRegistry {
  public:
   explicit AggregationRegistry(AggregationOptions options);
@@ -37,10 +51,16 @@ class AggregationRegistry {
   // Only before serving: makes this node an intermediate aggregator.
   void SetUpstream(UpstreamSource* upstream) { upstream_ = upstream; }
   bool is_intermediate() const { return upstream_ != nullptr; }
+  // Only before serving: persists created aggregations.
+  void SetStore(AggregationStore* store) { store_ = store; }
+  const AggregationOptions& options() const { return options_; }
 
   // ALREADY_EXISTS for a known id; INVALID_ARGUMENT for a bad spec; FAILED_PRECONDITION
   // on an intermediate aggregator (create aggregations at the root).
   absl::StatusOr<std::shared_ptr<Aggregation>> Create(const v1::AggregationSpec& spec);
+  // Adds an aggregation restored from a checkpoint (before serving); ALREADY_EXISTS for a
+  // known id.
+  absl::Status Adopt(std::shared_ptr<Aggregation> aggregation);
   using Lookup = std::function<void(absl::StatusOr<std::shared_ptr<Aggregation>>)>;
   // Finds `id`; on an intermediate aggregator an unknown id is learned from the parent
   // first. `done` runs inline when the id is known, later on another thread otherwise;
@@ -63,9 +83,11 @@ class AggregationRegistry {
 
   const AggregationOptions options_;
   UpstreamSource* upstream_ = nullptr;
+  AggregationStore* store_ = nullptr;
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<Aggregation>> by_id_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> creation_order_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> creating_ ABSL_GUARDED_BY(mu_);  // ids whose creation is being stored
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread ticker_;
 };

@@ -2,6 +2,8 @@
 #include "service/rounds/spec_conversion.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "service/core/status_macros.h"
 
 namespace fedagg {
@@ -132,6 +134,18 @@ v1::Tensor TensorToProto(const Tensor& tensor) {
   for (int64_t d : tensor.shape) proto.add_shape(d);
   proto.set_data(reinterpret_cast<const char*>(tensor.bytes.data()), tensor.bytes.size());
   return proto;
+}
+
+absl::StatusOr<std::vector<v1::FieldIntrinsic>> ParseIntrinsicList(absl::string_view list) {
+  std::vector<v1::FieldIntrinsic> out;
+  for (absl::string_view name : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    const bool counts = absl::ConsumeSuffix(&name, "+counts");
+    FEDAGG_ASSIGN_OR_RETURN(Intrinsic intrinsic, ParseIntrinsic(name));
+    v1::FieldIntrinsic& field = out.emplace_back();
+    field.set_intrinsic(static_cast<v1::Intrinsic>(static_cast<int>(intrinsic)));
+    field.set_report_counts(counts);
+  }
+  return out;
 }
 
 }  // namespace fedagg

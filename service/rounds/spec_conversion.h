@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -30,6 +31,11 @@ absl::StatusOr<ValueType> ValueTypeFromProto(const v1::ValueType& proto);
 v1::ValueType ValueTypeToProto(const ValueType& type);
 absl::StatusOr<DType> DTypeFromProto(v1::DType dtype);
 v1::DType DTypeToProto(DType dtype);
+
+// Intrinsics as a person writes them on a command line: comma-separated names, each with
+// an optional "+counts" suffix asking for per-coordinate counts, e.g.
+// "federated_mean,sparse_sum+counts". INVALID_ARGUMENT for an unknown name.
+absl::StatusOr<std::vector<v1::FieldIntrinsic>> ParseIntrinsicList(absl::string_view list);
 
 // INVALID_ARGUMENT naming the offending field for any spec a server cannot run.
 absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& proto);

@@ -130,10 +130,20 @@ ContributeReactor::Outcome ContributeReactor::Handle(const v1::ContributeRequest
         Reject(counted.status(), aggregation_id);
         return {};
       }
-      v1::ContributeResponse response;
-      response.mutable_ack()->set_aggregation_id(aggregation_id);
-      response.mutable_ack()->set_contributions(*counted);
-      Send(std::move(response));
+      {
+        MutexLock lock(&mu_);
+        ++awaiting_acks_;
+      }
+      assembler_.AwaitAckLevel([this, aggregation_id, contributions = *counted](v1::AckLevel level) {
+        v1::ContributeResponse response;
+        response.mutable_ack()->set_aggregation_id(aggregation_id);
+        response.mutable_ack()->set_contributions(contributions);
+        response.mutable_ack()->set_level(level);
+        MutexLock lock(&mu_);
+        --awaiting_acks_;
+        SendLocked(std::move(response));
+        MaybeFinishLocked();
+      });
       return {};
     }
     default:
@@ -153,6 +163,11 @@ void ContributeReactor::Reject(const absl::Status& status, const std::string& ag
 
 void ContributeReactor::Send(v1::ContributeResponse response) {
   MutexLock lock(&mu_);
+  SendLocked(std::move(response));
+}
+
+void ContributeReactor::SendLocked(v1::ContributeResponse response) {
+  if (finished_) return;
   outbox_.push_back(std::move(response));
   if (!writing_) {
     writing_ = true;
@@ -185,7 +200,7 @@ void ContributeReactor::FinishWhenDrained(grpc::Status status) {
 }
 
 void ContributeReactor::MaybeFinishLocked() {
-  if (finished_ || !finish_status_.has_value() || writing_ || !outbox_.empty()) return;
+  if (finished_ || !finish_status_.has_value() || writing_ || !outbox_.empty() || awaiting_acks_ > 0) return;
   finished_ = true;
   Finish(*finish_status_);
 }

@@ -2,6 +2,8 @@
 // at a time (so gRPC flow control pushes back on fast senders), keeps one write in
 // flight, and never blocks: hello -> welcome; per update header, chunks, end -> ack or
 // rejection. A rejected update's remaining chunks are skipped; the stream stays usable.
+// An ack that waits for a checkpoint (DURABLE) is sent when it comes, while the stream
+// goes on reading the next update.
 // A stream cut mid-update discards that update whole.
 #ifndef FEDAGG_SERVICE_RPC_CONTRIBUTE_REACTOR_H_
 #define FEDAGG_SERVICE_RPC_CONTRIBUTE_REACTOR_H_
@@ -47,6 +49,7 @@ class ContributeReactor final
   void Reject(const absl::Status& status, const std::string& aggregation_id);
   // Queues a response; starts writing when no write is in flight.
   void Send(v1::ContributeResponse response);
+  void SendLocked(v1::ContributeResponse response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the stream once reading stopped and every queued response was written.
   void FinishWhenDrained(grpc::Status status);
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -63,6 +66,8 @@ class ContributeReactor final
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // Acks waiting for a checkpoint (DURABLE asked for); the stream finishes after them.
+  int awaiting_acks_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fedagg

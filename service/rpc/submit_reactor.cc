@@ -58,7 +58,11 @@ void SubmitReactor::OnReadDone(bool ok) {
       }
       response_->mutable_ack()->set_aggregation_id(aggregation_id);
       response_->mutable_ack()->set_contributions(*counted);
-      End(grpc::Status::OK);
+      // The call is answered when the ack's level is known (after a checkpoint, for DURABLE).
+      assembler_.AwaitAckLevel([this](v1::AckLevel level) {
+        response_->mutable_ack()->set_level(level);
+        End(grpc::Status::OK);
+      });
       return;
     }
     default:

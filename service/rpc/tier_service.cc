@@ -26,7 +26,7 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      Finish(ToGrpcStatus(Merge()));
+      MergeAndAnswer();
       return;
     }
     if (first_) {
@@ -59,7 +59,36 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
   void OnDone() override { delete this; }
 
  private:
-  absl::Status Merge() {
+  // Merges, then answers — at once, or once a checkpoint holds the partial when the child
+  // asked to wait for that.
+  void MergeAndAnswer() {
+    absl::StatusOr<std::shared_ptr<Aggregation>> merged_into = Merge();
+    if (!merged_into.ok()) {
+      Finish(ToGrpcStatus(merged_into.status()));
+      return;
+    }
+    std::shared_ptr<Aggregation> aggregation = *std::move(merged_into);
+    if (!header_.wait_durable()) {
+      response_->set_durable_sequence(aggregation->DurableChildSequence(header_.child_id()));
+      Finish(grpc::Status::OK);
+      return;
+    }
+    std::weak_ptr<Aggregation> weak = aggregation;
+    aggregation->WhenDurable([this, weak](bool durable) {
+      if (!durable) {
+        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "the partial was merged but this aggregator stopped before a checkpoint "
+                            "held it; push it again (same sequence) once the aggregator is back"));
+        return;
+      }
+      if (std::shared_ptr<Aggregation> a = weak.lock()) {
+        response_->set_durable_sequence(a->DurableChildSequence(header_.child_id()));
+      }
+      Finish(grpc::Status::OK);
+    });
+  }
+
+  absl::StatusOr<std::shared_ptr<Aggregation>> Merge() {
     if (first_) return absl::InvalidArgumentError("PushPartial carried no chunk");
     if (bytes_.size() != header_.total_bytes()) {
       return absl::InvalidArgumentError(absl::StrCat("partial incomplete: ", bytes_.size(), " of ",
@@ -68,12 +97,17 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
     absl::StatusOr<std::shared_ptr<Aggregation>> aggregation =
         service_.registry.Find(header_.aggregation_id());
     if (!aggregation.ok()) return aggregation.status();
+    if (header_.wait_durable() && !(*aggregation)->checkpointed()) {
+      return absl::FailedPreconditionError(
+          "the push asks to wait for a checkpoint, but this aggregator writes none "
+          "(--checkpoint_dir is not set, or it is an intermediate aggregator); push without wait_durable");
+    }
     absl::StatusOr<int64_t> merged = (*aggregation)->MergeChildPartial(
         header_.child_id(), header_.sequence(), header_.final(), bytes_);
     if (!merged.ok()) return merged.status();
     service_.metrics.partials_merged.Increment();
     response_->set_contributions(*merged);
-    return absl::OkStatus();
+    return *std::move(aggregation);
   }
 
   ServiceContext& service_;
@@ -109,18 +143,27 @@ grpc::ServerWriteReactor<v1::TierCommand>* TierService::Join(grpc::CallbackServe
   stream->SetOnDone([weak_aggregation, child_id] {
     if (std::shared_ptr<Aggregation> a = weak_aggregation.lock()) a->ChildLeft(child_id);
   });
-  (*found)->ChildJoined(child_id, [weak_stream](Aggregation::ChildCommand command) {
-    if (auto s = weak_stream.lock()) {
-      v1::TierCommand message;
-      message.set_kind(command == Aggregation::ChildCommand::kSeal ? v1::TierCommand::SEAL
-                                                                   : v1::TierCommand::FLUSH);
-      s->Push(std::move(message));
-    }
-  });
+  const Aggregation::ChildRegistration registration =
+      (*found)->ChildJoined(child_id, [weak_stream](Aggregation::ChildCommand command) {
+        if (auto s = weak_stream.lock()) {
+          v1::TierCommand message;
+          message.set_kind(command == Aggregation::ChildCommand::kSeal ? v1::TierCommand::SEAL
+                                                                       : v1::TierCommand::FLUSH);
+          s->Push(std::move(message));
+        }
+      });
+  // The first command tells the child what this node holds from it, so that after a
+  // restart from a checkpoint it pushes the missing deltas again.
+  auto command = [&registration, &found](v1::TierCommand::Kind kind) {
+    v1::TierCommand message;
+    message.set_kind(kind);
+    message.set_last_sequence(registration.last_sequence);
+    message.set_parent_checkpoints((*found)->checkpointed());
+    return message;
+  };
+  if (registration.sealed) stream->Push(command(v1::TierCommand::SEAL));
   // After registration: once the child reads JOINED, the parent waits for what it acks.
-  v1::TierCommand joined;
-  joined.set_kind(v1::TierCommand::JOINED);
-  stream->Push(std::move(joined));
+  stream->Push(command(v1::TierCommand::JOINED));
   return stream.get();
 }
 

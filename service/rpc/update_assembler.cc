@@ -43,6 +43,20 @@ absl::Status UpdateAssembler::BeginWith(std::shared_ptr<Aggregation> aggregation
           "; convert the values before sending"));
     }
   }
+  if (!v1::AckLevel_IsValid(header.ack_level())) {
+    return absl::InvalidArgumentError(absl::StrCat("UpdateHeader.ack_level ", header.ack_level(),
+                                                   " is not RECEIVED or DURABLE"));
+  }
+  if (header.ack_level() == v1::DURABLE && !aggregation->checkpointed()) {
+    return absl::FailedPreconditionError(
+        registry_.is_intermediate()
+            ? "DURABLE acks were asked for, but this intermediate aggregator writes no checkpoints "
+              "(its parent keeps what it forwards); ask for RECEIVED acks here, or contribute to "
+              "a root that runs with --checkpoint_dir"
+            : "DURABLE acks were asked for, but this server runs without checkpoints "
+              "(--checkpoint_dir is not set); ask for RECEIVED acks, or restart the server with "
+              "--checkpoint_dir");
+  }
   std::optional<double> weight;
   if (header.has_weight()) weight = header.weight();
   FEDAGG_ASSIGN_OR_RETURN(UpdateBuffer buffer, UpdateBuffer::Create(aggregation->reduction(), nnz,
@@ -51,6 +65,7 @@ absl::Status UpdateAssembler::BeginWith(std::shared_ptr<Aggregation> aggregation
   aggregation_ = std::move(aggregation);
   aggregation_id_ = header.aggregation_id();
   client_id_ = client_id;
+  ack_level_ = header.ack_level() == v1::DURABLE ? v1::DURABLE : v1::RECEIVED;
   received_.assign(buffer.num_fields() * 2, 0);
   buffer_.emplace(std::move(buffer));
   return absl::OkStatus();
@@ -120,9 +135,20 @@ absl::StatusOr<int64_t> UpdateAssembler::End(const v1::UpdateEnd& end) {
   buffer_.reset();
   absl::StatusOr<int64_t> counted = aggregation->CommitUpdate(client_id_, std::move(buffer));
   if (!counted.ok()) return Fail(counted.status());
+  committed_ = std::move(aggregation);
   metrics_.updates_accepted.Increment();
   metrics_.update_latency.Observe(absl::ToDoubleSeconds(absl::Now() - started_));
   return counted;
+}
+
+void UpdateAssembler::AwaitAckLevel(std::function<void(v1::AckLevel)> done) {
+  std::shared_ptr<Aggregation> aggregation = std::move(committed_);
+  committed_ = nullptr;
+  if (ack_level_ != v1::DURABLE || aggregation == nullptr) {
+    done(v1::RECEIVED);
+    return;
+  }
+  aggregation->WhenDurable([done = std::move(done)](bool durable) { done(durable ? v1::DURABLE : v1::RECEIVED); });
 }
 
 void UpdateAssembler::Abandon() {

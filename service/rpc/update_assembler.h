@@ -5,6 +5,8 @@
 //   AddChunk — copies a chunk straight into its place; chunks of a section arrive in
 //              order, without gaps or overlaps, within the declared size
 //   End    — checks every section is complete and the CRC-32C, then commits
+//   AwaitAckLevel — the level the ack reports: RECEIVED at once, or DURABLE once a
+//              checkpoint holds the update, when the header asked for it
 // Any error abandons the update: nothing of it is counted, and the client id is free.
 #ifndef FEDAGG_SERVICE_RPC_UPDATE_ASSEMBLER_H_
 #define FEDAGG_SERVICE_RPC_UPDATE_ASSEMBLER_H_
@@ -41,6 +43,10 @@ class UpdateAssembler {
   absl::Status AddChunk(const v1::Chunk& chunk);
   // Contributions counted at this node after the update.
   absl::StatusOr<int64_t> End(const v1::UpdateEnd& end);
+  // After a successful End: `done` receives the level the ack reports — RECEIVED inline
+  // when that was asked for; when DURABLE was asked for, DURABLE once a checkpoint on disk
+  // holds the update (on the checkpointer's thread), or RECEIVED if none will (shutdown).
+  void AwaitAckLevel(std::function<void(v1::AckLevel)> done);
   // Drops an update in progress (no-op when none).
   void Abandon();
 
@@ -61,6 +67,8 @@ class UpdateAssembler {
   std::shared_ptr<Aggregation> aggregation_;
   std::string aggregation_id_;
   std::string client_id_;
+  v1::AckLevel ack_level_ = v1::RECEIVED;  // asked for by the header
+  std::shared_ptr<Aggregation> committed_;  // the aggregation of the last committed update
   std::optional<UpdateBuffer> buffer_;
   // Bytes received so far per (field, section): [field * 2 + (section == INDICES)].
   std::vector<uint64_t> received_;

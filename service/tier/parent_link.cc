@@ -2,6 +2,7 @@
 #include "service/tier/parent_link.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "service/rpc/grpc_status.h"
@@ -95,10 +96,21 @@ void ParentLink::MirrorCreated(std::shared_ptr<Aggregation> mirror) {
 
 void ParentLink::JoinLoop(MirrorLink* link) {
   const std::string id = link->mirror->id();
+  // Set at the first SEAL: until then the final delta is retried, rejoining in between
+  // (a parent that restarted says again which sequence it holds).
+  std::optional<absl::Time> give_up;
+  absl::Status final_error = absl::UnavailableError("the parent aggregator was not reachable");
+  // FAILED_PRECONDITION twice in a row, with a rejoin in between (which corrects a
+  // sequence a restarted parent no longer holds): the parent will not take the partial.
+  int refusals = 0;
   while (true) {
     {
       MutexLock lock(&link->push_mu);
       if (link->done) return;
+    }
+    if (give_up.has_value() && absl::Now() > *give_up) {
+      link->mirror->MarkForwarded(final_error);
+      return;
     }
     grpc::ClientContext context;
     PrepareContext(context, /*with_deadline=*/false);
@@ -113,8 +125,13 @@ void ParentLink::JoinLoop(MirrorLink* link) {
     request.set_child_id(options_.child_id);
     std::unique_ptr<grpc::ClientReader<v1::TierCommand>> reader = tier_->Join(&context, request);
     v1::TierCommand command;
+    bool first = true;
     bool sealed = false;
     while (reader->Read(&command)) {
+      if (first) {
+        first = false;
+        ParentReported(link, command);
+      }
       if (command.kind() == v1::TierCommand::JOINED) {
         link->mirror->SetJoinedUpstream(true);
         continue;
@@ -125,19 +142,18 @@ void ParentLink::JoinLoop(MirrorLink* link) {
       }
       if (command.kind() == v1::TierCommand::FLUSH) (void)Forward(link, /*final=*/false);
     }
+    bool delivered = false;
     if (sealed) {
-      // Stop accepting, then deliver everything with the final push (retrying while the
-      // parent is reachable and still waits for us).
-      // A node with children of its own (a deeper tree) first waits for their finals.
+      // Stop accepting, then deliver everything with the final push. A node with
+      // children of its own (a deeper tree) first waits for their finals.
       (void)link->mirror->Seal();
-      (void)link->mirror->AwaitChildren(absl::Now() + options_.child_grace);
-      absl::Status forwarded;
-      for (int attempt = 0; attempt < 20; ++attempt) {
-        forwarded = Forward(link, /*final=*/true);
-        if (forwarded.ok() || forwarded.code() == absl::StatusCode::kFailedPrecondition) break;
-        if (WaitStopping(kRejoinBackoff)) break;
+      if (!give_up.has_value()) {
+        (void)link->mirror->AwaitChildren(absl::Now() + options_.child_grace);
+        give_up = absl::Now() + options_.child_grace;
       }
-      link->mirror->MarkForwarded(forwarded);
+      final_error = Forward(link, /*final=*/true);
+      delivered = final_error.ok();
+      refusals = final_error.code() == absl::StatusCode::kFailedPrecondition ? refusals + 1 : 0;
     }
     link->mirror->SetJoinedUpstream(false);
     context.TryCancel();
@@ -146,41 +162,77 @@ void ParentLink::JoinLoop(MirrorLink* link) {
       MutexLock lock(&link->join_mu);
       link->join_context = nullptr;
     }
-    if (sealed) return;
+    if (delivered || refusals >= 2) {
+      link->mirror->MarkForwarded(final_error);
+      return;
+    }
     const v1::AggregationState state = link->mirror->state();
     if (state != v1::OPEN && state != v1::SEALED) return;
     if (WaitStopping(kRejoinBackoff)) return;
   }
 }
 
+void ParentLink::ParentReported(MirrorLink* link, const v1::TierCommand& command) {
+  MutexLock lock(&link->push_mu);
+  link->parent_checkpoints = command.parent_checkpoints();
+  const uint64_t holds = command.last_sequence();
+  const uint64_t pushed = link->next_sequence - 1;
+  const uint64_t first_kept = link->kept.empty() ? link->next_sequence : link->kept.begin()->first;
+  if (link->parent_checkpoints && holds < pushed && holds + 1 < first_kept) {
+    std::fprintf(stderr,
+                 "fedagg-server: the parent holds sequence %llu of aggregation '%s' from this node, "
+                 "but it had reported sequences up to %llu durable; its checkpoint lost them\n",
+                 static_cast<unsigned long long>(holds), link->mirror->id().c_str(),
+                 static_cast<unsigned long long>(first_kept - 1));
+  }
+  link->parent_holds = holds;
+}
+
 absl::Status ParentLink::Forward(MirrorLink* link, bool final) {
   MutexLock lock(&link->push_mu);
   if (link->done) return absl::OkStatus();
-  const std::string& id = link->mirror->id();
-  if (link->unsent.has_value()) {
-    if (absl::Status s = Push(id, link->next_sequence, false, *link->unsent); !s.ok()) return s;
-    link->unsent.reset();
-    ++link->next_sequence;
+  // What the parent does not hold: a push that failed, or deltas a restarted parent lost.
+  if (absl::Status pushed = PushKept(link); !pushed.ok()) return pushed;
+  if (!link->final_taken) {
+    // A backend failure takes nothing: the mirror's partial stays as it was.
+    absl::StatusOr<Aggregation::Delta> delta = link->mirror->TakeDelta(final);
+    if (!delta.ok()) return delta.status();
+    if (delta->contributions == 0 && !final) return absl::OkStatus();
+    // Kept until the parent holds it (and, when it writes checkpoints, until its
+    // checkpoint does); a failed push goes out again under the same sequence number.
+    link->kept[link->next_sequence++] = KeptDelta{std::move(delta->bytes), final};
+    link->final_taken = final;
+    if (absl::Status pushed = PushKept(link); !pushed.ok()) return pushed;
   }
-  absl::StatusOr<Aggregation::Delta> delta = link->mirror->TakeDelta(final);
-  if (!delta.ok()) return delta.status();
-  if (delta->contributions == 0 && !final) return absl::OkStatus();
-  absl::Status pushed = Push(id, link->next_sequence, final, delta->bytes);
-  if (!pushed.ok()) {
-    // Keep it; the next Forward sends it first, under the same sequence number. A final
-    // delta that could not be delivered goes out the same way on the final retry.
-    link->unsent = std::move(delta->bytes);
-    return pushed;
-  }
-  ++link->next_sequence;
-  if (final) link->done = true;
+  if (link->final_taken) link->done = true;
   return absl::OkStatus();
 }
 
-absl::Status ParentLink::Push(const std::string& aggregation_id, uint64_t sequence, bool final,
-                              const std::string& bytes) {
+absl::Status ParentLink::PushKept(MirrorLink* link) {
+  const std::string& id = link->mirror->id();
+  for (auto it = link->kept.upper_bound(link->parent_holds); it != link->kept.end();
+       it = link->kept.upper_bound(link->parent_holds)) {
+    const uint64_t sequence = it->first;
+    // The final delta is delivered once the parent's checkpoint holds it: after that
+    // nothing of this node's is left to send again.
+    const bool wait_durable = it->second.final && link->parent_checkpoints;
+    absl::StatusOr<v1::PushPartialResponse> response =
+        Push(id, sequence, it->second.final, wait_durable, it->second.bytes);
+    if (!response.ok()) return response.status();
+    link->parent_holds = sequence;
+    const uint64_t releasable = link->parent_checkpoints ? response->durable_sequence() : sequence;
+    link->kept.erase(link->kept.begin(), link->kept.upper_bound(releasable));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::PushPartialResponse> ParentLink::Push(const std::string& aggregation_id,
+                                                         uint64_t sequence, bool final, bool wait_durable,
+                                                         const std::string& bytes) {
   grpc::ClientContext context;
   PrepareContext(context, /*with_deadline=*/true);
+  // A push that waits for the parent's checkpoint may take a checkpoint interval longer.
+  if (wait_durable) context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout + options_.child_grace));
   v1::PushPartialResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::PartialChunk>> writer = tier_->PushPartial(&context, &response);
   size_t offset = 0;
@@ -192,6 +244,7 @@ absl::Status ParentLink::Push(const std::string& aggregation_id, uint64_t sequen
       chunk.set_sequence(sequence);
       chunk.set_final(final);
       chunk.set_total_bytes(bytes.size());
+      chunk.set_wait_durable(wait_durable);
     }
     const size_t n = std::min(kPushChunkBytes, bytes.size() - offset);
     chunk.set_data(bytes.substr(offset, n));
@@ -201,7 +254,8 @@ absl::Status ParentLink::Push(const std::string& aggregation_id, uint64_t sequen
   writer->WritesDone();
   absl::Status status = FromGrpcStatus(writer->Finish());
   options_.metrics->partial_forwards.WithLabels({status.ok() ? "ok" : "failed"}).Increment();
-  return status;
+  if (!status.ok()) return status;
+  return response;
 }
 
 void ParentLink::SyncLoop() {

@@ -5,7 +5,10 @@
 //    forwards the mirror's partial aggregate up as deltas (Tier.PushPartial) every
 //    forward interval and, finally, when the parent says SEAL;
 //  - never loses a delta: a failed push is retried with the same sequence number, and
-//    the parent merges each (child, sequence) once.
+//    the parent merges each (child, sequence) once. When the parent writes checkpoints,
+//    every delta is kept until the parent reports it durable; a parent that restarted
+//    from a checkpoint says on re-join which sequence it holds, and the deltas after it
+//    are pushed again. The final delta waits for the parent's checkpoint.
 #ifndef FEDAGG_SERVICE_TIER_PARENT_LINK_H_
 #define FEDAGG_SERVICE_TIER_PARENT_LINK_H_
 
@@ -51,12 +54,23 @@ class ParentLink final : public UpstreamSource {
   bool parent_reachable() const { return parent_reachable_; }
 
  private:
+  // A delta taken from the mirror, kept until the parent no longer needs it again.
+  struct KeptDelta {
+    std::string bytes;
+    bool final = false;
+  };
   struct MirrorLink {
     std::shared_ptr<Aggregation> mirror;
     Mutex push_mu;
     uint64_t next_sequence ABSL_GUARDED_BY(push_mu) = 1;
-    std::optional<std::string> unsent ABSL_GUARDED_BY(push_mu);  // a delta the parent has not acked
-    bool done ABSL_GUARDED_BY(push_mu) = false;                 // final partial delivered
+    // The last sequence the parent holds (acked to us, or reported on (re-)join).
+    uint64_t parent_holds ABSL_GUARDED_BY(push_mu) = 0;
+    bool parent_checkpoints ABSL_GUARDED_BY(push_mu) = false;
+    // Deltas by sequence: those the parent does not hold yet, and, when it writes
+    // checkpoints, those its last checkpoint does not hold yet.
+    std::map<uint64_t, KeptDelta> kept ABSL_GUARDED_BY(push_mu);
+    bool final_taken ABSL_GUARDED_BY(push_mu) = false;
+    bool done ABSL_GUARDED_BY(push_mu) = false;  // final partial delivered
     Mutex join_mu;
     grpc::ClientContext* join_context ABSL_GUARDED_BY(join_mu) = nullptr;
     std::thread join_thread;
@@ -65,10 +79,15 @@ class ParentLink final : public UpstreamSource {
   void PrepareContext(grpc::ClientContext& context, bool with_deadline) const;
   // Holds a Join stream open (rejoining after failures) until the mirror is done.
   void JoinLoop(MirrorLink* link);
-  // Pushes the unsent delta, then a new one (the final one when `final`).
+  // Pushes the kept deltas the parent does not hold, then a new one (the final one
+  // when `final`).
   absl::Status Forward(MirrorLink* link, bool final);
-  absl::Status Push(const std::string& aggregation_id, uint64_t sequence, bool final,
-                    const std::string& bytes);
+  // Pushes every kept delta after parent_holds, in order.
+  absl::Status PushKept(MirrorLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->push_mu);
+  // What the parent said on (re-)join: the last sequence it holds from us.
+  void ParentReported(MirrorLink* link, const v1::TierCommand& command);
+  absl::StatusOr<v1::PushPartialResponse> Push(const std::string& aggregation_id, uint64_t sequence,
+                                               bool final, bool wait_durable, const std::string& bytes);
   void SyncLoop();
   void ForwardLoop();
   bool WaitStopping(absl::Duration timeout);

@@ -11,6 +11,7 @@
 #include "service/backend/backend_choice.h"
 #include "service/core/cpu_accumulator_factory.h"
 #include "service/rounds/aggregation.h"
+#include "tests/backend/failing_backend.h"
 
 namespace fedagg {
 namespace {
@@ -48,35 +49,6 @@ TEST(BackendChoiceTest, AutoPicksCudaExactlyWhenCudaIsAvailable) {
   EXPECT_TRUE(absl::StrContains(automatic->reason, "no CUDA")) << automatic->reason;
 }
 
-// A backend whose every batch fails as a GPU out of memory would.
-class ExhaustedAccumulator final : public FieldAccumulator {
- public:
-  explicit ExhaustedAccumulator(const FieldSpec& field)
-      : cpu_(CpuAccumulatorFactory::Default().Make(field)) {}
-  absl::Status AccumulateBatch(absl::Span<const FieldValue* const>, absl::Span<const double>) override {
-    return absl::ResourceExhaustedError("out of memory on the reduction device");
-  }
-  absl::Status MergeWith(const FieldAccumulator&) override { return absl::OkStatus(); }
-  absl::Status SerializeTo(ByteWriter& out) const override { return cpu_->SerializeTo(out); }
-  absl::Status DeserializeFrom(ByteReader& in, int64_t contributions) override {
-    return cpu_->DeserializeFrom(in, contributions);
-  }
-  absl::StatusOr<ReportedField> Report(int64_t contributions, double weight_sum) const override {
-    return cpu_->Report(contributions, weight_sum);
-  }
-
- private:
-  std::unique_ptr<FieldAccumulator> cpu_;
-};
-
-class ExhaustedBackend final : public AccumulatorFactory {
- public:
-  absl::string_view name() const override { return "exhausted"; }
-  std::unique_ptr<FieldAccumulator> Make(const FieldSpec& field) const override {
-    return std::make_unique<ExhaustedAccumulator>(field);
-  }
-};
-
 UpdateBuffer DenseUpdate(const ReductionSpec& spec, float value) {
   absl::StatusOr<UpdateBuffer> buffer = UpdateBuffer::Create(spec, {0}, std::nullopt, 1 << 20);
   EXPECT_TRUE(buffer.ok()) << buffer.status();
@@ -88,7 +60,7 @@ UpdateBuffer DenseUpdate(const ReductionSpec& spec, float value) {
 }
 
 TEST(BackendFailureTest, OutOfDeviceMemoryFailsTheAggregationWithTheReason) {
-  const ExhaustedBackend backend;
+  const testing::FailingBackend backend({.reduce = true});  // every batch out of device memory
   AggregationConfig config;
   config.id = "round-1";
   config.reduction = *ReductionSpec::Create(ValueType::Tensor(DType::kFloat32, {4}),
@@ -106,7 +78,7 @@ TEST(BackendFailureTest, OutOfDeviceMemoryFailsTheAggregationWithTheReason) {
   const v1::AggregationStatus status = aggregation.Status();
   EXPECT_EQ(status.state(), v1::FAILED);
   EXPECT_TRUE(absl::StrContains(status.detail(), "RESOURCE_EXHAUSTED")) << status.detail();
-  EXPECT_TRUE(absl::StrContains(status.detail(), "exhausted backend")) << status.detail();
+  EXPECT_TRUE(absl::StrContains(status.detail(), "failing backend")) << status.detail();
   EXPECT_FALSE(aggregation.Result().ok());
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fedagg-client against a live server: create, submit from .npy files (dense and sparse),
 # refusals with their exit codes, seal, watch, and the result written as .npy files that
-# are read back and checked. .npy files are made and read with Python's standard library.
+# are read back and checked (npy / npy_read from e2e_lib.sh).
 # Usage: cli_test.sh FEDAGG_SERVER FEDAGG_CLIENT
 set -euo pipefail
 source "$(dirname "$0")/e2e_lib.sh"
@@ -9,34 +9,6 @@ SERVER=$1 CLIENT=$2
 PORT=$E2E_BASE
 e2e_start_server "$SERVER" root "$PORT" $((PORT + 5))
 cli() { "$CLIENT" --server="127.0.0.1:$PORT" "$@"; }
-
-# npy WRITE: python3 - FILE DESCR COMMA_SEPARATED_VALUES
-npy() {
-  python3 - "$@" <<'PY'
-import struct, sys
-path, descr, values = sys.argv[1], sys.argv[2], [v for v in sys.argv[3].split(",") if v]
-fmt = {"<f4": "f", "<i8": "q"}[descr]
-header = "{'descr': '%s', 'fortran_order': False, 'shape': (%d,), }" % (descr, len(values))
-header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
-data = struct.pack("<%d%s" % (len(values), fmt), *[float(v) if fmt == "f" else int(v) for v in values])
-open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
-PY
-}
-# npy READ: prints the values of FILE, comma-separated
-npy_read() {
-  python3 - "$1" <<'PY'
-import ast, struct, sys
-raw = open(sys.argv[1], "rb").read()
-length = struct.unpack("<H", raw[8:10])[0]
-header = ast.literal_eval(raw[10:10 + length].decode())
-fmt = {"<f4": "f", "<f8": "d", "<i8": "q"}[header["descr"]]
-count = 1
-for d in header["shape"]:
-    count *= d
-values = struct.unpack("<%d%s" % (count, fmt), raw[10 + length:])
-print(",".join(("%g" % v) if fmt in "fd" else str(v) for v in values))
-PY
-}
 
 cli create r1 --type='<w=float32[3],tokens=int64[10]>' \
     --intrinsics=federated_mean,sparse_sum_sparse+counts --min_contributions=2

@@ -1,5 +1,6 @@
 # Shared helpers of the end-to-end tests: start fedagg-server processes on loopback,
-# wait for ports, stop everything on exit. Sourced, not run.
+# wait for ports, stop everything on exit, write and read .npy files (Python's standard
+# library). Sourced, not run.
 set -euo pipefail
 
 E2E_DIR=$(mktemp -d /tmp/fedagg-e2e.XXXXXX)
@@ -39,4 +40,47 @@ e2e_start_server() {  # e2e_start_server BINARY NAME GRPC_PORT METRICS_PORT [fla
 
 e2e_metric() {  # e2e_metric METRICS_PORT NAME -> the sample's value (0 when absent)
   curl -sf "http://127.0.0.1:$1/metrics" | awk -v name="$2" '$1 == name {print $2; found=1} END {if (!found) print 0}'
+}
+
+e2e_make_certificates() {  # e2e_make_certificates DIR: ca.pem, server.{pem,key}, client.{pem,key} for 127.0.0.1
+  local dir=$1
+  mkdir -p "$dir"
+  (
+    cd "$dir"
+    exec >openssl.log 2>&1
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=fedagg-test-ca
+    for who in server client; do
+      openssl req -newkey rsa:2048 -nodes -keyout $who.key -out $who.csr -subj /CN=$who
+      printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >$who.ext
+      openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $who.pem -days 1 -extfile $who.ext
+    done
+  ) || { echo "openssl failed; see $dir/openssl.log" >&2; return 1; }
+}
+
+# npy WRITE: python3 - FILE DESCR COMMA_SEPARATED_VALUES
+npy() {
+  python3 - "$@" <<'PY'
+import struct, sys
+path, descr, values = sys.argv[1], sys.argv[2], [v for v in sys.argv[3].split(",") if v]
+fmt = {"<f4": "f", "<i8": "q"}[descr]
+header = "{'descr': '%s', 'fortran_order': False, 'shape': (%d,), }" % (descr, len(values))
+header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+data = struct.pack("<%d%s" % (len(values), fmt), *[float(v) if fmt == "f" else int(v) for v in values])
+open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
+PY
+}
+# npy READ: prints the values of FILE, comma-separated
+npy_read() {
+  python3 - "$1" <<'PY'
+import ast, struct, sys
+raw = open(sys.argv[1], "rb").read()
+length = struct.unpack("<H", raw[8:10])[0]
+header = ast.literal_eval(raw[10:10 + length].decode())
+fmt = {"<f4": "f", "<f8": "d", "<i8": "q"}[header["descr"]]
+count = 1
+for d in header["shape"]:
+    count *= d
+values = struct.unpack("<%d%s" % (count, fmt), raw[10 + length:])
+print(",".join(("%g" % v) if fmt in "fd" else str(v) for v in values))
+PY
 }

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# fedagg's service benchmarks: real fedagg-server processes on loopback driven by
+# fedagg-loadgen, whose own result check must pass for a figure to count. Each case prints
+# one line "BENCH {json}" (scripts/bench.sh turns them into its summary table) after the
+# load generator's report.
+#   bench/service_bench.sh BUILD_DIR ingest [--streams=8] [--updates_1k=20000] [--updates_1m=1000] [--updates_64m=6]
+#   bench/service_bench.sh BUILD_DIR rounds [--rounds_small=20] [--rounds_large=5]
+#   bench/service_bench.sh BUILD_DIR memory [--memory_updates=100,1000] [--model_floats=4000000]
+#   bench/service_bench.sh BUILD_DIR scale  [--scale_clients=10000] [--scale_concurrency=1000]
+# ingest:  N concurrent streams of 1 KiB, 1 MiB and 64 MiB updates through fedagg-server
+#          (validation, batching, reduction) and through fedagg-raw-sink (a bare gRPC sink
+#          receiving the same chunked messages); payload bytes/s, updates/s and the ratio.
+# rounds:  create -> N tiny contributions through a root and two intermediate aggregators
+#          -> result, repeated; median and p99 latency per round for N = 10 and 1,000.
+# memory:  peak RSS (VmHWM) of a root aggregating M updates of a 16 MB model, against the
+#          model size and the idle server's RSS.
+# scale:   10,000 logical clients through a root and two intermediate aggregators:
+#          updates/s and each server's peak RSS.
+set -euo pipefail
+BUILD=$(cd "$1" && pwd); CASE=$2; shift 2
+source "$(dirname "$0")/../tests/e2e/e2e_lib.sh"
+SERVER=$BUILD/service/fedagg-server
+LOADGEN=$BUILD/client_stub/fedagg-loadgen
+SINK=$BUILD/bench/fedagg-raw-sink
+
+declare -A OPT=([streams]=8 [updates_1k]=20000 [updates_1m]=1000 [updates_64m]=6 [rounds_small]=20 [rounds_large]=5
+                [memory_updates]=100,1000 [model_floats]=4000000 [scale_clients]=10000 [scale_concurrency]=1000)
+for arg in "$@"; do
+  key=${arg#--}; key=${key%%=*}
+  [ -n "${OPT[$key]+set}" ] && [[ $arg == --*=* ]] || { echo "unknown option $arg" >&2; exit 2; }
+  OPT[$key]=${arg#*=}
+done
+
+PORT=$E2E_BASE
+next_port() { PORT=$((PORT + 1)); }
+rss_kib() { awk -v key="$2:" '$1 == key {print $2}' "/proc/$1/status"; }  # rss_kib PID VmHWM|VmRSS
+stop_all() { kill "${E2E_PIDS[@]}" 2>/dev/null || true; wait "${E2E_PIDS[@]}" 2>/dev/null || true; E2E_PIDS=(); }
+start_root() {  # start_root [flags...]; sets ROOT and ROOT_PID
+  next_port; ROOT=$PORT; next_port
+  e2e_start_server "$SERVER" "root-$ROOT" "$ROOT" "$PORT" "$@"; ROOT_PID=${E2E_PIDS[-1]}
+}
+start_tree() {  # start_tree: a root and two intermediate aggregators; sets MIDS and MID_PIDS
+  start_root
+  MIDS=(); MID_PIDS=()
+  for name in a b; do
+    next_port; local port=$PORT; next_port
+    e2e_start_server "$SERVER" "mid-$name-$port" "$port" "$PORT" --parent="127.0.0.1:$ROOT" --forward_interval_ms=100
+    MIDS+=("127.0.0.1:$port"); MID_PIDS+=("${E2E_PIDS[-1]}")
+  done
+}
+loadgen() {  # loadgen OUT.json [flags...]: the run's JSON report, printed too; fails the bench when the check fails
+  local out=$1; shift
+  if ! "$LOADGEN" --json "$@" >"$out"; then cat "$out"; echo "fedagg-loadgen failed: no figure" >&2; exit 1; fi
+  cat "$out"
+}
+emit() { echo "BENCH $1"; }  # emit JSON
+
+case $CASE in
+ingest)
+  for size in 1k 1m 64m; do
+    case $size in
+      1k)  floats=256;      updates=${OPT[updates_1k]};  streams=${OPT[streams]}; distinct=8 ;;
+      1m)  floats=262144;   updates=${OPT[updates_1m]};  streams=${OPT[streams]}; distinct=8 ;;
+      64m) floats=16777216; updates=${OPT[updates_64m]}; streams=2;               distinct=2 ;;
+    esac
+    args=(--clients="$updates" --concurrency="$streams" --channels="$streams" --distinct_updates=$distinct
+          --type="<w=float32[$floats]>" --intrinsics=federated_sum)
+    start_root
+    loadgen "$E2E_DIR/fedagg-$size.json" --control="127.0.0.1:$ROOT" "${args[@]}"
+    stop_all
+    next_port; sink_port=$PORT
+    "$SINK" --listen="127.0.0.1:$sink_port" 2>"$E2E_DIR/sink.log" & E2E_PIDS+=($!)
+    e2e_wait_port "$sink_port"
+    loadgen "$E2E_DIR/sink-$size.json" --sink --servers="127.0.0.1:$sink_port" "${args[@]}"
+    stop_all
+    emit "$(python3 - "$E2E_DIR/fedagg-$size.json" "$E2E_DIR/sink-$size.json" "$size" "$streams" <<'PY'
+import json, sys
+f, s = (json.load(open(p)) for p in sys.argv[1:3])
+ft, st = f["throughput"], s["throughput"]
+print(json.dumps({"bench": "ingest", "size": sys.argv[3], "streams": int(sys.argv[4]),
+                  "updates": f["updates"]["counted"], "update_bytes": f["payload_bytes_per_update"],
+                  "fedagg_bytes_per_s": ft["payload_bytes_per_s"], "fedagg_updates_per_s": ft["updates_per_s"],
+                  "sink_bytes_per_s": st["payload_bytes_per_s"], "sink_updates_per_s": st["updates_per_s"],
+                  "ratio": ft["payload_bytes_per_s"] / st["payload_bytes_per_s"], "checked": f["passed"]}))
+PY
+)"
+  done ;;
+rounds)
+  start_tree
+  for n in 10 1000; do
+    rounds=${OPT[rounds_small]}; [ "$n" -ge 1000 ] && rounds=${OPT[rounds_large]}
+    loadgen "$E2E_DIR/rounds-$n.json" --control="127.0.0.1:$ROOT" --servers="$(IFS=,; echo "${MIDS[*]}")" \
+        --clients="$n" --rounds="$rounds" --concurrency=256 --type='<w=float32[16]>' --intrinsics=federated_sum
+    emit "$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({"bench": "rounds", "clients": r["clients_per_round"], "rounds": r["rounds"], "median_ms": r["round_ms"]["median"], "p99_ms": r["round_ms"]["p99"], "checked": r["passed"]}))' "$E2E_DIR/rounds-$n.json")"
+  done
+  stop_all ;;
+memory)
+  IFS=, read -ra ms <<<"${OPT[memory_updates]}"
+  for m in "${ms[@]}"; do
+    start_root
+    idle=$(rss_kib "$ROOT_PID" VmRSS)
+    loadgen "$E2E_DIR/memory-$m.json" --control="127.0.0.1:$ROOT" --clients="$m" --concurrency=4 --channels=2 \
+        --distinct_updates=2 --type="<w=float32[${OPT[model_floats]}]>" --intrinsics=federated_sum
+    peak=$(rss_kib "$ROOT_PID" VmHWM)
+    stop_all
+    emit "$(python3 -c 'import json,sys; m,idle,peak,model=map(int,sys.argv[1:5]); print(json.dumps({"bench": "memory", "updates": m, "model_bytes": model, "idle_rss_bytes": idle*1024, "peak_rss_bytes": peak*1024, "peak_over_idle_in_models": (peak-idle)*1024/model, "checked": json.load(open(sys.argv[5]))["passed"]}))' \
+        "$m" "$idle" "$peak" $((OPT[model_floats] * 4)) "$E2E_DIR/memory-$m.json")"
+  done ;;
+scale)
+  start_tree
+  loadgen "$E2E_DIR/scale.json" --control="127.0.0.1:$ROOT" --servers="$(IFS=,; echo "${MIDS[*]}")" \
+      --clients="${OPT[scale_clients]}" --concurrency="${OPT[scale_concurrency]}" --channels=4 \
+      --type='<w=float32[1024],emb=float32[10000,16]>' --intrinsics=federated_mean,row_sparse_sum --density=1,0.001
+  emit "$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({"bench": "scale", "clients": r["clients_per_round"], "updates_per_s": r["throughput"]["updates_per_s"], "payload_bytes_per_s": r["throughput"]["payload_bytes_per_s"], "latency_p99_ms": r["latency_ms"]["p99"], "root_peak_rss_bytes": int(sys.argv[2])*1024, "intermediate_peak_rss_bytes": [int(x)*1024 for x in sys.argv[3:]], "checked": r["passed"]}))' \
+      "$E2E_DIR/scale.json" "$(rss_kib "$ROOT_PID" VmHWM)" "$(rss_kib "${MID_PIDS[0]}" VmHWM)" "$(rss_kib "${MID_PIDS[1]}" VmHWM)")"
+  stop_all ;;
+*) echo "unknown case '$CASE': ingest, rounds, memory or scale" >&2; exit 2 ;;
+esac

@@ -1,0 +1,40 @@
+// Checks an aggregation's result against the value the load generator expects from what
+// it sent: the float64 reference over the generated updates, each counted as many times as
+// clients that sent it were counted. Integer results must match exactly; floating results
+// within the rounding bound of summing n positive values (n ulps of the accumulation
+// dtype, twice for weighted fields, none for max and min, plus two of the result dtype),
+// relative.
+#ifndef FEDAGG_CLIENT_STUB_LOADGEN_RESULT_CHECK_H_
+#define FEDAGG_CLIENT_STUB_LOADGEN_RESULT_CHECK_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "client_stub/loadgen/workload.h"
+#include "service/core/aggregate_result.h"
+#include "service/core/reduction_spec.h"
+
+namespace fedagg::loadgen {
+
+struct FieldCheck {
+  std::string path;
+  double max_relative_error = 0;  // infinity: shapes, indices or counts differ
+  double tolerance = 0;
+  bool passed = false;
+};
+
+struct CheckReport {
+  bool passed = false;
+  int64_t expected_contributions = 0;
+  int64_t contributions = 0;
+  std::vector<FieldCheck> fields;
+};
+
+CheckReport CheckResult(const ReductionSpec& spec, absl::Span<const GeneratedUpdate> pool,
+                        absl::Span<const int64_t> counted_per_update, const AggregateResult& result);
+
+}  // namespace fedagg::loadgen
+
+#endif  // FEDAGG_CLIENT_STUB_LOADGEN_RESULT_CHECK_H_

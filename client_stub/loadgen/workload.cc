@@ -1,0 +1,105 @@
+// Generated updates and the fault plan of the load generator.
+#include "client_stub/loadgen/workload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "service/core/half_float.h"
+
+namespace fedagg::loadgen {
+namespace {
+
+// Writes `n` values of `dtype` into `out`: floats in [0.5, 1.5) (for float16 and bfloat16
+// one of 1, 1.125, ..., 1.875, exact in both), integers in 0..15.
+void FillValues(DType dtype, int64_t n, std::mt19937_64& rng, std::vector<std::byte>& out) {
+  out.resize(static_cast<size_t>(n) * DTypeSize(dtype));
+  std::uniform_real_distribution<double> real(0.5, 1.5);
+  std::uniform_int_distribution<int> small(0, 15);
+  auto fill = [&](auto* data, auto make) {
+    for (int64_t i = 0; i < n; ++i) data[i] = make();
+  };
+  switch (dtype) {
+    case DType::kFloat32: fill(reinterpret_cast<float*>(out.data()), [&] { return static_cast<float>(real(rng)); }); break;
+    case DType::kFloat64: fill(reinterpret_cast<double*>(out.data()), [&] { return real(rng); }); break;
+    case DType::kInt32: fill(reinterpret_cast<int32_t*>(out.data()), [&] { return static_cast<int32_t>(small(rng)); }); break;
+    case DType::kInt64: fill(reinterpret_cast<int64_t*>(out.data()), [&] { return static_cast<int64_t>(small(rng)); }); break;
+    case DType::kFloat16:
+      fill(reinterpret_cast<Float16*>(out.data()), [&] { return ToFloat16(1.0f + static_cast<float>(small(rng) % 8) / 8); });
+      break;
+    case DType::kBFloat16:
+      fill(reinterpret_cast<BFloat16*>(out.data()), [&] { return ToBFloat16(1.0f + static_cast<float>(small(rng) % 8) / 8); });
+      break;
+  }
+}
+
+// `k` distinct indices in [0, n), sorted (Floyd's sampling).
+std::vector<int64_t> SampleIndices(int64_t n, int64_t k, std::mt19937_64& rng) {
+  std::unordered_set<int64_t> chosen;
+  chosen.reserve(static_cast<size_t>(k));
+  for (int64_t j = n - k; j < n; ++j) {
+    const int64_t t = std::uniform_int_distribution<int64_t>(0, j)(rng);
+    if (!chosen.insert(t).second) chosen.insert(j);
+  }
+  std::vector<int64_t> out(chosen.begin(), chosen.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool PicksClient(double fraction, int64_t client) {
+  return std::floor(static_cast<double>(client + 1) * fraction) > std::floor(static_cast<double>(client) * fraction);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<GeneratedUpdate>> GenerateUpdates(const ReductionSpec& spec,
+                                                             absl::Span<const double> densities, int count,
+                                                             uint64_t seed) {
+  const std::vector<FieldSpec>& fields = spec.fields();
+  if (densities.size() != 1 && densities.size() != fields.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("give one density for every field or one for all: the type has ",
+                                                   fields.size(), " fields, ", densities.size(), " densities were given"));
+  }
+  for (double d : densities) {
+    if (!(d > 0 && d <= 1)) return absl::InvalidArgumentError(absl::StrCat("density ", d, " is not in (0, 1]"));
+  }
+  if (count < 1) return absl::InvalidArgumentError("generate at least one distinct update");
+  std::vector<GeneratedUpdate> out(static_cast<size_t>(count));
+  std::mt19937_64 rng(seed);
+  for (GeneratedUpdate& update : out) {
+    update.values_.resize(fields.size());
+    update.indices_.resize(fields.size());
+    for (size_t f = 0; f < fields.size(); ++f) {
+      const FieldSpec& field = fields[f];
+      const DType dtype = field.type.dtype;
+      int64_t elements = field.type.num_elements();
+      if (field.encoding != Encoding::kDense && field.rows > 0) {
+        const double density = densities.size() == 1 ? densities[0] : densities[f];
+        const int64_t k = std::clamp<int64_t>(std::llround(density * static_cast<double>(field.rows)), 1, field.rows);
+        update.indices_[f] = SampleIndices(field.rows, k, rng);
+        elements = k * field.row_width;
+      } else if (field.encoding != Encoding::kDense) {
+        elements = 0;  // a table without rows: nothing to touch
+      }
+      FillValues(dtype, elements, rng, update.values_[f]);
+      update.view_.fields.push_back(FieldValue{field.encoding, dtype, absl::MakeConstSpan(update.indices_[f]),
+                                               absl::MakeConstSpan(update.values_[f])});
+      update.payload_bytes_ += static_cast<int64_t>(update.values_[f].size() + update.indices_[f].size() * sizeof(int64_t));
+    }
+    if (spec.has_weighted_field()) update.view_.weight = std::uniform_real_distribution<double>(1, 10)(rng);
+  }
+  return out;
+}
+
+FaultPlan::ClientFaults FaultPlan::For(int64_t client) const {
+  return ClientFaults{PicksClient(disconnect, client), PicksClient(lost_ack, client), PicksClient(slow, client)};
+}
+
+int64_t FaultPlan::Picked(double fraction, int64_t clients) {
+  return static_cast<int64_t>(std::floor(static_cast<double>(clients) * fraction));
+}
+
+}  // namespace fedagg::loadgen

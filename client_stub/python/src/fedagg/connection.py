@@ -1,0 +1,112 @@
+"""Connecting to a fedagg server: plaintext, TLS or mutual TLS, with an optional bearer
+token (docs/PROTOCOL.md, section 2). A Connection holds one gRPC channel and gives the
+control client, Contribute streams, the Submit path and the task path (GetTask).
+"""
+import os
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import grpc
+
+from .contribute_stream import ContributeStream
+from .control import ControlClient, call
+from .errors import invalid_argument
+from .spec import AggregationStatus, Spec
+from .update_encoder import DEFAULT_CHUNK_BYTES, check_chunk_bytes, encode_update
+from .update_input import prepare_update
+from .v1 import aggregation_pb2, aggregation_pb2_grpc
+
+Pem = Union[bytes, str, "os.PathLike[str]"]
+
+
+def _pem(value: Optional[Pem]) -> Optional[bytes]:
+    """PEM bytes as given, or read from a file path."""
+    if value is None or isinstance(value, bytes):
+        return value
+    with open(value, "rb") as f:
+        return f.read()
+
+
+def spec_of(spec: Union[Spec, AggregationStatus]) -> Spec:
+    return spec.spec if isinstance(spec, AggregationStatus) else spec
+
+
+class Connection:
+    """One channel to a fedagg server. Use as a context manager, or call close()."""
+
+    def __init__(self, channel: grpc.Channel, token: Optional[str], timeout: float):
+        self.channel = channel
+        self.metadata: Tuple[Tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+        self.timeout = timeout
+        self.control = ControlClient(channel, self.metadata, timeout)
+        self._aggregation = aggregation_pb2_grpc.AggregationStub(channel)
+
+    def open_stream(self, client_id: str, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                    max_attempts: int = 8, initial_backoff_s: float = 0.025) -> ContributeStream:
+        """A Contribute stream for `client_id` (the exactly-once key of its updates)."""
+        return ContributeStream(self._aggregation, client_id, self.metadata, chunk_bytes=chunk_bytes,
+                                max_attempts=max_attempts, initial_backoff_s=initial_backoff_s)
+
+    def submit(self, client_id: str, spec: Union[Spec, AggregationStatus], fields: Any,
+               weight: Optional[float] = None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> int:
+        """Sends one update over Aggregation.Submit (no bidirectional stream needed), after
+        checking it locally. Returns the contributions counted at the server after it."""
+        update = prepare_update(spec_of(spec), fields, weight)
+        check_chunk_bytes(chunk_bytes)
+        if not client_id:
+            raise invalid_argument("client id is empty")
+        requests = (aggregation_pb2.SubmitRequest(**{kind: message})
+                    for kind, message in encode_update(update, chunk_bytes, client_id))
+        response = call(self._aggregation.Submit, requests, self.metadata, self.timeout)
+        return response.ack.contributions
+
+    def get_tasks(self, client_id: str, max_tasks: int = 1) -> List[Spec]:
+        """Open aggregations this client has not contributed to (Aggregation.GetTask)."""
+        response = call(self._aggregation.GetTask,
+                        aggregation_pb2.GetTaskRequest(client_id=client_id, max_tasks=max_tasks),
+                        self.metadata, self.timeout)
+        return [Spec(task) for task in response.tasks]
+
+    def close(self):
+        self.channel.close()
+
+    def __enter__(self) -> "Connection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def connect(target: str, *, token: Optional[str] = None, tls: bool = False,
+            root_certificates: Optional[Pem] = None, certificate_chain: Optional[Pem] = None,
+            private_key: Optional[Pem] = None, server_name: Optional[str] = None,
+            timeout: float = 30.0, max_receive_message_bytes: Optional[int] = None,
+            options: Sequence[Tuple[str, Any]] = ()) -> Connection:
+    """Connects to `target` ("host:port").
+
+    token: a bearer token, sent as `authorization: Bearer <token>` on every call.
+    tls / root_certificates: TLS, verifying the server against the given CA (PEM bytes or
+      a file path) or, without one, the system's roots.
+    certificate_chain + private_key: mutual TLS (implies tls).
+    server_name: the name to verify the server's certificate against, when it differs
+      from the target's host.
+    timeout: seconds for each unary call and each Submit.
+    max_receive_message_bytes: raise it when specs with large broadcast tensors exceed
+      gRPC's default 4 MiB (docs/PROTOCOL.md, "Message sizes").
+    """
+    if (certificate_chain is None) != (private_key is None):
+        raise invalid_argument("mutual TLS needs both certificate_chain and private_key")
+    channel_options = list(options)
+    if max_receive_message_bytes is not None:
+        channel_options.append(("grpc.max_receive_message_length", max_receive_message_bytes))
+    if server_name is not None:
+        channel_options.append(("grpc.ssl_target_name_override", server_name))
+    if tls or root_certificates is not None or certificate_chain is not None:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_pem(root_certificates), private_key=_pem(private_key),
+            certificate_chain=_pem(certificate_chain))
+        channel = grpc.secure_channel(target, credentials, options=channel_options)
+    else:
+        channel = grpc.insecure_channel(target, options=channel_options)
+    return Connection(channel, token, timeout)
+
+

@@ -1,0 +1,238 @@
+"""Aggregation specs in Python: describing a value type with its intrinsics, and reading
+a fedagg.v1.AggregationSpec back as leaf fields the client validates updates against.
+
+A value type is described with Field (or a (dtype, shape, intrinsic) tuple) for one
+tensor, a dict of them for a struct of named fields (dicts nest), or a list for unnamed
+fields. Leaf fields are numbered depth-first and named by their dotted path ("encoder.w",
+"[1]" for an unnamed field at position 1, "value" when the type is a single tensor), as
+everywhere in fedagg (docs/PROTOCOL.md).
+"""
+import time
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .errors import invalid_argument
+from .v1 import types_pb2
+
+# dtype name -> (fedagg.v1.DType number, the NumPy dtype of its little-endian wire bytes).
+# NumPy has no bfloat16: bfloat16 travels as its raw 16 bits.
+DTYPES = {
+    "float32": (types_pb2.DTYPE_FLOAT32, np.dtype("<f4")),
+    "float64": (types_pb2.DTYPE_FLOAT64, np.dtype("<f8")),
+    "int32": (types_pb2.DTYPE_INT32, np.dtype("<i4")),
+    "int64": (types_pb2.DTYPE_INT64, np.dtype("<i8")),
+    "float16": (types_pb2.DTYPE_FLOAT16, np.dtype("<f2")),
+    "bfloat16": (types_pb2.DTYPE_BFLOAT16, np.dtype("<u2")),
+}
+_DTYPE_NAMES = {number: name for name, (number, _) in DTYPES.items()}
+
+DENSE, SPARSE, ROW_SPARSE = "dense", "sparse", "row_sparse"
+# intrinsic name -> (its wire encoding, whether the update's weight multiplies its values)
+INTRINSICS = {
+    "federated_sum": (DENSE, False),
+    "federated_mean": (DENSE, False),
+    "federated_weighted_mean": (DENSE, True),
+    "federated_max": (DENSE, False),
+    "federated_min": (DENSE, False),
+    "sparse_sum": (SPARSE, False),
+    "sparse_sum_sparse": (SPARSE, False),
+    "sparse_mean": (SPARSE, False),
+    "sparse_weighted_mean": (SPARSE, True),
+    "row_sparse_sum": (ROW_SPARSE, False),
+    "row_sparse_mean": (ROW_SPARSE, False),
+}
+
+STATE_NAMES = {number: name for name, number in types_pb2.AggregationState.items()}
+
+
+def dtype_name(number: int) -> str:
+    if number not in _DTYPE_NAMES:
+        raise invalid_argument(f"dtype {number} is not a known fedagg dtype")
+    return _DTYPE_NAMES[number]
+
+
+def intrinsic_name(number: int) -> str:
+    return types_pb2.Intrinsic.Name(number).lower()
+
+
+@dataclass(frozen=True)
+class Field:
+    """One tensor field of a value type and how it is reduced."""
+    dtype: str
+    shape: Sequence[int] = ()
+    intrinsic: str = "federated_sum"
+    report_counts: bool = False
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One leaf field of an aggregation's value type, as the server declared it."""
+    path: str
+    dtype: str
+    shape: Tuple[int, ...]
+    intrinsic: str
+    report_counts: bool
+
+    @property
+    def encoding(self) -> str:
+        return INTRINSICS[self.intrinsic][0]
+
+    @property
+    def weighted(self) -> bool:
+        return INTRINSICS[self.intrinsic][1]
+
+    @property
+    def num_elements(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def type_string(self) -> str:
+        return self.dtype + (f"[{','.join(map(str, self.shape))}]" if self.shape else "")
+
+    def describe(self) -> str:
+        """The prefix of every message about this field, as the server words it."""
+        return f"field '{self.path}' ({self.type_string}, {self.intrinsic})"
+
+
+def _field_of(description: Any) -> Optional[Field]:
+    if isinstance(description, Field):
+        return description
+    if isinstance(description, tuple) and 2 <= len(description) <= 4 and isinstance(description[0], str):
+        return Field(*description)
+    return None
+
+
+def _value_type_proto(description: Any, path: str, intrinsics: List[types_pb2.FieldIntrinsic]):
+    """Fills a ValueType from a description, appending each leaf's intrinsic in order."""
+    value_type = types_pb2.ValueType()
+    field = _field_of(description)
+    if field is not None:
+        if field.dtype not in DTYPES:
+            raise invalid_argument(f"field '{path or 'value'}': dtype '{field.dtype}' is not one of "
+                                   f"{', '.join(DTYPES)}")
+        if field.intrinsic not in INTRINSICS:
+            raise invalid_argument(f"field '{path or 'value'}': intrinsic '{field.intrinsic}' is not one of "
+                                   f"{', '.join(INTRINSICS)}")
+        value_type.tensor.dtype = DTYPES[field.dtype][0]
+        value_type.tensor.shape.extend(int(d) for d in field.shape)
+        intrinsics.append(types_pb2.FieldIntrinsic(
+            intrinsic=types_pb2.Intrinsic.Value(field.intrinsic.upper()),
+            report_counts=field.report_counts))
+        return value_type
+    if isinstance(description, dict):
+        items = list(description.items())
+    elif isinstance(description, list):
+        items = [("", item) for item in description]
+    else:
+        raise invalid_argument(f"'{path or 'value'}': describe a field with fedagg.Field(dtype, shape, "
+                               f"intrinsic), a struct with a dict or a list; got {type(description).__name__}")
+    value_type.struct_type.SetInParent()
+    for i, (name, item) in enumerate(items):
+        child_path = (f"{path}.{name}" if path else name) if name else f"{path}[{i}]"
+        value_type.struct_type.fields.add(name=name, type=_value_type_proto(item, child_path, intrinsics))
+    return value_type
+
+
+def build_spec(aggregation_id: str, value_type: Any, *, min_contributions: int = 1,
+               max_contributions: int = 0, deadline_s: Optional[float] = None,
+               require_finite: bool = False, float64_accumulation: bool = False,
+               broadcast: Sequence[np.ndarray] = ()) -> types_pb2.AggregationSpec:
+    """A fedagg.v1.AggregationSpec from a Python description (see the module comment).
+    `deadline_s`: seconds from now; `broadcast`: NumPy arrays pushed to clients on join."""
+    intrinsics: List[types_pb2.FieldIntrinsic] = []
+    proto = types_pb2.AggregationSpec(
+        aggregation_id=aggregation_id,
+        value_type=_value_type_proto(value_type, "", intrinsics),
+        min_contributions=min_contributions, max_contributions=max_contributions,
+        deadline_unix_ms=0 if deadline_s is None else int((time.time() + deadline_s) * 1000),
+        require_finite=require_finite, float64_accumulation=float64_accumulation)
+    proto.intrinsics.extend(intrinsics)
+    for array in broadcast:
+        array = np.asarray(array)
+        name = array.dtype.name
+        if name not in DTYPES:
+            raise invalid_argument(f"broadcast tensor of dtype {name}: use one of {', '.join(DTYPES)}")
+        proto.broadcast.add(dtype=DTYPES[name][0], shape=array.shape,
+                            data=np.ascontiguousarray(array, DTYPES[name][1]).tobytes())
+    return proto
+
+
+def _leaves(value_type: types_pb2.ValueType, path: str, out: List[Tuple[str, types_pb2.TensorType]]):
+    if value_type.WhichOneof("kind") == "tensor":
+        out.append((path or "value", value_type.tensor))
+        return
+    for i, field in enumerate(value_type.struct_type.fields):
+        child = (f"{path}.{field.name}" if path else field.name) if field.name else f"{path}[{i}]"
+        _leaves(field.type, child, out)
+
+
+class Spec:
+    """An aggregation's spec as the server holds it (from create, get, get_tasks or a
+    stream's welcome): its id, leaf fields, quorum and options. `proto` is the message."""
+
+    def __init__(self, proto: types_pb2.AggregationSpec):
+        self.proto = proto
+        self.aggregation_id = proto.aggregation_id
+        tensors: List[Tuple[str, types_pb2.TensorType]] = []
+        _leaves(proto.value_type, "", tensors)
+        self.leaves = [
+            Leaf(path, dtype_name(tensor.dtype), tuple(tensor.shape),
+                 intrinsic_name(choice.intrinsic), choice.report_counts)
+            for (path, tensor), choice in zip(tensors, proto.intrinsics)]
+        self.require_finite = proto.require_finite
+        self.float64_accumulation = proto.float64_accumulation
+        self.min_contributions = proto.min_contributions
+        self.max_contributions = proto.max_contributions
+
+    @property
+    def weighted(self) -> bool:
+        return any(leaf.weighted for leaf in self.leaves)
+
+    @property
+    def float32_weighted(self) -> bool:
+        """A weighted field accumulated in float32 (the weight range is then limited)."""
+        return not self.float64_accumulation and any(
+            leaf.weighted and leaf.dtype in ("float32", "float16", "bfloat16") for leaf in self.leaves)
+
+    def broadcast(self) -> List[np.ndarray]:
+        """The broadcast tensors (federated_broadcast) as NumPy arrays."""
+        return [decode_array(dtype_name(t.dtype), t.data, tuple(t.shape)) for t in self.proto.broadcast]
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{leaf.path}: {leaf.type_string} {leaf.intrinsic}" for leaf in self.leaves)
+        return f"Spec({self.aggregation_id!r}, {{{fields}}})"
+
+
+def decode_array(dtype: str, data: bytes, shape: Tuple[int, ...]) -> np.ndarray:
+    """Little-endian wire bytes as a NumPy array of `shape` (bfloat16 widened to float32)."""
+    array = np.frombuffer(data, DTYPES[dtype][1])
+    if dtype == "bfloat16":
+        array = (array.astype(np.uint32) << 16).view(np.float32)
+    return array.reshape(shape)
+
+
+@dataclass(frozen=True)
+class AggregationStatus:
+    """Where an aggregation stands: state is "OPEN", "SEALED", "FINALIZED", "FAILED" or
+    "CANCELLED"; detail says why it FAILED or was CANCELLED."""
+    aggregation_id: str
+    state: str
+    contributions: int
+    weight_sum: float
+    detail: str
+    children: int
+    spec: Spec
+
+    FINAL_STATES = ("FINALIZED", "FAILED", "CANCELLED")
+
+    @classmethod
+    def from_proto(cls, proto: types_pb2.AggregationStatus) -> "AggregationStatus":
+        return cls(proto.spec.aggregation_id, STATE_NAMES.get(proto.state, "UNSPECIFIED"),
+                   proto.contributions, proto.weight_sum, proto.detail, proto.children,
+                   Spec(proto.spec))
+
+    @property
+    def final(self) -> bool:
+        return self.state in self.FINAL_STATES

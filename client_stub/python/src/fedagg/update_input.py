@@ -1,0 +1,258 @@
+"""From what a training loop holds to what a field declares: turns each field's Python
+value into the arrays of the field's wire encoding, in its declared dtype, and checks the
+whole update against the spec before anything is sent (the checks the server makes,
+with the same status code, INVALID_ARGUMENT, and the same wording where they overlap).
+
+A field's value may be
+  - a NumPy array (or anything np.asarray takes) of the field's shape,
+  - Sparse(indices, values): int64 linear indices into the flattened (row-major) field,
+    one value each; a plain (indices, values) tuple means the same,
+  - a SciPy sparse matrix (COO, CSR, ...): a (1, N) row vector over the flattened field,
+    or a matrix of the field's own 2-D shape,
+  - RowSparse(row_ids, rows): row ids into dimension 0, one full row each; a plain tuple
+    means this for a row-sparse field.
+Whatever is given, the client sends what the field's intrinsic takes: a dense array for a
+sparse field sends its non-zero entries (a zero is "not touched"; pass indices to send an
+explicit zero), for a row-sparse field its rows that hold a non-zero; sparse input for a
+dense field is scattered into zeros (repeated indices add up). Values are converted to the
+declared dtype (float16 and bfloat16 included) when NumPy's same-kind casting allows it and
+nothing overflows; anything else is refused.
+"""
+from dataclasses import dataclass
+from typing import Any, Dict, List, NamedTuple, Optional
+
+import numpy as np
+
+from .errors import invalid_argument
+from .spec import DENSE, DTYPES, ROW_SPARSE, SPARSE, Leaf, Spec
+
+# Weighted fields accumulated in float32 accept weights in this range (the server's
+# kMinFloat32Weight / kMaxFloat32Weight).
+_MIN_FLOAT32_WEIGHT, _MAX_FLOAT32_WEIGHT = 2.0 ** -40, 2.0 ** 40
+
+
+class Sparse(NamedTuple):
+    """COO: int64 linear indices into the flattened field, one value each."""
+    indices: Any
+    values: Any
+
+
+class RowSparse(NamedTuple):
+    """Row ids into dimension 0 of the field, one row (shape[1:]) each."""
+    row_ids: Any
+    rows: Any
+
+
+@dataclass
+class FieldArrays:
+    """One field as it travels: little-endian int64 indices (None for dense) and values
+    in the declared dtype's wire form, both 1-D and contiguous."""
+    indices: Optional[np.ndarray]
+    values: np.ndarray
+
+
+@dataclass
+class PreparedUpdate:
+    spec: Spec
+    fields: List[FieldArrays]
+    weight: Optional[float]
+
+
+def _integer_ids(leaf: Leaf, ids: Any, what: str) -> np.ndarray:
+    ids = np.asarray(ids)
+    if ids.size == 0:
+        return np.zeros(0, np.int64)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu":
+        raise invalid_argument(f"{leaf.describe()}: {what} must be a 1-D integer array, got "
+                               f"{ids.dtype} of shape {ids.shape}")
+    return ids.astype(np.int64)
+
+
+def _check_bounds(leaf: Leaf, ids: np.ndarray, limit: int, what: str):
+    bad = np.flatnonzero((ids < 0) | (ids >= limit))
+    if bad.size:
+        raise invalid_argument(f"{leaf.describe()}: {what} {ids[bad[0]]} at position {bad[0]} is "
+                               f"out of range [0, {limit})")
+
+
+def _coo(leaf: Leaf, indices: Any, values: Any):
+    indices = _integer_ids(leaf, indices, "indices")
+    values = np.asarray(values)
+    if values.shape != indices.shape:
+        raise invalid_argument(f"{leaf.describe()}: {indices.size} indices but values of shape "
+                               f"{values.shape}; send one value per index")
+    _check_bounds(leaf, indices, leaf.num_elements, "index")
+    return ("coo", indices, values)
+
+
+def _rows(leaf: Leaf, row_ids: Any, rows: Any):
+    if not leaf.shape:
+        raise invalid_argument(f"{leaf.describe()}: a scalar field has no rows")
+    row_ids = _integer_ids(leaf, row_ids, "row ids")
+    rows = np.asarray(rows)
+    expected = (row_ids.size,) + leaf.shape[1:]
+    if rows.shape != expected:
+        raise invalid_argument(f"{leaf.describe()}: {row_ids.size} row ids need rows of shape "
+                               f"{expected}, got {rows.shape}")
+    _check_bounds(leaf, row_ids, leaf.shape[0], "row id")
+    return ("rows", row_ids, rows)
+
+
+def _parse(leaf: Leaf, value: Any):
+    """The value in one of three checked forms: dense, coo or rows."""
+    if isinstance(value, Sparse):
+        return _coo(leaf, *value)
+    if isinstance(value, RowSparse):
+        return _rows(leaf, *value)
+    if isinstance(value, tuple) and len(value) == 2:
+        return _rows(leaf, *value) if leaf.encoding == ROW_SPARSE else _coo(leaf, *value)
+    if hasattr(value, "tocoo") and hasattr(value, "nnz"):  # a SciPy sparse matrix or array
+        matrix = value.tocoo()
+        if matrix.shape not in ((1, leaf.num_elements), leaf.shape):
+            raise invalid_argument(f"{leaf.describe()}: a sparse matrix of shape {matrix.shape}; use a "
+                                   f"(1, {leaf.num_elements}) row vector or the field's own shape")
+        return _coo(leaf, matrix.row.astype(np.int64) * matrix.shape[1] + matrix.col, matrix.data)
+    array = np.asarray(value)
+    if array.shape != leaf.shape:
+        raise invalid_argument(f"{leaf.describe()}: expected shape {leaf.shape}, got {array.shape}")
+    return ("dense", array)
+
+
+def _row_width(leaf: Leaf) -> int:
+    return leaf.num_elements // leaf.shape[0] if leaf.shape and leaf.shape[0] else 0
+
+
+def _encode_as_declared(leaf: Leaf, form) -> FieldArrays:
+    """The parsed value in the field's own encoding (indices, values)."""
+    kind = form[0]
+    if leaf.encoding == DENSE:
+        if kind == "dense":
+            return FieldArrays(None, form[1])
+        ids, values = form[1], form[2]
+        dense = np.zeros(leaf.shape, values.dtype)
+        if kind == "coo":
+            np.add.at(dense.reshape(-1), ids, values)
+        else:
+            np.add.at(dense, ids, values)
+        return FieldArrays(None, dense)
+    if leaf.encoding == SPARSE:
+        if kind == "coo":
+            return FieldArrays(form[1], form[2])
+        if kind == "dense":
+            flat = form[1].reshape(-1)
+            indices = np.flatnonzero(flat)
+            return FieldArrays(indices.astype(np.int64), flat[indices])
+        width = _row_width(leaf)
+        ids, rows = form[1], form[2]
+        indices = (ids[:, None] * width + np.arange(width, dtype=np.int64)).reshape(-1)
+        return FieldArrays(indices, rows.reshape(-1))
+    # ROW_SPARSE
+    if kind == "rows":
+        return FieldArrays(form[1], form[2])
+    width = _row_width(leaf)
+    if kind == "dense":
+        table = form[1].reshape(leaf.shape[0], width)
+        ids = np.flatnonzero((table != 0).any(axis=1))
+        return FieldArrays(ids.astype(np.int64), table[ids])
+    indices, values = form[1], form[2]
+    ids, inverse = np.unique(indices // width, return_inverse=True)
+    rows = np.zeros((ids.size, width), values.dtype)
+    np.add.at(rows, (inverse, indices % width), values)
+    return FieldArrays(ids.astype(np.int64), rows)
+
+
+def _to_bfloat16_bits(values: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bits, rounding to nearest even (as fedagg's ToBFloat16)."""
+    bits = values.astype("<f4").view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    return np.where(nan, ((bits >> 16) | 0x40).astype("<u2"), rounded)
+
+
+def _in_declared_dtype(leaf: Leaf, values: np.ndarray, require_finite: bool) -> np.ndarray:
+    """Values converted to the field's wire dtype, refusing lossy kinds and overflow, and
+    NaN or Inf when the aggregation requires finite values."""
+    compute = np.dtype("<f4") if leaf.dtype == "bfloat16" else DTYPES[leaf.dtype][1]
+    if values.size and (values.dtype == object or not np.can_cast(values.dtype, compute, "same_kind")):
+        raise invalid_argument(f"{leaf.describe()}: values of dtype {values.dtype} do not convert to "
+                               f"{leaf.dtype}; convert them before sending")
+    if compute.kind in "iu" and values.size:
+        info = np.iinfo(compute)
+        if int(values.min()) < info.min or int(values.max()) > info.max:
+            raise invalid_argument(f"{leaf.describe()}: values outside the range of {leaf.dtype}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        converted = values.astype(compute)
+    wire = _to_bfloat16_bits(converted) if leaf.dtype == "bfloat16" else converted
+    if compute.kind == "f":
+        widened = (wire.astype(np.uint32) << 16).view(np.float32) if leaf.dtype == "bfloat16" else wire
+        finite = np.isfinite(widened)
+        if values.dtype.kind == "f" and np.any(np.isfinite(values) & ~finite):
+            raise invalid_argument(f"{leaf.describe()}: a value overflows {leaf.dtype}")
+        if require_finite and not finite.all():
+            raise invalid_argument(f"{leaf.describe()}: holds NaN or Inf, and this aggregation "
+                                   f"requires finite values")
+    return np.ascontiguousarray(wire).reshape(-1)
+
+
+def _field_values(spec: Spec, fields: Any) -> List[Any]:
+    """The caller's values in leaf order: a dict by path (nested dicts for nested
+    structs), a list in leaf order, or one value for a single-field type."""
+    paths = [leaf.path for leaf in spec.leaves]
+    if isinstance(fields, dict):
+        flat: Dict[str, Any] = {}
+
+        def flatten(prefix: str, d: Dict[str, Any]):
+            for key, value in d.items():
+                path = f"{prefix}.{key}" if prefix else key
+                if isinstance(value, dict):
+                    flatten(path, value)
+                else:
+                    flat[path] = value
+        flatten("", fields)
+        unknown = sorted(set(flat) - set(paths))
+        missing = [p for p in paths if p not in flat]
+        if unknown or missing:
+            raise invalid_argument(
+                f"the update names fields {sorted(flat)} but aggregation '{spec.aggregation_id}' has "
+                f"{paths}" + (f"; unknown: {unknown}" if unknown else "") +
+                (f"; missing: {missing}" if missing else ""))
+        return [flat[p] for p in paths]
+    if isinstance(fields, list):
+        if len(fields) != len(paths):
+            raise invalid_argument(f"update has {len(fields)} fields but aggregation "
+                                   f"'{spec.aggregation_id}' has {len(paths)}: {paths}")
+        return fields
+    if len(paths) != 1:
+        raise invalid_argument(f"aggregation '{spec.aggregation_id}' has fields {paths}: pass a dict "
+                               f"by path or a list in that order")
+    return [fields]
+
+
+def _check_weight(spec: Spec, weight: Optional[float]) -> Optional[float]:
+    if not spec.weighted:
+        if weight is not None:
+            raise invalid_argument("this aggregation has no weighted field; send the update without a weight")
+        return None
+    if weight is None:
+        raise invalid_argument("this aggregation has a weighted field; send a weight with the update")
+    weight = float(weight)
+    if not np.isfinite(weight) or weight <= 0:
+        raise invalid_argument(f"weight {weight} is invalid: it must be finite and greater than 0")
+    if spec.float32_weighted and not _MIN_FLOAT32_WEIGHT <= weight <= _MAX_FLOAT32_WEIGHT:
+        raise invalid_argument(
+            f"weight {weight} is outside [{_MIN_FLOAT32_WEIGHT}, {_MAX_FLOAT32_WEIGHT}], the range a "
+            f"float32-accumulated weighted field supports; rescale the weights or create the "
+            f"aggregation with float64_accumulation")
+    return weight
+
+
+def prepare_update(spec: Spec, fields: Any, weight: Optional[float] = None) -> PreparedUpdate:
+    """Checks an update against `spec` and puts every field in its wire form. Raises
+    FedaggError (INVALID_ARGUMENT, local=True) for anything the server would refuse."""
+    checked_weight = _check_weight(spec, weight)
+    arrays = []
+    for leaf, value in zip(spec.leaves, _field_values(spec, fields)):
+        encoded = _encode_as_declared(leaf, _parse(leaf, value))
+        indices = None if encoded.indices is None else np.ascontiguousarray(encoded.indices, "<i8")
+        arrays.append(FieldArrays(indices, _in_declared_dtype(leaf, encoded.values, spec.require_finite)))
+    return PreparedUpdate(spec, arrays, checked_weight)

@@ -1,0 +1,191 @@
+// The checkpoint file: encoding, checksum, atomic write and read.
+//
+// Body (after the 24-byte header), every string and array as a u64 count then bytes:
+//   spec (serialized v1.AggregationSpec), i32 state, detail, i64 contributions,
+//   f64 weight sum, u64 n + n client ids, u64 m + m x (child id, u64 last sequence,
+//   u8 final received), partial aggregate (docs/PARTIAL_AGGREGATE_FORMAT.md).
+#include "service/rounds/checkpoint_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "service/core/byte_codec.h"
+#include "service/core/crc32c.h"
+#include "service/core/read_file.h"
+#include "service/core/status_macros.h"
+
+namespace fedagg {
+namespace {
+
+constexpr char kMagic[8] = {'F', 'E', 'D', 'A', 'G', 'G', 'C', 'K'};
+constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8;
+
+// A file descriptor closed when it goes out of scope.
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  ~ScopedFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  // Closes now, reporting the error a deferred write may surface only here.
+  int Close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
+
+absl::Status ErrnoError(absl::string_view what, const std::string& path) {
+  const int error = errno;
+  return absl::UnavailableError(absl::StrCat("checkpoint: ", what, " '", path, "' failed: ",
+                                             std::strerror(error)));
+}
+
+absl::Status WriteAll(int fd, absl::string_view bytes, const std::string& path) {
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("write to", path);
+    }
+    written += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Corrupt(absl::string_view why) {
+  return absl::DataLossError(absl::StrCat("checkpoint file is torn or corrupt: ", why));
+}
+
+}  // namespace
+
+std::string CheckpointFileName(const std::string& aggregation_id) {
+  return absl::StrCat(aggregation_id, kCheckpointSuffix);
+}
+
+std::string EncodeCheckpoint(const AggregationCheckpoint& checkpoint) {
+  ByteWriter out;
+  // Header placeholder: magic, version, CRC and body length are filled in below.
+  uint64_t magic = 0;
+  std::memcpy(&magic, kMagic, sizeof(magic));
+  out.Put<uint64_t>(magic);
+  out.Put<uint32_t>(kCheckpointFormatVersion);
+  out.Put<uint32_t>(0);
+  out.Put<uint64_t>(0);
+  out.PutString(checkpoint.spec.SerializeAsString());
+  out.Put<int32_t>(static_cast<int32_t>(checkpoint.state));
+  out.PutString(checkpoint.detail);
+  out.Put<int64_t>(checkpoint.contributions);
+  out.Put<double>(checkpoint.weight_sum);
+  out.Put<uint64_t>(checkpoint.counted.size());
+  for (const std::string& client_id : checkpoint.counted) out.PutString(client_id);
+  out.Put<uint64_t>(checkpoint.children.size());
+  for (const AggregationCheckpoint::ChildProgress& child : checkpoint.children) {
+    out.PutString(child.child_id);
+    out.Put<uint64_t>(child.last_sequence);
+    out.Put<uint8_t>(child.final_received ? 1 : 0);
+  }
+  out.PutString(checkpoint.partial);
+  std::string bytes = out.Take();
+  const uint64_t body_length = bytes.size() - kHeaderBytes;
+  const uint32_t crc = Crc32cExtend(0, bytes.data() + kHeaderBytes, body_length);
+  std::memcpy(bytes.data() + 12, &crc, sizeof(crc));
+  std::memcpy(bytes.data() + 16, &body_length, sizeof(body_length));
+  return bytes;
+}
+
+absl::StatusOr<AggregationCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
+  if (bytes.size() < kHeaderBytes) {
+    return Corrupt(absl::StrCat(bytes.size(), " bytes, shorter than the ", kHeaderBytes, "-byte header"));
+  }
+  if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) return Corrupt("bad magic");
+  uint32_t version = 0, crc = 0;
+  uint64_t body_length = 0;
+  std::memcpy(&version, bytes.data() + 8, sizeof(version));
+  std::memcpy(&crc, bytes.data() + 12, sizeof(crc));
+  std::memcpy(&body_length, bytes.data() + 16, sizeof(body_length));
+  if (version != kCheckpointFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint format version ", version, "; this build reads version ", kCheckpointFormatVersion));
+  }
+  const absl::string_view body = bytes.substr(kHeaderBytes);
+  if (body.size() != body_length) {
+    return Corrupt(absl::StrCat("the header declares ", body_length, " body bytes, the file holds ", body.size()));
+  }
+  if (Crc32cExtend(0, body.data(), body.size()) != crc) return Corrupt("checksum mismatch");
+
+  AggregationCheckpoint checkpoint;
+  ByteReader in(body);
+  std::string spec;
+  FEDAGG_RETURN_IF_ERROR(in.GetString(&spec));
+  if (!checkpoint.spec.ParseFromString(spec)) return Corrupt("the aggregation spec does not parse");
+  int32_t state = 0;
+  FEDAGG_RETURN_IF_ERROR(in.Get(&state));
+  if (!v1::AggregationState_IsValid(state) || state == v1::AGGREGATION_STATE_UNSPECIFIED) {
+    return Corrupt(absl::StrCat("unknown aggregation state ", state));
+  }
+  checkpoint.state = static_cast<v1::AggregationState>(state);
+  FEDAGG_RETURN_IF_ERROR(in.GetString(&checkpoint.detail));
+  FEDAGG_RETURN_IF_ERROR(in.Get(&checkpoint.contributions));
+  FEDAGG_RETURN_IF_ERROR(in.Get(&checkpoint.weight_sum));
+  uint64_t count = 0;
+  FEDAGG_RETURN_IF_ERROR(in.Get(&count));
+  for (uint64_t i = 0; i < count; ++i) {
+    std::string client_id;
+    FEDAGG_RETURN_IF_ERROR(in.GetString(&client_id));
+    checkpoint.counted.push_back(std::move(client_id));
+  }
+  FEDAGG_RETURN_IF_ERROR(in.Get(&count));
+  for (uint64_t i = 0; i < count; ++i) {
+    AggregationCheckpoint::ChildProgress child;
+    uint8_t final_received = 0;
+    FEDAGG_RETURN_IF_ERROR(in.GetString(&child.child_id));
+    FEDAGG_RETURN_IF_ERROR(in.Get(&child.last_sequence));
+    FEDAGG_RETURN_IF_ERROR(in.Get(&final_received));
+    child.final_received = final_received != 0;
+    checkpoint.children.push_back(std::move(child));
+  }
+  FEDAGG_RETURN_IF_ERROR(in.GetString(&checkpoint.partial));
+  if (!in.AtEnd()) return Corrupt("bytes after the partial aggregate");
+  return checkpoint;
+}
+
+absl::Status WriteFileAtomically(const std::string& dir, const std::string& name, absl::string_view bytes) {
+  const std::string path = absl::StrCat(dir, "/", name);
+  const std::string temp = absl::StrCat(path, ".tmp");
+  {
+    ScopedFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd.get() < 0) return ErrnoError("create", temp);
+    FEDAGG_RETURN_IF_ERROR(WriteAll(fd.get(), bytes, temp));
+    if (::fsync(fd.get()) != 0) return ErrnoError("fsync", temp);
+    if (fd.Close() != 0) return ErrnoError("close", temp);
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) return ErrnoError("rename onto", path);
+  ScopedFd directory(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (directory.get() < 0) return ErrnoError("open directory", dir);
+  if (::fsync(directory.get()) != 0) return ErrnoError("fsync directory", dir);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AggregationCheckpoint> ReadCheckpointFile(const std::string& path) {
+  FEDAGG_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  absl::StatusOr<AggregationCheckpoint> checkpoint = DecodeCheckpoint(bytes);
+  if (!checkpoint.ok()) {
+    return absl::Status(checkpoint.status().code(),
+                        absl::StrCat(path, ": ", checkpoint.status().message()));
+  }
+  return checkpoint;
+}
+
+}  // namespace fedagg

@@ -1,0 +1,61 @@
+// The checkpoint file of one aggregation: what a root aggregator writes to
+// --checkpoint_dir so that an aggregation survives a crash (docs/RELIABILITY.md,
+// "Durability"). Defines the record (spec, lifecycle state, counted client ids, the
+// progress of each child aggregator, the serialized partial aggregate), its checksummed
+// binary encoding, and the atomic write (temp file, fsync, rename, fsync of the directory)
+// and read. A torn or corrupt file is refused with DATA_LOSS, never half-read.
+#ifndef FEDAGG_SERVICE_ROUNDS_CHECKPOINT_FILE_H_
+#define FEDAGG_SERVICE_ROUNDS_CHECKPOINT_FILE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "fedagg/v1/types.pb.h"
+
+namespace fedagg {
+
+struct AggregationCheckpoint {
+  // What a parent merged from one child aggregator: its pushes up to `last_sequence`.
+  struct ChildProgress {
+    std::string child_id;
+    uint64_t last_sequence = 0;
+    bool final_received = false;
+  };
+
+  v1::AggregationSpec spec;
+  v1::AggregationState state = v1::OPEN;
+  std::string detail;
+  int64_t contributions = 0;
+  double weight_sum = 0;
+  std::vector<std::string> counted;  // client ids whose update is in `partial`
+  std::vector<ChildProgress> children;
+  std::string partial;  // PartialAggregate::Serialize(), everything counted included
+};
+
+// File layout (little-endian): magic "FEDAGGCK", u32 format version, u32 CRC-32C of the
+// body, u64 body length, then the body (see checkpoint_file.cc).
+inline constexpr uint32_t kCheckpointFormatVersion = 1;
+inline constexpr absl::string_view kCheckpointSuffix = ".ckpt";
+
+std::string EncodeCheckpoint(const AggregationCheckpoint& checkpoint);
+// DATA_LOSS for a truncated, torn or corrupt file (bad magic, length or checksum);
+// FAILED_PRECONDITION for a format version this build does not read.
+absl::StatusOr<AggregationCheckpoint> DecodeCheckpoint(absl::string_view bytes);
+
+// The file name of an aggregation's checkpoint inside the checkpoint directory.
+std::string CheckpointFileName(const std::string& aggregation_id);
+
+// Replaces dir/name with `bytes` atomically: writes dir/name.tmp, fsyncs it, renames it
+// over dir/name and fsyncs the directory. A crash at any point leaves either the old file
+// or the new one (a leftover .tmp is ignored by readers and overwritten next time).
+absl::Status WriteFileAtomically(const std::string& dir, const std::string& name, absl::string_view bytes);
+
+// Reads and decodes one checkpoint file; errors name the path.
+absl::StatusOr<AggregationCheckpoint> ReadCheckpointFile(const std::string& path);
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_ROUNDS_CHECKPOINT_FILE_H_

@@ -1,0 +1,122 @@
+// Integration tests of ack levels: the C++ client asks for RECEIVED or DURABLE acks from
+// in-process servers with and without --checkpoint_dir, on both update paths, and an
+// intermediate aggregator refuses DURABLE. A server restarted on the same checkpoint
+// directory resumes the aggregation (crash tests with kill -9 are in tests/e2e).
+#include <filesystem>
+
+#include "tests/integration/test_cluster.h"
+
+namespace fedagg::testing {
+namespace {
+
+class CheckpointDir {
+ public:
+  CheckpointDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "fedagg-durable-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~CheckpointDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+v1::AggregationSpec SumSpec(const std::string& id) {
+  return MakeSpec(id, {{"w", "int64[2]", Intrinsic::kFederatedSum}});
+}
+
+UpdateView Update(const std::vector<int64_t>& values) {
+  return UpdateView{{FieldValue::Dense<int64_t>(values)}, std::nullopt};
+}
+
+ServerConfig CheckpointingConfig(const std::string& dir) {
+  ServerConfig config = LoopbackConfig();
+  config.checkpoint_dir = dir;
+  config.checkpoint_interval = absl::Milliseconds(50);
+  return config;
+}
+
+TEST(DurableAckTest, DurableAcksOnBothPathsAndResumeAfterRestart) {
+  CheckpointDir dir;
+  const v1::AggregationSpec spec = SumSpec("durable-1");
+  const std::vector<int64_t> a = {1, 10}, b = {1, 200}, c = {1, 3000};
+  {
+    absl::StatusOr<std::unique_ptr<FedaggServer>> server = FedaggServer::Start(CheckpointingConfig(dir.path()));
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto channel = Connect((*server)->port());
+    ASSERT_TRUE(ControlClient(channel).Create(spec).ok());
+    CallOptions durable;
+    durable.ack_level = v1::DURABLE;
+    absl::StatusOr<std::unique_ptr<ContributeStream>> stream = ContributeStream::Open(channel, "alice", durable);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(spec, Update(a));
+    ASSERT_TRUE(ack.ok()) << ack.status();
+    EXPECT_EQ(ack->level(), v1::DURABLE);
+    EXPECT_TRUE((*stream)->Close().ok());
+    ack = SubmitUpdate(channel, "bob", spec, Update(b), durable);
+    ASSERT_TRUE(ack.ok()) << ack.status();
+    EXPECT_EQ(ack->level(), v1::DURABLE);
+    ack = SubmitUpdate(channel, "carol", spec, Update(c));  // RECEIVED by default
+    ASSERT_TRUE(ack.ok()) << ack.status();
+    EXPECT_EQ(ack->level(), v1::RECEIVED);
+    (*server)->Shutdown();  // an orderly shutdown checkpoints carol's update too
+  }
+  absl::StatusOr<std::unique_ptr<FedaggServer>> server = FedaggServer::Start(CheckpointingConfig(dir.path()));
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->restored_aggregations(), 1);
+  auto channel = Connect((*server)->port());
+  for (const auto& [client, values] : {std::pair{"alice", a}, std::pair{"bob", b}, std::pair{"carol", c}}) {
+    absl::StatusOr<v1::Ack> again = SubmitUpdate(channel, client, spec, Update(values));
+    EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists) << client << ": " << again.status();
+  }
+  ControlClient control(channel);
+  ASSERT_TRUE(control.Seal(spec.aggregation_id()).ok());
+  absl::StatusOr<v1::AggregationStatus> final_status = control.WatchUntilFinal(spec.aggregation_id());
+  ASSERT_TRUE(final_status.ok()) << final_status.status();
+  EXPECT_EQ(final_status->state(), v1::FINALIZED);
+  absl::StatusOr<AggregateResult> result = control.GetResult(spec.aggregation_id());
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::vector<int64_t> w(2);
+  std::memcpy(w.data(), result->fields.at(0).value.bytes.data(), sizeof(int64_t) * 2);
+  EXPECT_EQ(w, (std::vector<int64_t>{3, 3210}));
+}
+
+TEST(DurableAckTest, DurableIsRefusedWithoutCheckpoints) {
+  std::unique_ptr<Cluster> cluster = Cluster::Start(/*intermediates=*/1);
+  ASSERT_NE(cluster, nullptr);
+  const v1::AggregationSpec spec = SumSpec("durable-2");
+  ASSERT_TRUE(ControlClient(Connect(cluster->root->port())).Create(spec).ok());
+  CallOptions durable;
+  durable.ack_level = v1::DURABLE;
+  absl::StatusOr<v1::Ack> ack = SubmitUpdate(Connect(cluster->root->port()), "dana", spec, Update({1, 1}), durable);
+  EXPECT_EQ(ack.status().code(), absl::StatusCode::kFailedPrecondition) << ack.status();
+  EXPECT_NE(ack.status().message().find("runs without checkpoints"), absl::string_view::npos) << ack.status();
+  // Nothing was counted: the same client id is accepted once it asks for RECEIVED.
+  ack = SubmitUpdate(Connect(cluster->root->port()), "dana", spec, Update({1, 1}));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->contributions(), 1);
+
+  // An intermediate aggregator writes no checkpoints either.
+  absl::StatusOr<std::unique_ptr<ContributeStream>> stream =
+      ContributeStream::Open(Connect(cluster->intermediates[0]->port()), "erin", durable);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  ack = (*stream)->Contribute(spec, Update({1, 1}));
+  EXPECT_EQ(ack.status().code(), absl::StatusCode::kFailedPrecondition) << ack.status();
+  EXPECT_NE(ack.status().message().find("intermediate aggregator writes no checkpoints"), absl::string_view::npos)
+      << ack.status();
+}
+
+TEST(DurableAckTest, IntermediateWithCheckpointDirIsRefusedAtStart) {
+  CheckpointDir dir;
+  ServerConfig config = CheckpointingConfig(dir.path());
+  config.parent_address = "127.0.0.1:1";
+  absl::StatusOr<std::unique_ptr<FedaggServer>> server = FedaggServer::Start(config);
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << server.status();
+}
+
+}  // namespace
+}  // namespace fedagg::testing

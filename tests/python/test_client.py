@@ -1,0 +1,251 @@
+"""The fedagg Python package against a live fedagg-server: aggregations created from Python
+descriptions, dense, sparse and row-sparse updates from NumPy and SciPy inputs, results
+checked against NumPy-computed expectations, local and server refusals with their status
+codes, the task path, watch/cancel, and TLS with client certificates and bearer tokens."""
+import os
+import sys
+
+import grpc
+import numpy as np
+import pytest
+import scipy.sparse
+
+import fedagg
+from conftest import finish
+
+F = fedagg.Field
+rng = np.random.default_rng(7)
+
+
+def test_the_installed_package_is_under_test():
+    assert fedagg.__file__.startswith(sys.prefix), fedagg.__file__
+    assert sys.prefix != sys.base_prefix  # a virtual environment
+    from fedagg.v1 import aggregation_pb2_grpc, control_pb2_grpc  # generated at install time
+    assert aggregation_pb2_grpc.AggregationStub and control_pb2_grpc.ControlStub
+
+
+def test_dense_fields_match_numpy(conn):
+    status = conn.control.create("py-dense", {
+        "layer": {"w": F("float32", (4, 3), "federated_mean"), "b": F("float64", (3,), "federated_sum")},
+        "h": F("float16", (5,), "federated_max"),
+        "steps": F("int32", (), "federated_sum"),
+    }, min_contributions=3)
+    assert [leaf.path for leaf in status.spec.leaves] == ["layer.w", "layer.b", "h", "steps"]
+    updates = [{"layer": {"w": rng.normal(size=(4, 3)), "b": rng.normal(size=3)},
+                "h": rng.normal(size=5), "steps": np.int64(i + 10)} for i in range(3)]
+    with conn.open_stream("alice") as stream:
+        assert [s.aggregation_id for s in stream.open_aggregations].count("py-dense") == 1
+        assert stream.contribute(status, updates[0]) == 1
+    with conn.open_stream("bob", chunk_bytes=7) as stream:  # tiny chunks: offsets and CRC across them
+        assert stream.contribute(status.spec, updates[1]) == 2
+    assert conn.submit("carol", status, updates[2]) == 3  # the Submit path
+
+    result = finish(conn, "py-dense")
+    assert result.contributions == 3
+    w = np.mean([u["layer"]["w"].astype(np.float32) for u in updates], axis=0)
+    np.testing.assert_allclose(result["layer.w"].values, w, rtol=1e-6)
+    assert result["layer.w"].values.dtype == np.float32 and result["layer.w"].values.shape == (4, 3)
+    np.testing.assert_allclose(result["layer.b"].values, sum(u["layer"]["b"] for u in updates), rtol=1e-12)
+    np.testing.assert_array_equal(result["h"].values,
+                                  np.max([u["h"].astype(np.float16) for u in updates], axis=0).astype(np.float32))
+    assert result["steps"].values == 33 and result["steps"].values.dtype == np.int64
+
+
+def test_sparse_fields_from_tuples_scipy_and_dense(conn):
+    status = conn.control.create("py-sparse", {
+        "s": F("float32", (10,), "sparse_sum"),
+        "u": F("int64", (4, 5), "sparse_sum_sparse", True),
+        "m": F("float64", (8,), "sparse_mean", True),
+    }, min_contributions=3)
+    u_a = scipy.sparse.csr_matrix(([5, 7], ([0, 3], [1, 4])), shape=(4, 5))        # the field's 2-D shape
+    u_b = scipy.sparse.coo_matrix(([2, 3], ([0, 0], [6, 19])), shape=(1, 20))      # a row vector
+    u_c = np.zeros((4, 5), np.int64)
+    u_c[0, 1] = -5                                                                 # dense: non-zeros sent
+    m_c = np.zeros(8)
+    m_c[[1, 7]] = [4.0, 8.0]
+    updates = [
+        {"s": ([1, 9, 1], [1.0, 2.0, 3.0]), "u": u_a, "m": fedagg.Sparse([1, 2], [2.0, 0.0])},
+        {"s": scipy.sparse.csr_matrix(np.float32([[0, 0, 0, 4, 0, 0, 0, 0, 0, 5]])), "u": u_b,
+         "m": ([2, 2], [1.0, 5.0])},
+        {"s": np.float32([0, 1, 0, 0, 0, 0, 0, 0, 0, 1]), "u": u_c, "m": m_c},
+    ]
+    for i, update in enumerate(updates):
+        assert conn.submit(f"client-{i}", status, update) == i + 1
+    result = finish(conn, "py-sparse")
+
+    np.testing.assert_array_equal(result["s"].values, np.float32([0, 5, 0, 4, 0, 0, 0, 0, 0, 8]))
+    assert not result["s"].is_sparse
+    # sparse_sum_sparse over linear indices: (0,1) -> 1 and (3,4) -> 19 from a, 6 and 19 from b,
+    # 1 from c; the sum at 1 is 0 and stays listed.
+    expected_u = np.zeros(20, np.int64)
+    np.add.at(expected_u, [1, 19, 6, 19, 1], [5, 7, 2, 3, -5])
+    touched = np.array([1, 6, 19])
+    assert result["u"].is_sparse
+    np.testing.assert_array_equal(result["u"].indices, touched)
+    np.testing.assert_array_equal(result["u"].values, expected_u[touched])
+    np.testing.assert_array_equal(result["u"].counts, [2, 1, 2])
+    np.testing.assert_array_equal(result["u"].to_dense(), expected_u.reshape(4, 5))
+    np.testing.assert_array_equal(result["u"].to_scipy().toarray(), expected_u.reshape(4, 5))
+    # sparse_mean divides by the updates that touched each coordinate (an explicit 0 touches;
+    # a repeated index counts once).
+    np.testing.assert_allclose(result["m"].values, [0, (2 + 4) / 2, (0 + 6) / 2, 0, 0, 0, 0, 8 / 1])
+    np.testing.assert_array_equal(result["m"].counts, [0, 2, 2, 0, 0, 0, 0, 1])
+
+
+def test_row_sparse_fields(conn):
+    status = conn.control.create("py-rows", {"emb": F("float32", (6, 4), "row_sparse_mean", True),
+                                             "tot": F("float64", (3, 2), "row_sparse_sum")})
+    rows_a = rng.normal(size=(2, 4)).astype(np.float32)
+    table_c = np.zeros((6, 4), np.float32)
+    table_c[[0, 5]] = rng.normal(size=(2, 4))
+    updates = [
+        {"emb": fedagg.RowSparse([1, 4], rows_a), "tot": ([2], [[1.0, 2.0]])},
+        {"emb": ([4], rows_a[:1] * 3), "tot": fedagg.Sparse([0, 5], [7.0, 9.0])},   # COO into row-sparse
+        {"emb": table_c, "tot": np.array([[0, 0], [3.0, 0], [0, 0]])},              # dense: non-zero rows
+        {"emb": ([], np.zeros((0, 4))), "tot": scipy.sparse.csr_matrix(([4.0], ([2], [0])), shape=(3, 2))},
+    ]
+    with conn.open_stream("rows-client") as stream:
+        with pytest.raises(fedagg.FedaggError) as again:
+            stream.contribute(status, updates[0])
+            stream.contribute(status, updates[1])
+        assert again.value.code_name == "ALREADY_EXISTS" and not again.value.local
+    for i, update in enumerate(updates[1:], start=2):
+        conn.submit(f"rows-{i}", status, update)
+    result = finish(conn, "py-rows")
+    assert result.contributions == 4
+
+    emb = np.zeros((6, 4), np.float32)
+    emb[0], emb[5] = table_c[0], table_c[5]
+    emb[1] = rows_a[0]
+    emb[4] = (rows_a[1] + rows_a[0] * 3) / 2
+    np.testing.assert_allclose(result["emb"].values, emb, rtol=1e-6)
+    np.testing.assert_array_equal(result["emb"].counts, [1, 1, 0, 0, 2, 1])
+    np.testing.assert_array_equal(result["tot"].values, [[7.0, 0], [3.0, 0], [1.0 + 4.0, 11.0]])
+
+
+def test_weighted_mean_bfloat16_and_chunking(conn):
+    n = 1_500_000  # 6 MB of float32: more than one 4 MiB message, so it must be chunked
+    status = conn.control.create("py-weighted", {
+        "w": F("float32", (n,), "federated_weighted_mean"),
+        "bf": F("bfloat16", (4,), "federated_sum"),
+    })
+    big = [rng.normal(size=n).astype(np.float32) for _ in range(2)]
+    bf = [np.float32([1.0, 1 / 3, 1000.5, -2.0]), np.float32([0.5, 1 / 3, 0.25, 3e38])]
+    weights = [1.5, 0.5]
+    with conn.open_stream("w-a") as stream:
+        assert stream.contribute(status, {"w": big[0], "bf": bf[0]}, weight=weights[0]) == 1
+    with conn.open_stream("w-b", chunk_bytes=(3 << 20) - 1) as stream:  # chunks that split elements
+        assert stream.contribute(status, {"w": big[1], "bf": bf[1]}, weight=weights[1]) == 2
+    result = finish(conn, "py-weighted")
+    assert result.weight_sum == 2.0
+    expected = (big[0] * np.float32(1.5) + big[1] * np.float32(0.5)) / np.float32(2.0)
+    np.testing.assert_allclose(result["w"].values, expected, rtol=1e-5, atol=1e-6)
+
+    def bfloat16(x):  # round to nearest even, as bfloat16 keeps the top 16 bits of a float32
+        bits = x.view(np.uint32).astype(np.uint64)
+        return (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+    np.testing.assert_array_equal(result["bf"].values, bfloat16(bf[0]) + bfloat16(bf[1]))
+    assert bfloat16(np.float32([1000.5]))[0] == 1000.0  # the values did travel as bfloat16
+
+
+def test_local_refusals_are_raised_before_sending(conn, unreachable):
+    status = conn.control.create("py-local", {"w": F("float32", (3,), "federated_sum"),
+                                              "s": F("int32", (5,), "sparse_sum")}, require_finite=True)
+    good = {"w": np.ones(3), "s": ([0], [1])}
+    bad_updates = {
+        "wrong shape": ({"w": np.ones(4), "s": ([0], [1])}, None, "expected shape (3,), got (4,)"),
+        "index out of range": ({"w": np.ones(3), "s": ([5], [1])}, None, "index 5 at position 0 is out of range [0, 5)"),
+        "value per index": ({"w": np.ones(3), "s": ([0, 1], [1])}, None, "one value per index"),
+        "float into int": ({"w": np.ones(3), "s": ([0], [1.5])}, None, "do not convert to int32"),
+        "overflow": ({"w": np.ones(3), "s": ([0], [2 ** 40])}, None, "outside the range of int32"),
+        "not finite": ({"w": np.float32([1, np.nan, 0]), "s": ([0], [1])}, None, "requires finite values"),
+        "missing field": ({"w": np.ones(3)}, None, "missing: ['s']"),
+        "unknown field": ({**good, "x": 1}, None, "unknown: ['x']"),
+        "weight": (good, 2.0, "has no weighted field"),
+    }
+    for name, (update, weight, message) in bad_updates.items():
+        # Against a server that is not there: a local refusal is the only way to get
+        # INVALID_ARGUMENT instead of UNAVAILABLE.
+        with pytest.raises(fedagg.FedaggError) as refused:
+            unreachable.submit("c", status, update, weight)
+        assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT, name
+        assert refused.value.local and message in refused.value.message, (name, refused.value.message)
+        assert str(refused.value).startswith("INVALID_ARGUMENT: ")
+    with pytest.raises(fedagg.FedaggError) as down:
+        unreachable.submit("c", status, good)
+    assert down.value.code_name == "UNAVAILABLE" and not down.value.local
+    # The live stream refuses locally too, and stays usable.
+    with conn.open_stream("local-client") as stream:
+        with pytest.raises(fedagg.FedaggError):
+            stream.contribute(status, bad_updates["wrong shape"][0])
+        assert stream.contribute(status, good) == 1
+    assert conn.control.get("py-local").contributions == 1
+
+
+def test_server_refusals_carry_their_status_codes(conn):
+    status = conn.control.create("py-server", F("float32", (2,), "federated_sum"), max_contributions=1)
+    assert status.spec.leaves[0].path == "value"
+    with pytest.raises(fedagg.FedaggError) as exists:
+        conn.control.create("py-server", F("float32", (2,), "federated_sum"))
+    assert exists.value.code_name == "ALREADY_EXISTS" and not exists.value.local
+    with pytest.raises(fedagg.FedaggError) as invalid:
+        conn.control.create("py-bad", F("float32", (), "row_sparse_sum"))
+    assert invalid.value.code_name == "INVALID_ARGUMENT" and "needs a tensor of rank >= 1" in invalid.value.message
+    with pytest.raises(fedagg.FedaggError) as early:
+        conn.control.result("py-server")
+    assert early.value.code_name == "FAILED_PRECONDITION"
+    with conn.open_stream("first") as stream:
+        assert stream.contribute(status, np.float32([1, 2])) == 1
+    # max_contributions reached: the aggregation sealed itself and refuses more.
+    assert conn.control.wait("py-server", timeout=30).state == "FINALIZED"
+    with conn.open_stream("second") as stream:
+        with pytest.raises(fedagg.FedaggError) as closed:
+            stream.contribute(status, np.float32([3, 4]))
+        assert closed.value.code == grpc.StatusCode.FAILED_PRECONDITION and not closed.value.local
+        assert "accepts no more updates" in closed.value.message
+    with pytest.raises(fedagg.FedaggError) as missing:
+        conn.control.get("no-such-aggregation")
+    assert missing.value.code_name == "NOT_FOUND"
+    np.testing.assert_array_equal(conn.control.result("py-server")["value"].values, [1, 2])
+
+
+def test_task_path_list_watch_and_cancel(conn):
+    conn.control.create("py-task", {"w": F("float32", (2,), "federated_sum")}, min_contributions=5)
+    tasks = [t for t in conn.get_tasks("task-client", max_tasks=100) if t.aggregation_id == "py-task"]
+    assert len(tasks) == 1 and tasks[0].min_contributions == 5
+    assert conn.submit("task-client", tasks[0], {"w": [1.0, 2.0]}) == 1
+    assert "py-task" not in [t.aggregation_id for t in conn.get_tasks("task-client", max_tasks=100)]
+    assert "py-task" in [s.aggregation_id for s in conn.control.list()]
+    watch = conn.control.watch("py-task", timeout=30)
+    first = next(watch)
+    assert first.state == "OPEN" and first.contributions == 1
+    cancelled = conn.control.cancel("py-task", "the round was abandoned")
+    assert cancelled.state == "CANCELLED"
+    states = [s.state for s in watch]
+    assert states[-1] == "CANCELLED"
+    final = conn.control.wait("py-task", timeout=30)
+    assert final.state == "CANCELLED" and final.detail == "the round was abandoned"
+
+
+def test_mutual_tls_and_bearer_token(secure_env):
+    with fedagg.connect(secure_env["target"], token=secure_env["token"], root_certificates=secure_env["ca"],
+                        certificate_chain=secure_env["cert"], private_key=secure_env["key"]) as secure:
+        status = secure.control.create("py-tls", {"w": F("float64", (2,), "federated_sum")})
+        with secure.open_stream("tls-client") as stream:
+            assert stream.contribute(status, {"w": [0.5, 1.5]}) == 1
+        np.testing.assert_array_equal(finish(secure, "py-tls")["w"].values, [0.5, 1.5])
+    with open(secure_env["ca"], "rb") as ca:
+        ca_bytes = ca.read()
+    with fedagg.connect(secure_env["target"], root_certificates=ca_bytes, certificate_chain=secure_env["cert"],
+                        private_key=secure_env["key"]) as no_token:
+        with pytest.raises(fedagg.FedaggError) as unauthenticated:
+            no_token.control.get("py-tls")
+        assert unauthenticated.value.code_name == "UNAUTHENTICATED"
+        with pytest.raises(fedagg.FedaggError) as stream_refused:
+            no_token.open_stream("tls-client-2")
+        assert stream_refused.value.code_name == "UNAUTHENTICATED"
+    with fedagg.connect(secure_env["target"], token=secure_env["token"], root_certificates=ca_bytes,
+                        timeout=5) as no_certificate:
+        with pytest.raises(fedagg.FedaggError) as handshake:
+            no_certificate.control.get("py-tls")
+        assert handshake.value.code_name == "UNAVAILABLE"

@@ -1,0 +1,129 @@
+// The checkpoint file: round trip, torn writes and corruption refused, atomic replace.
+#include "service/rounds/checkpoint_file.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "service/core/read_file.h"
+#include "tests/rounds/rounds_test_util.h"
+
+namespace fedagg {
+namespace {
+
+using testing::CountingSpec;
+using testing::TempDir;
+
+AggregationCheckpoint SampleCheckpoint(const std::string& partial = "partial-bytes") {
+  AggregationCheckpoint checkpoint;
+  checkpoint.spec = CountingSpec("round-7");
+  checkpoint.state = v1::SEALED;
+  checkpoint.detail = "sealed by an operator";
+  checkpoint.contributions = 12;
+  checkpoint.weight_sum = 12.5;
+  checkpoint.counted = {"alice", "bob", ""};
+  checkpoint.children = {{"edge-1@17", 4, false}, {"edge-2@18", 9, true}};
+  checkpoint.partial = partial;
+  return checkpoint;
+}
+
+void ExpectSame(const AggregationCheckpoint& a, const AggregationCheckpoint& b) {
+  EXPECT_EQ(a.spec.SerializeAsString(), b.spec.SerializeAsString());
+  EXPECT_EQ(a.state, b.state);
+  EXPECT_EQ(a.detail, b.detail);
+  EXPECT_EQ(a.contributions, b.contributions);
+  EXPECT_EQ(a.weight_sum, b.weight_sum);
+  EXPECT_EQ(a.counted, b.counted);
+  ASSERT_EQ(a.children.size(), b.children.size());
+  for (size_t i = 0; i < a.children.size(); ++i) {
+    EXPECT_EQ(a.children[i].child_id, b.children[i].child_id);
+    EXPECT_EQ(a.children[i].last_sequence, b.children[i].last_sequence);
+    EXPECT_EQ(a.children[i].final_received, b.children[i].final_received);
+  }
+  EXPECT_EQ(a.partial, b.partial);
+}
+
+TEST(CheckpointFileTest, RoundTrip) {
+  const AggregationCheckpoint checkpoint = SampleCheckpoint(std::string("partial\0bytes", 13));
+  absl::StatusOr<AggregationCheckpoint> decoded = DecodeCheckpoint(EncodeCheckpoint(checkpoint));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ExpectSame(checkpoint, *decoded);
+}
+
+TEST(CheckpointFileTest, EveryTornPrefixIsRefused) {
+  const std::string bytes = EncodeCheckpoint(SampleCheckpoint());
+  for (size_t length = 0; length < bytes.size(); ++length) {
+    absl::StatusOr<AggregationCheckpoint> decoded = DecodeCheckpoint(absl::string_view(bytes).substr(0, length));
+    ASSERT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << "prefix of " << length << " bytes";
+  }
+  // Bytes appended to a whole file are refused too.
+  EXPECT_EQ(DecodeCheckpoint(bytes + "x").status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(CheckpointFileTest, EveryFlippedByteIsRefused) {
+  const std::string bytes = EncodeCheckpoint(SampleCheckpoint());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (i >= 8 && i < 12) continue;  // the format version: its own error, below
+    std::string corrupt = bytes;
+    corrupt[i] = static_cast<char>(corrupt[i] ^ 0x40);
+    absl::StatusOr<AggregationCheckpoint> decoded = DecodeCheckpoint(corrupt);
+    ASSERT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << "byte " << i << ": " << decoded.status();
+  }
+  std::string newer = bytes;
+  newer[8] = 2;
+  EXPECT_EQ(DecodeCheckpoint(newer).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(CheckpointFileTest, ChecksumMismatchIsNamed) {
+  std::string bytes = EncodeCheckpoint(SampleCheckpoint());
+  bytes.back() = static_cast<char>(bytes.back() ^ 1);
+  absl::StatusOr<AggregationCheckpoint> decoded = DecodeCheckpoint(bytes);
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(decoded.status().message().find("checksum mismatch"), absl::string_view::npos) << decoded.status();
+}
+
+TEST(CheckpointFileTest, AtomicReplaceLeavesTheNewFileAndNoTemporary) {
+  TempDir dir;
+  const std::string name = CheckpointFileName("round-7");
+  const std::string path = dir.path() + "/" + name;
+  ASSERT_TRUE(WriteFileAtomically(dir.path(), name, EncodeCheckpoint(SampleCheckpoint("first"))).ok());
+  // A crash in the middle of a later write leaves a partial temporary file behind; the
+  // checkpoint itself is untouched by it.
+  {
+    std::ofstream stale(path + ".tmp", std::ios::binary);
+    stale << "half a checkpoi";
+  }
+  absl::StatusOr<AggregationCheckpoint> read = ReadCheckpointFile(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->partial, "first");
+  // The next write replaces both.
+  ASSERT_TRUE(WriteFileAtomically(dir.path(), name, EncodeCheckpoint(SampleCheckpoint("second"))).ok());
+  read = ReadCheckpointFile(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->partial, "second");
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), std::filesystem::directory_iterator()), 1);
+}
+
+TEST(CheckpointFileTest, ReadErrorsNameThePath) {
+  TempDir dir;
+  const std::string path = dir.path() + "/torn.ckpt";
+  {
+    std::ofstream torn(path, std::ios::binary);
+    const std::string bytes = EncodeCheckpoint(SampleCheckpoint());
+    torn << bytes.substr(0, bytes.size() / 2);
+  }
+  absl::StatusOr<AggregationCheckpoint> read = ReadCheckpointFile(path);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(read.status().message().find(path), absl::string_view::npos) << read.status();
+}
+
+TEST(CheckpointFileTest, WriteIntoAMissingDirectoryFails) {
+  TempDir dir;
+  absl::Status written = WriteFileAtomically(dir.path() + "/missing", "x.ckpt", "bytes");
+  EXPECT_EQ(written.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(written.message().find("missing"), absl::string_view::npos) << written;
+}
+
+}  // namespace
+}  // namespace fedagg

@@ -1,0 +1,66 @@
+// Helpers for the tests of service/rounds: a small spec (two int64 coordinates summed, so
+// every result is exact), client updates for it, and a temporary directory.
+#ifndef FEDAGG_TESTS_ROUNDS_ROUNDS_TEST_UTIL_H_
+#define FEDAGG_TESTS_ROUNDS_ROUNDS_TEST_UTIL_H_
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "service/core/update_buffer.h"
+#include "service/rounds/spec_conversion.h"
+
+namespace fedagg::testing {
+
+// <w=int64[2]> with federated_sum: an update [1, v] adds one to w[0] and v to w[1].
+inline v1::AggregationSpec CountingSpec(const std::string& id) {
+  v1::AggregationSpec spec;
+  spec.set_aggregation_id(id);
+  absl::StatusOr<ValueType> type = ParseValueType("<w=int64[2]>");
+  EXPECT_TRUE(type.ok()) << type.status();
+  *spec.mutable_value_type() = ValueTypeToProto(*type);
+  spec.add_intrinsics()->set_intrinsic(v1::FEDERATED_SUM);
+  spec.set_min_contributions(1);
+  return spec;
+}
+
+inline UpdateBuffer CountingUpdate(const ReductionSpec& spec, int64_t value) {
+  absl::StatusOr<UpdateBuffer> buffer = UpdateBuffer::Create(spec, {0}, std::nullopt, 1 << 20);
+  EXPECT_TRUE(buffer.ok()) << buffer.status();
+  const int64_t values[2] = {1, value};
+  std::memcpy(buffer->section(0, UpdateBuffer::Section::kValues).data(), values, sizeof(values));
+  return *std::move(buffer);
+}
+
+template <typename T>
+T ValueOrDie(absl::StatusOr<T> status_or) {
+  if (!status_or.ok()) {
+    ADD_FAILURE() << status_or.status();
+    std::abort();
+  }
+  return *std::move(status_or);
+}
+
+// A fresh directory, removed with everything in it at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "fedagg-rounds-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace fedagg::testing
+
+#endif  // FEDAGG_TESTS_ROUNDS_ROUNDS_TEST_UTIL_H_
