@@ -357,15 +357,11 @@ absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {
   MutexLock reduce(&reduce_mu_);
   MutexLock lock(&mu_);
   ReduceBatch(pending_);
-  if (!reduce_error_.ok()) {
-    return absl::Status(reduce_error_.code(),
-                        absl::StrCat("aggregation '", id(), "': reducing a batch failed on the ",
-                                     partial_.backend().name(), " backend: ",
-                                     reduce_error_.message()));
-  }
-  FEDAGG_ASSIGN_OR_RETURN(std::string bytes, partial_.Serialize());
+  if (!reduce_error_.ok()) return BackendError("reducing a batch failed", reduce_error_);
+  absl::StatusOr<std::string> bytes = partial_.Serialize();
+  if (!bytes.ok()) return BackendError("its partial aggregate could not be read back", bytes.status());
   final_delta_taken_ |= final;
-  Delta delta{std::move(bytes), partial_.contributions()};
+  Delta delta{*std::move(bytes), partial_.contributions()};
   partial_ = PartialAggregate(config_.reduction, BackendOf(options_));
   return delta;
 }
@@ -388,7 +384,20 @@ void Aggregation::MarkForwarded(const absl::Status& delivered) {
   NotifyWatchers();
 }
 
+absl::Status Aggregation::BackendError(absl::string_view what, const absl::Status& error) const {
+  return absl::Status(error.code(), absl::StrCat("aggregation '", id(), "': ", what, " on the ",
+                                                 partial_.backend().name(), " backend: ", error.message()));
+}
+
 absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshot() {
+  std::vector<std::function<void(bool)>> abandoned;
+  absl::StatusOr<std::optional<Snapshot>> snapshot = TakeSnapshotOrAbandon(&abandoned);
+  RunDurableWaiters(abandoned, false);  // outside the locks
+  return snapshot;
+}
+
+absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOrAbandon(
+    std::vector<std::function<void(bool)>>* abandoned) {
   MutexLock reduce(&reduce_mu_);
   Snapshot snapshot;
   {
@@ -398,10 +407,12 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshot()
     // partial aggregate hold exactly the same updates.
     ReduceBatch(pending_);
     if (!reduce_error_.ok()) {
-      return absl::Status(reduce_error_.code(),
-                          absl::StrCat("aggregation '", id(), "': reducing a batch failed on the ",
-                                       partial_.backend().name(), " backend, so its partial no longer "
-                                       "holds everything counted: ", reduce_error_.message()));
+      // The partial no longer holds everything counted: no checkpoint will hold it.
+      durability_stopped_ = true;
+      for (auto& [version, waiter] : durable_waiters_) abandoned->push_back(std::move(waiter));
+      durable_waiters_.clear();
+      return BackendError("reducing a batch failed, so no checkpoint can hold what was counted",
+                          reduce_error_);
     }
     snapshot.version = version_;
     AggregationCheckpoint& checkpoint = snapshot.checkpoint;
@@ -418,12 +429,7 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshot()
   // The partial changes only under reduce_mu_, still held: updates committed meanwhile
   // wait in the pending batch and belong to the next snapshot.
   absl::StatusOr<std::string> partial = partial_.Serialize();
-  if (!partial.ok()) {
-    return absl::Status(partial.status().code(),
-                        absl::StrCat("aggregation '", id(), "': its partial aggregate could not be read "
-                                     "back from the ", partial_.backend().name(), " backend: ",
-                                     partial.status().message()));
-  }
+  if (!partial.ok()) return BackendError("its partial aggregate could not be read back", partial.status());
   snapshot.checkpoint.partial = *std::move(partial);
   return snapshot;
 }

@@ -130,8 +130,9 @@ class Aggregation {
 
   // A consistent copy of everything counted so far (pending updates reduced first), for
   // the Checkpointer; nullopt when nothing changed since the last MarkDurable. Fails
-  // (nothing to write) when the backend could not reduce a batch, so the partial no
-  // longer holds everything counted, or could not serialize the partial.
+  // (nothing to write) when the backend could not serialize the partial, or could not
+  // reduce a batch: then the partial no longer holds everything counted, no checkpoint
+  // ever will, and the acks waiting for one are released as not durable.
   struct Snapshot {
     AggregationCheckpoint checkpoint;
     uint64_t version = 0;
@@ -164,6 +165,12 @@ class Aggregation {
   void ReducePending();
   // Accumulates `batch` into the partial aggregate and empties it.
   void ReduceBatch(std::vector<UpdateBuffer>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(reduce_mu_);
+  // `error` from the backend, with this aggregation's id and the backend's name.
+  absl::Status BackendError(absl::string_view what, const absl::Status& error) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(reduce_mu_);
+  // TakeSnapshot under the locks; the acks that will never be durable go to `abandoned`.
+  absl::StatusOr<std::optional<Snapshot>> TakeSnapshotOrAbandon(
+      std::vector<std::function<void(bool)>>* abandoned);
   // Finalizes a sealed aggregation once its children are done or their grace ran out.
   void MaybeFinalize();
   void SealLocked(std::vector<ChildNotifier>* to_notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -199,9 +199,18 @@ TEST(AggregationCheckpointTest, BatchTheBackendFailedToReduceGivesNoSnapshot) {
   options.batch_size = 1;  // every commit reduces at once
   std::shared_ptr<Aggregation> aggregation = NewAggregation("r", options);
   Contribute(*aggregation, "a", 1);  // counted; its reduction failed
+  std::optional<bool> answer;
+  aggregation->WhenDurable([&answer](bool durable) { answer = durable; });
+  EXPECT_FALSE(answer.has_value());
   absl::StatusOr<std::optional<Aggregation::Snapshot>> snapshot = aggregation->TakeSnapshot();
   // The partial does not hold the counted update: a checkpoint of it would be inconsistent.
   EXPECT_EQ(snapshot.status().code(), absl::StatusCode::kResourceExhausted) << snapshot.status();
+  EXPECT_TRUE(absl::StrContains(snapshot.status().message(), "failing backend")) << snapshot.status();
+  // No checkpoint will ever hold it: the waiting ack, and any later one, is not durable.
+  EXPECT_EQ(answer, std::optional<bool>(false));
+  std::optional<bool> later;
+  aggregation->WhenDurable([&later](bool durable) { later = durable; });
+  EXPECT_EQ(later, std::optional<bool>(false));
 }
 
 TEST(AggregationCheckpointTest, RestoreUsesTheAggregationsBackend) {
