@@ -19,6 +19,7 @@ namespace fedagg::portable {
 struct CudaSystem {
   template <typename T>
   using vector = thrust::cuda::vector<T>;
+  static constexpr bool kHostMemory = false;  // its vectors are device memory
 
   static auto policy() { return thrust::cuda::par; }
   static void ToDevice(void* dst, const void* src, size_t bytes) {

@@ -41,7 +41,14 @@ ServiceMetrics::ServiceMetrics(MetricsRegistry& registry)
       checkpoint_write(registry.AddHistogram("fedagg_checkpoint_write_seconds",
                                              "Time to snapshot, encode and durably write one checkpoint.",
                                              kLatencyBounds)
-                           .WithLabels({})) {}
+                           .WithLabels({})),
+      streams_refused(registry.AddCounter("fedagg_streams_refused_total",
+                                          "Contribute and Submit streams refused when they started, by "
+                                          "reason (unauthenticated, identity_limit).",
+                                          {"reason"})),
+      stalled_updates_evicted(registry.AddCounter("fedagg_stalled_updates_evicted_total",
+                                                  "Updates discarded because their client sent nothing "
+                                                  "for --stall_timeout.").WithLabels({})) {}
 
 double ProcessResidentBytes() {
   std::ifstream statm("/proc/self/statm");

@@ -25,6 +25,8 @@ struct ServiceMetrics {
   Counter& partials_merged;             // child partials merged here
   Family<Counter>& checkpoint_writes;   // checkpoint files written (--checkpoint_dir), by result
   Histogram& checkpoint_write;          // one checkpoint snapshot, encoded and written, seconds
+  Family<Counter>& streams_refused;     // update streams refused at the start, by reason
+  Counter& stalled_updates_evicted;     // updates discarded after --stall_timeout
 };
 
 // Resident memory of this process, from /proc/self/statm (0 where unavailable).

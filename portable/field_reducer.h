@@ -76,6 +76,9 @@ class FieldReducer {
   virtual Outcome Save(HostState<Acc>* out) const = 0;
   // Replaces the state; `in` must be valid for the spec (the adapter checks it first).
   virtual Outcome Load(const HostState<Acc>& in) = 0;
+  // Bytes of host memory the reducer holds (state and working memory), for the node's
+  // memory budget; 0 when they live on a device, whose memory the budget does not cover.
+  virtual uint64_t HostBytes() const = 0;
 };
 
 // One Thrust system's reducers, made by the library that instantiates them.

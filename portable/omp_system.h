@@ -15,6 +15,7 @@ namespace fedagg::portable {
 struct OmpSystem {
   template <typename T>
   using vector = thrust::omp::vector<T>;
+  static constexpr bool kHostMemory = true;  // its vectors are host memory
 
   static auto policy() { return thrust::omp::par; }
   static void ToDevice(void* dst, const void* src, size_t bytes) {

@@ -101,6 +101,8 @@ class PortableAccumulator final : public FieldAccumulator {
     return host->Report(contributions, weight_sum);
   }
 
+  uint64_t MemoryBytes() const override { return reducer_->HostBytes(); }
+
  private:
   const FieldSpec& field_;
   const ReducerKind kind_;

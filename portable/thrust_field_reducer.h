@@ -201,6 +201,13 @@ class ThrustFieldReducer final : public FieldReducer<Acc> {
   Outcome Load(const HostState<Acc>& in) override {
     return Guarded([&] { return LoadNow(in); });
   }
+  uint64_t HostBytes() const override {
+    if (!System::kHostMemory) return 0;
+    return Bytes(acc_) + Bytes(counts_) + Bytes(weight_sums_) + Bytes(union_indices_) +
+           Bytes(staged_values_) + Bytes(ids_) + Bytes(updates_) + Bytes(acc_weights_) +
+           Bytes(double_weights_) + Bytes(sorted_ids_) + Bytes(order_) + Bytes(segment_rows_) +
+           Bytes(segment_starts_) + Bytes(segment_lengths_);
+  }
 
  private:
   template <typename Fn>
@@ -218,6 +225,10 @@ class ThrustFieldReducer final : public FieldReducer<Acc> {
     }
   }
 
+  template <typename T>
+  static uint64_t Bytes(const Vec<T>& v) {
+    return static_cast<uint64_t>(v.capacity()) * sizeof(T);
+  }
   template <typename T>
   static T* Raw(Vec<T>& v) {
     return thrust::raw_pointer_cast(v.data());

@@ -25,6 +25,16 @@ ABSL_FLAG(int64_t, flush_interval_ms, 100,
 ABSL_FLAG(int, retain_finished, 1000,
           "finished aggregations (and their results) kept; older ones are forgotten");
 ABSL_FLAG(int64_t, max_update_mib, 1024, "largest accepted client update, MiB");
+ABSL_FLAG(int64_t, memory_budget_bytes, 0,
+          "bytes of client data (updates being received, pending batches, accumulators) this "
+          "node holds at most; a new update that would exceed it is refused with "
+          "RESOURCE_EXHAUSTED; 0: no budget");
+ABSL_FLAG(int, max_streams_per_identity, 0,
+          "Contribute and Submit streams one caller (certificate, bearer token, or peer "
+          "address) may hold open; more are refused with RESOURCE_EXHAUSTED; 0: no limit");
+ABSL_FLAG(absl::Duration, stall_timeout, absl::Seconds(60),
+          "an update that receives no message for this long is discarded and its stream "
+          "ended with DEADLINE_EXCEEDED (e.g. 30s, 2m); 0: never");
 ABSL_FLAG(int64_t, child_grace_ms, 10000,
           "after a seal, how long this node waits for its child aggregators' final partials "
           "(give each tier a longer grace than the tiers below it)");
@@ -93,6 +103,13 @@ int main(int argc, char** argv) {
   config.flush_interval = absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
   config.max_update_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_update_mib)) << 20;
   config.child_grace = absl::Milliseconds(absl::GetFlag(FLAGS_child_grace_ms));
+  if (absl::GetFlag(FLAGS_memory_budget_bytes) < 0) {
+    std::fprintf(stderr, "fedagg-server: --memory_budget_bytes must be >= 0\n");
+    return 2;
+  }
+  config.memory_budget_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_memory_budget_bytes));
+  config.max_streams_per_identity = absl::GetFlag(FLAGS_max_streams_per_identity);
+  config.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
   config.forward_interval = absl::Milliseconds(absl::GetFlag(FLAGS_forward_interval_ms));
   config.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   config.checkpoint_interval = absl::GetFlag(FLAGS_checkpoint_interval);

@@ -60,6 +60,10 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   options.batch_size = config.batch_size;
   options.flush_interval = config.flush_interval;
   options.retain_finished = config.retain_finished;
+  server->memory_budget_ = std::make_unique<MemoryBudget>(config.memory_budget_bytes);
+  options.memory_budget = server->memory_budget_.get();
+  if (config.max_streams_per_identity < 0) return absl::InvalidArgumentError("--max_streams_per_identity must be >= 0");
+  server->stream_limiter_ = std::make_unique<StreamLimiter>(config.max_streams_per_identity);
   ServiceMetrics* metrics = server->metrics_.get();
   options.on_batch_reduced = [metrics](absl::Duration elapsed, size_t updates) {
     metrics->batch_reduction.Observe(absl::ToDoubleSeconds(elapsed));
@@ -91,6 +95,9 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   server->authenticator_ = std::make_unique<Authenticator>(config.auth_tokens);
   server->context_ = std::make_unique<ServiceContext>(
       ServiceContext{*server->registry_, *server->authenticator_, *server->metrics_, config.max_update_bytes});
+  server->context_->memory_budget = server->memory_budget_.get();
+  server->context_->stream_limiter = server->stream_limiter_.get();
+  server->context_->stall_timeout = config.stall_timeout;
   server->aggregation_service_ = std::make_unique<AggregationService>(*server->context_);
   server->control_service_ = std::make_unique<ControlService>(*server->context_);
   server->tier_service_ = std::make_unique<TierService>(*server->context_);
@@ -207,6 +214,14 @@ void FedaggServer::RegisterStateGauges() {
         return samples;
       });
   const std::string backend = backend_name_;
+  MemoryBudget* budget = memory_budget_.get();
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_memory_accounted_bytes",
+      "Bytes held for client data: updates being received, pending batches, accumulators.", {},
+      [budget] { return MetricsRegistry::GaugeSamples{{{}, static_cast<double>(budget->used())}}; });
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_memory_budget_bytes", "The memory budget (--memory_budget_bytes); 0: none.", {},
+      [budget] { return MetricsRegistry::GaugeSamples{{{}, static_cast<double>(budget->limit())}}; });
   metrics_registry_->AddGaugeCallback("fedagg_backend_info", "The reduction backend in use.", {"backend"},
                                       [backend] { return MetricsRegistry::GaugeSamples{{{backend}, 1}}; });
   metrics_registry_->AddGaugeCallback(

@@ -17,12 +17,14 @@
 #include "monitoring/metrics_registry.h"
 #include "monitoring/service_metrics.h"
 #include "service/core/accumulator_factory.h"
+#include "service/core/memory_budget.h"
 #include "service/core/read_file.h"
 #include "service/rounds/aggregation_registry.h"
 #include "service/rounds/checkpointer.h"
 #include "service/rpc/aggregation_service.h"
 #include "service/rpc/authenticator.h"
 #include "service/rpc/control_service.h"
+#include "service/rpc/stream_limiter.h"
 #include "service/rpc/tier_service.h"
 #include "service/tier/parent_link.h"
 
@@ -42,6 +44,14 @@ struct ServerConfig {
   absl::Duration flush_interval = absl::Milliseconds(100);
   int retain_finished = 1000;
   uint64_t max_update_bytes = uint64_t{1} << 30;
+  // Bytes of client data (updates in flight, pending batches, accumulators) this node
+  // holds at most; a new update that would exceed it is refused. 0: no budget.
+  uint64_t memory_budget_bytes = 0;
+  // Contribute and Submit streams one caller identity may hold open; 0: no limit.
+  int max_streams_per_identity = 0;
+  // An update that receives no message for this long is discarded and its stream ended
+  // with DEADLINE_EXCEEDED; zero: never.
+  absl::Duration stall_timeout = absl::Seconds(60);
   absl::Duration child_grace = absl::Seconds(10);
   absl::Duration forward_interval = absl::Seconds(1);
   // Root only: where each aggregation's checkpoint is written (empty: no checkpoints, no
@@ -73,6 +83,7 @@ class FedaggServer {
   // Aggregations resumed from --checkpoint_dir at start.
   int restored_aggregations() const { return restored_aggregations_; }
   AggregationRegistry& registry() { return *registry_; }
+  const MemoryBudget& memory_budget() const { return *memory_budget_; }
   void Wait() { server_->Wait(); }
   // Writes a last checkpoint (acks still waiting for one go out as RECEIVED), stops
   // accepting calls, cancels streams in progress after `grace`, stops the parent link.
@@ -87,6 +98,9 @@ class FedaggServer {
 
   std::unique_ptr<MetricsRegistry> metrics_registry_ = std::make_unique<MetricsRegistry>();
   std::unique_ptr<ServiceMetrics> metrics_ = std::make_unique<ServiceMetrics>(*metrics_registry_);
+  // Declared before everything that holds reservations or slots in them.
+  std::unique_ptr<MemoryBudget> memory_budget_;
+  std::unique_ptr<StreamLimiter> stream_limiter_;
   // Declared before registry_, so destroyed after it: the registry's ticker may tell the
   // checkpointer about forgotten aggregations until the registry is gone.
   std::unique_ptr<Checkpointer> checkpointer_;

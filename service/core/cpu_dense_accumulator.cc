@@ -132,6 +132,11 @@ absl::StatusOr<ReportedField> CpuDenseAccumulator<Acc>::Report(int64_t contribut
   return out;
 }
 
+template <typename Acc>
+uint64_t CpuDenseAccumulator<Acc>::MemoryBytes() const {
+  return acc_.capacity() * sizeof(acc_[0]);
+}
+
 template class CpuDenseAccumulator<float>;
 template class CpuDenseAccumulator<double>;
 template class CpuDenseAccumulator<int64_t>;

@@ -134,6 +134,14 @@ absl::StatusOr<ReportedField> CpuScatterAccumulator<Acc>::Report(int64_t, double
   return out;
 }
 
+template <typename Acc>
+uint64_t CpuScatterAccumulator<Acc>::MemoryBytes() const {
+  return acc_.capacity() * sizeof(acc_[0]) +
+         counts_.capacity() * sizeof(counts_[0]) +
+         weight_sums_.capacity() * sizeof(weight_sums_[0]) +
+         last_touch_.capacity() * sizeof(last_touch_[0]);
+}
+
 template class CpuScatterAccumulator<float>;
 template class CpuScatterAccumulator<double>;
 template class CpuScatterAccumulator<int64_t>;

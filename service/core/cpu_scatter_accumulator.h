@@ -26,6 +26,7 @@ class CpuScatterAccumulator final : public FieldAccumulator {
   absl::Status SerializeTo(ByteWriter& out) const override;
   absl::Status DeserializeFrom(ByteReader& in, int64_t contributions) override;
   absl::StatusOr<ReportedField> Report(int64_t contributions, double weight_sum) const override;
+  uint64_t MemoryBytes() const override;
 
  private:
   bool weighted() const { return field_.intrinsic == Intrinsic::kSparseWeightedMean; }

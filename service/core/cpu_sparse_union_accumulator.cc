@@ -153,6 +153,13 @@ absl::StatusOr<ReportedField> CpuSparseUnionAccumulator<Acc>::Report(int64_t, do
   return out;
 }
 
+template <typename Acc>
+uint64_t CpuSparseUnionAccumulator<Acc>::MemoryBytes() const {
+  return state_.indices.capacity() * sizeof(state_.indices[0]) +
+         state_.values.capacity() * sizeof(state_.values[0]) +
+         state_.counts.capacity() * sizeof(state_.counts[0]);
+}
+
 template class CpuSparseUnionAccumulator<float>;
 template class CpuSparseUnionAccumulator<double>;
 template class CpuSparseUnionAccumulator<int64_t>;

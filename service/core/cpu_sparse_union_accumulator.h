@@ -24,6 +24,7 @@ class CpuSparseUnionAccumulator final : public FieldAccumulator {
   absl::Status SerializeTo(ByteWriter& out) const override;
   absl::Status DeserializeFrom(ByteReader& in, int64_t contributions) override;
   absl::StatusOr<ReportedField> Report(int64_t contributions, double weight_sum) const override;
+  uint64_t MemoryBytes() const override;
 
  private:
   // Coalesced state: strictly increasing indices, one value and count each.

@@ -40,6 +40,8 @@ class FieldAccumulator {
   // The field's result, given the aggregation's contribution count and weight sum (> 0).
   virtual absl::StatusOr<ReportedField> Report(int64_t contributions,
                                                double weight_sum) const = 0;
+  // Bytes of heap memory the accumulator holds (for the node's memory budget).
+  virtual uint64_t MemoryBytes() const = 0;
 };
 
 }  // namespace fedagg

@@ -159,4 +159,10 @@ absl::StatusOr<AggregateResult> PartialAggregate::Report() const {
   return result;
 }
 
+uint64_t PartialAggregate::MemoryBytes() const {
+  uint64_t bytes = 0;
+  for (const auto& field : fields_) bytes += field->MemoryBytes();
+  return bytes;
+}
+
 }  // namespace fedagg

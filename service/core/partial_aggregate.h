@@ -63,6 +63,8 @@ class PartialAggregate {
   // FAILED_PRECONDITION when nothing was contributed (a mean of nothing is undefined).
   absl::StatusOr<AggregateResult> Report() const;
 
+  // Heap bytes held by the field accumulators.
+  uint64_t MemoryBytes() const;
   int64_t contributions() const { return contributions_; }
   double weight_sum() const { return weight_sum_; }
   const ReductionSpec& spec() const { return *spec_; }

@@ -9,7 +9,8 @@ namespace fedagg {
 absl::StatusOr<UpdateBuffer> UpdateBuffer::Create(const ReductionSpec& spec,
                                                   absl::Span<const int64_t> nnz,
                                                   std::optional<double> weight,
-                                                  uint64_t max_bytes) {
+                                                  uint64_t max_bytes,
+                                                  MemoryBudget* budget) {
   if (nnz.size() != spec.fields().size()) {
     return absl::InvalidArgumentError(absl::StrCat("update header describes ", nnz.size(),
                                                    " fields but type ",
@@ -51,6 +52,12 @@ absl::StatusOr<UpdateBuffer> UpdateBuffer::Create(const ReductionSpec& spec,
                                                      max_bytes, " bytes"));
     }
     sizes.emplace_back(indices, value_bytes);
+  }
+  if (budget != nullptr) {
+    absl::StatusOr<MemoryReservation> memory =
+        budget->Reserve(total, absl::StrCat("an update of ", total, " bytes"));
+    if (!memory.ok()) return memory.status();
+    buffer.memory_ = *std::move(memory);
   }
   for (size_t f = 0; f < nnz.size(); ++f) {
     const FieldSpec& field = spec.fields()[f];

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "service/core/field_value.h"
+#include "service/core/memory_budget.h"
 #include "service/core/reduction_spec.h"
 
 namespace fedagg {
@@ -24,10 +25,12 @@ class UpdateBuffer {
 
   // `nnz[f]` is the number of entries (sparse) or rows (row-sparse) of field f; ignored for
   // dense fields. INVALID_ARGUMENT when the sizes are impossible for the spec or the
-  // update would exceed `max_bytes`.
+  // update would exceed `max_bytes`; RESOURCE_EXHAUSTED when `budget` (optional) cannot
+  // hold it. Nothing is allocated on error.
   static absl::StatusOr<UpdateBuffer> Create(const ReductionSpec& spec,
                                              absl::Span<const int64_t> nnz,
-                                             std::optional<double> weight, uint64_t max_bytes);
+                                             std::optional<double> weight, uint64_t max_bytes,
+                                             MemoryBudget* budget = nullptr);
 
   // The writable bytes of one section of one field (empty span for a dense field's indices).
   absl::Span<std::byte> section(size_t field, Section section);
@@ -48,6 +51,7 @@ class UpdateBuffer {
   std::vector<FieldStorage> fields_;
   UpdateView view_;
   uint64_t total_bytes_ = 0;
+  MemoryReservation memory_;
 };
 
 }  // namespace fedagg

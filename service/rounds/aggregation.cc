@@ -18,7 +18,13 @@ const AccumulatorFactory& BackendOf(const AggregationOptions& options) {
 Aggregation::Aggregation(AggregationConfig config, AggregationOptions options)
     : config_(std::move(config)),
       options_(options),
-      partial_(config_.reduction, BackendOf(options_)) {}
+      partial_(config_.reduction, BackendOf(options_)) {
+  MutexLock reduce(&reduce_mu_);
+  if (options_.memory_budget != nullptr) partial_memory_ = options_.memory_budget->ReserveUnchecked(0);
+  AccountPartialMemory();
+}
+
+void Aggregation::AccountPartialMemory() { partial_memory_.ResizeUnchecked(partial_.MemoryBytes()); }
 
 Aggregation::~Aggregation() {
   std::vector<std::function<void(bool)>> waiters;
@@ -48,6 +54,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
   MutexLock reduce(&aggregation->reduce_mu_);
   MutexLock lock(&aggregation->mu_);
   aggregation->partial_ = *std::move(partial);
+  aggregation->AccountPartialMemory();  // a restored sparse union may be larger than an empty one
   aggregation->state_ = checkpoint.state;
   aggregation->detail_ = checkpoint.detail;
   aggregation->counted_.insert(checkpoint.counted.begin(), checkpoint.counted.end());
@@ -166,7 +173,8 @@ void Aggregation::ReduceBatch(std::vector<UpdateBuffer>& batch) {
   const absl::Time start = absl::Now();
   reduce_error_.Update(partial_.AccumulateBatch(views));
   if (options_.on_batch_reduced) options_.on_batch_reduced(absl::Now() - start, batch.size());
-  batch.clear();
+  batch.clear();  // releases the updates' memory
+  AccountPartialMemory();
 }
 
 void Aggregation::ReducePending() {
@@ -213,6 +221,7 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
     }
     absl::Status merged = partial_.MergeWith(*child);
     if (!merged.ok()) return merged;
+    AccountPartialMemory();
     child_state.last_sequence = sequence;
     child_state.final_received |= final;
     ++version_;
@@ -363,6 +372,7 @@ absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {
   final_delta_taken_ |= final;
   Delta delta{*std::move(bytes), partial_.contributions()};
   partial_ = PartialAggregate(config_.reduction, BackendOf(options_));
+  AccountPartialMemory();
   return delta;
 }
 

@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "fedagg/v1/types.pb.h"
 #include "service/core/accumulator_factory.h"
+#include "service/core/memory_budget.h"
 #include "service/core/partial_aggregate.h"
 #include "service/core/update_buffer.h"
 #include "service/rounds/checkpoint_file.h"
@@ -54,6 +55,9 @@ struct AggregationOptions {
   bool checkpointed = false;
   // Called after each batch is reduced, with its duration and size (metrics).
   std::function<void(absl::Duration, size_t)> on_batch_reduced;
+  // The node's memory budget (optional): the partial aggregate's accumulators are
+  // accounted in it. It must outlive the aggregation.
+  MemoryBudget* memory_budget = nullptr;
 };
 
 class Aggregation {
@@ -171,6 +175,8 @@ class Aggregation {
   // TakeSnapshot under the locks; the acks that will never be durable go to `abandoned`.
   absl::StatusOr<std::optional<Snapshot>> TakeSnapshotOrAbandon(
       std::vector<std::function<void(bool)>>* abandoned);
+  // Brings the memory budget's claim for the partial aggregate up to date.
+  void AccountPartialMemory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reduce_mu_);
   // Finalizes a sealed aggregation once its children are done or their grace ran out.
   void MaybeFinalize();
   void SealLocked(std::vector<ChildNotifier>* to_notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -215,6 +221,7 @@ class Aggregation {
   Mutex reduce_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   PartialAggregate partial_ ABSL_GUARDED_BY(reduce_mu_);
   absl::Status reduce_error_ ABSL_GUARDED_BY(reduce_mu_);
+  MemoryReservation partial_memory_ ABSL_GUARDED_BY(reduce_mu_);
 };
 
 }  // namespace fedagg

@@ -10,7 +10,7 @@ namespace {
 constexpr int kMaxTasks = 64;
 }  // namespace
 
-grpc::ServerBidiReactor<v1::ContributeRequest, v1::ContributeResponse>*
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 AggregationService::Contribute(grpc::CallbackServerContext* context) {
   return new ContributeReactor(context, context_);
 }
@@ -32,8 +32,8 @@ grpc::ServerUnaryReactor* AggregationService::GetTask(grpc::CallbackServerContex
   return reactor;
 }
 
-grpc::ServerReadReactor<v1::SubmitRequest>* AggregationService::Submit(
-    grpc::CallbackServerContext* context, v1::SubmitResponse* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* AggregationService::Submit(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return new SubmitReactor(context, context_, response);
 }
 

@@ -7,17 +7,20 @@
 
 namespace fedagg {
 
-class AggregationService final : public v1::Aggregation::CallbackService {
+// Contribute and Submit take raw bytes and parse them themselves (raw_message.h).
+class AggregationService final
+    : public v1::Aggregation::WithRawCallbackMethod_Contribute<
+          v1::Aggregation::WithCallbackMethod_GetTask<v1::Aggregation::WithRawCallbackMethod_Submit<v1::Aggregation::Service>>> {
  public:
   explicit AggregationService(ServiceContext& context) : context_(context) {}
 
-  grpc::ServerBidiReactor<v1::ContributeRequest, v1::ContributeResponse>* Contribute(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Contribute(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetTask(grpc::CallbackServerContext* context,
                                     const v1::GetTaskRequest* request,
                                     v1::GetTaskResponse* response) override;
-  grpc::ServerReadReactor<v1::SubmitRequest>* Submit(grpc::CallbackServerContext* context,
-                                                     v1::SubmitResponse* response) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Submit(grpc::CallbackServerContext* context,
+                                                    grpc::ByteBuffer* response) override;
 
  private:
   ServiceContext& context_;

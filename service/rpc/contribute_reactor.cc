@@ -3,6 +3,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/rpc/grpc_status.h"
+#include "service/rpc/raw_message.h"
+#include "service/rpc/update_stream_limits.h"
 
 namespace fedagg {
 namespace {
@@ -11,31 +13,59 @@ constexpr size_t kMaxQueuedResponses = 8;
 }  // namespace
 
 ContributeReactor::ContributeReactor(grpc::CallbackServerContext* context, ServiceContext& service)
-    : service_(service), assembler_(service.registry, service.metrics, service.max_update_bytes) {
+    : service_(service), assembler_(service), stall_(service.stall_timeout, [this] { EvictStalled(); }) {
   service_.metrics.active_streams.Add(1);
-  if (absl::Status auth = service.authenticator.Check(*context); !auth.ok()) {
+  absl::StatusOr<StreamLimiter::Slot> slot = AdmitStream(*context, service);
+  if (!slot.ok()) {
     MutexLock lock(&mu_);
     finished_ = true;
-    Finish(ToGrpcStatus(auth));
+    Finish(ToGrpcStatus(slot.status()));
     return;
   }
-  StartRead(&request_);
+  stream_slot_ = *std::move(slot);
+  StartRead(&raw_request_);
+}
+
+void ContributeReactor::OnDone() {
+  service_.metrics.active_streams.Add(-1);
+  stream_slot_ = {};
+  // Every path that ends the stream discarded the update first, so nothing here touches
+  // the server's state once the alarm lets go.
+  stall_.Shutdown([this] { delete this; });
 }
 
 void ContributeReactor::OnReadDone(bool ok) {
+  if (!stall_.MessageArrived()) return;  // the update was evicted; the stream is finishing
+  bool read_on = false;
   if (!ok) {
     // The client half-closed or the stream broke: an update in progress is discarded.
     assembler_.Abandon();
     FinishWhenDrained(grpc::Status::OK);
-    return;
+  } else {
+    absl::Status parsed = ParseRawMessage(raw_request_, &request_);
+    Outcome outcome = parsed.ok() ? Handle(request_) : Outcome{ToGrpcStatus(parsed)};
+    if (outcome.end.has_value()) {
+      assembler_.Abandon();
+      FinishWhenDrained(*outcome.end);
+    }
+    // A paused read belongs to Begin's completion from here on: the assembler is its.
+    if (outcome.paused) {
+      stall_.MessageHandled();
+      return;
+    }
+    read_on = !outcome.end.has_value();
   }
-  Outcome outcome = Handle(request_);
-  if (outcome.end.has_value()) {
-    assembler_.Abandon();
-    FinishWhenDrained(*outcome.end);
-    return;
-  }
-  if (!outcome.paused) ContinueReading();
+  if (!assembler_.active()) stall_.UpdateClosed();
+  stall_.MessageHandled();
+  if (read_on) ContinueReading();
+}
+
+void ContributeReactor::EvictStalled() {
+  const std::string aggregation_id = assembler_.aggregation_id();
+  assembler_.Abandon();
+  phase_ = Phase::kIdle;
+  service_.metrics.stalled_updates_evicted.Increment();
+  FinishWhenDrained(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, StalledUpdateMessage(aggregation_id, service_.stall_timeout)));
 }
 
 void ContributeReactor::ContinueReading() {
@@ -43,7 +73,7 @@ void ContributeReactor::ContinueReading() {
   if (outbox_.size() >= kMaxQueuedResponses) {
     read_paused_ = true;  // OnWriteDone resumes reading
   } else {
-    StartRead(&request_);
+    StartRead(&raw_request_);
   }
 }
 
@@ -97,6 +127,7 @@ ContributeReactor::Outcome ContributeReactor::Handle(const v1::ContributeRequest
           phase_ = Phase::kSkippingUpdate;
         } else {
           phase_ = Phase::kInUpdate;
+          stall_.UpdateOpened();
         }
         if (handoff->exchange(2) == 1) ContinueReading();
       });
@@ -168,7 +199,7 @@ void ContributeReactor::Send(v1::ContributeResponse response) {
 
 void ContributeReactor::SendLocked(v1::ContributeResponse response) {
   if (finished_) return;
-  outbox_.push_back(std::move(response));
+  outbox_.push_back(SerializeRawMessage(response));
   if (!writing_) {
     writing_ = true;
     StartWrite(&outbox_.front());
@@ -188,7 +219,7 @@ void ContributeReactor::OnWriteDone(bool ok) {
   }
   if (read_paused_ && outbox_.size() < kMaxQueuedResponses && !finish_status_.has_value()) {
     read_paused_ = false;
-    StartRead(&request_);
+    StartRead(&raw_request_);
   }
   MaybeFinishLocked();
 }

@@ -4,7 +4,10 @@
 // rejection. A rejected update's remaining chunks are skipped; the stream stays usable.
 // An ack that waits for a checkpoint (DURABLE) is sent when it comes, while the stream
 // goes on reading the next update.
-// A stream cut mid-update discards that update whole.
+// A stream cut mid-update discards that update whole; so does a request that is not a
+// valid protobuf, which ends the stream with INVALID_ARGUMENT. The call is refused when its caller
+// already holds --max_streams_per_identity streams; an update whose client stops sending
+// for --stall_timeout is discarded and the stream ended (StallWatch).
 #ifndef FEDAGG_SERVICE_RPC_CONTRIBUTE_REACTOR_H_
 #define FEDAGG_SERVICE_RPC_CONTRIBUTE_REACTOR_H_
 
@@ -19,21 +22,20 @@
 #include "service/core/mutex.h"
 #include "fedagg/v1/aggregation.grpc.pb.h"
 #include "service/rpc/service_context.h"
+#include "service/rpc/stall_watch.h"
+#include "service/rpc/stream_limiter.h"
 #include "service/rpc/update_assembler.h"
 
 namespace fedagg {
 
 class ContributeReactor final
-    : public grpc::ServerBidiReactor<v1::ContributeRequest, v1::ContributeResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   ContributeReactor(grpc::CallbackServerContext* context, ServiceContext& service);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
-  void OnDone() override {
-    service_.metrics.active_streams.Add(-1);
-    delete this;
-  }
+  void OnDone() override;
 
  private:
   enum class Phase { kAwaitHello, kIdle, kInUpdate, kSkippingUpdate };
@@ -53,15 +55,20 @@ class ContributeReactor final
   // Ends the stream once reading stopped and every queued response was written.
   void FinishWhenDrained(grpc::Status status);
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // StallWatch's eviction: discards the update in progress and ends the stream.
+  void EvictStalled();
 
   ServiceContext& service_;
-  UpdateAssembler assembler_;  // touched only from OnReadDone (one read at a time)
+  StreamLimiter::Slot stream_slot_;
+  UpdateAssembler assembler_;  // touched only from OnReadDone (one read at a time) and EvictStalled
+  StallWatch stall_;
   Phase phase_ = Phase::kAwaitHello;
   std::string client_id_;
+  grpc::ByteBuffer raw_request_;  // the read target (raw_message.h says why raw)
   v1::ContributeRequest request_;
 
   Mutex mu_;
-  std::deque<v1::ContributeResponse> outbox_ ABSL_GUARDED_BY(mu_);
+  std::deque<grpc::ByteBuffer> outbox_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);

@@ -1,13 +1,17 @@
 // ServiceContext: what every RPC handler of a fedagg server shares — the aggregation
-// registry, the authenticator and the limits an operator set.
+// registry, the authenticator and the limits an operator set (update size, memory budget,
+// streams per caller identity, stall timeout).
 #ifndef FEDAGG_SERVICE_RPC_SERVICE_CONTEXT_H_
 #define FEDAGG_SERVICE_RPC_SERVICE_CONTEXT_H_
 
 #include <cstdint>
 
 #include "monitoring/service_metrics.h"
+#include "absl/time/time.h"
+#include "service/core/memory_budget.h"
 #include "service/rounds/aggregation_registry.h"
 #include "service/rpc/authenticator.h"
+#include "service/rpc/stream_limiter.h"
 
 namespace fedagg {
 
@@ -20,6 +24,13 @@ struct ServiceContext {
   uint64_t max_update_bytes = uint64_t{1} << 30;
   // Open aggregations listed in a Welcome.
   int welcome_aggregations = 16;
+  // Accounts (and bounds) the bytes held for client data; null: no accounting.
+  MemoryBudget* memory_budget = nullptr;
+  // Open Contribute and Submit streams per caller identity; null: no limit.
+  StreamLimiter* stream_limiter = nullptr;
+  // An update that receives no message for this long is discarded and its stream ended
+  // with DEADLINE_EXCEEDED; zero: never.
+  absl::Duration stall_timeout = absl::ZeroDuration();
 };
 
 }  // namespace fedagg

@@ -5,26 +5,51 @@
 #include <memory>
 
 #include "service/rpc/grpc_status.h"
+#include "service/rpc/raw_message.h"
+#include "service/rpc/update_stream_limits.h"
 
 namespace fedagg {
 
 SubmitReactor::SubmitReactor(grpc::CallbackServerContext* context, ServiceContext& service,
-                             v1::SubmitResponse* response)
-    : assembler_(service.registry, service.metrics, service.max_update_bytes), response_(response) {
-  if (absl::Status auth = service.authenticator.Check(*context); !auth.ok()) {
-    End(ToGrpcStatus(auth));
+                             grpc::ByteBuffer* response)
+    : service_(service),
+      assembler_(service),
+      stall_(service.stall_timeout, [this] { EvictStalled(); }),
+      response_(response) {
+  absl::StatusOr<StreamLimiter::Slot> slot = AdmitStream(*context, service);
+  if (!slot.ok()) {
+    End(ToGrpcStatus(slot.status()));
     return;
   }
-  StartRead(&request_);
+  stream_slot_ = *std::move(slot);
+  StartRead(&raw_request_);
+}
+
+void SubmitReactor::OnDone() {
+  stream_slot_ = {};
+  stall_.Shutdown([this] { delete this; });
 }
 
 void SubmitReactor::OnReadDone(bool ok) {
+  if (!stall_.MessageArrived()) return;  // the update was evicted; the call is ending
   if (!ok) {
     End(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                      "the Submit stream ended before UpdateEnd; the update was discarded"));
+  } else if (!Handle()) {
+    stall_.MessageHandled();  // a Begin completion may own the assembler now
     return;
   }
-  absl::Status status;
+  if (!assembler_.active()) stall_.UpdateClosed();
+  stall_.MessageHandled();
+  if (!finished_) StartRead(&raw_request_);
+}
+
+bool SubmitReactor::Handle() {
+  absl::Status status = ParseRawMessage(raw_request_, &request_);
+  if (!status.ok()) {
+    End(ToGrpcStatus(status));
+    return true;
+  }
   switch (request_.kind_case()) {
     case v1::SubmitRequest::kHeader:
       if (header_seen_) {
@@ -39,13 +64,15 @@ void SubmitReactor::OnReadDone(bool ok) {
                          [this, handoff](absl::Status begun) {
                            if (!begun.ok()) {
                              End(ToGrpcStatus(begun));
-                             return;
+                           } else {
+                             stall_.UpdateOpened();
                            }
-                           if (handoff->exchange(2) == 1) StartRead(&request_);
+                           if (handoff->exchange(2) == 1 && begun.ok()) StartRead(&raw_request_);
                          });
-        if (handoff->exchange(1) == 2) StartRead(&request_);
+        // Begun inline: carry on here (OnReadDone reads on unless it failed and ended the
+        // call). Otherwise the completion does.
+        return handoff->exchange(1) == 2;
       }
-      return;
     case v1::SubmitRequest::kChunk:
       status = assembler_.AddChunk(request_.chunk());
       break;
@@ -56,23 +83,32 @@ void SubmitReactor::OnReadDone(bool ok) {
         status = counted.status();
         break;
       }
-      response_->mutable_ack()->set_aggregation_id(aggregation_id);
-      response_->mutable_ack()->set_contributions(*counted);
-      // The call is answered when the ack's level is known (after a checkpoint, for DURABLE).
-      assembler_.AwaitAckLevel([this](v1::AckLevel level) {
-        response_->mutable_ack()->set_level(level);
+      v1::SubmitResponse response;
+      response.mutable_ack()->set_aggregation_id(aggregation_id);
+      response.mutable_ack()->set_contributions(*counted);
+      stall_.UpdateClosed();
+      // The call is answered when the ack's level is known (after a checkpoint, for
+      // DURABLE); nothing more is read: the update is complete.
+      assembler_.AwaitAckLevel([this, response = std::move(response)](v1::AckLevel level) mutable {
+        response.mutable_ack()->set_level(level);
+        *response_ = SerializeRawMessage(response);
         End(grpc::Status::OK);
       });
-      return;
+      return false;
     }
     default:
       status = absl::InvalidArgumentError("empty SubmitRequest: set header, chunk or end");
   }
-  if (!status.ok()) {
-    End(ToGrpcStatus(status));
-    return;
-  }
-  StartRead(&request_);
+  if (!status.ok()) End(ToGrpcStatus(status));
+  return true;
+}
+
+void SubmitReactor::EvictStalled() {
+  const std::string aggregation_id = assembler_.aggregation_id();
+  assembler_.Abandon();
+  service_.metrics.stalled_updates_evicted.Increment();
+  End(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                   StalledUpdateMessage(aggregation_id, service_.stall_timeout)));
 }
 
 void SubmitReactor::End(const grpc::Status& status) {

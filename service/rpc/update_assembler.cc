@@ -60,7 +60,8 @@ absl::Status UpdateAssembler::BeginWith(std::shared_ptr<Aggregation> aggregation
   std::optional<double> weight;
   if (header.has_weight()) weight = header.weight();
   FEDAGG_ASSIGN_OR_RETURN(UpdateBuffer buffer, UpdateBuffer::Create(aggregation->reduction(), nnz,
-                                                                    weight, max_update_bytes_));
+                                                                    weight, max_update_bytes_,
+                                                                    memory_budget_));
   FEDAGG_RETURN_IF_ERROR(aggregation->BeginUpdate(client_id));
   aggregation_ = std::move(aggregation);
   aggregation_id_ = header.aggregation_id();

@@ -1,7 +1,8 @@
 // UpdateAssembler: turns the header / chunks / end messages of one update into a
 // committed contribution. Shared by the Contribute (bidi) and Submit (client-streaming)
 // reactors so both paths validate and account identically:
-//   Begin  — finds the aggregation, reserves the client id, allocates the UpdateBuffer
+//   Begin  — finds the aggregation, claims the update's bytes from the memory budget and
+//            allocates the UpdateBuffer, reserves the client id
 //   AddChunk — copies a chunk straight into its place; chunks of a section arrive in
 //              order, without gaps or overlaps, within the declared size
 //   End    — checks every section is complete and the CRC-32C, then commits
@@ -23,6 +24,7 @@
 #include "monitoring/service_metrics.h"
 #include "service/core/update_buffer.h"
 #include "service/rounds/aggregation_registry.h"
+#include "service/rpc/service_context.h"
 
 namespace fedagg {
 
@@ -31,8 +33,11 @@ class UpdateAssembler {
   // Largest accepted chunk payload.
   static constexpr size_t kMaxChunkBytes = 4 << 20;
 
-  UpdateAssembler(AggregationRegistry& registry, ServiceMetrics& metrics, uint64_t max_update_bytes)
-      : registry_(registry), metrics_(metrics), max_update_bytes_(max_update_bytes) {}
+  explicit UpdateAssembler(ServiceContext& service)
+      : registry_(service.registry),
+        metrics_(service.metrics),
+        max_update_bytes_(service.max_update_bytes),
+        memory_budget_(service.memory_budget) {}
   ~UpdateAssembler() { Abandon(); }
 
   // Starts an update. `done` receives the outcome — inline when the aggregation is known
@@ -64,6 +69,7 @@ class UpdateAssembler {
   ServiceMetrics& metrics_;
   absl::Time started_;  // when the header arrived
   const uint64_t max_update_bytes_;
+  MemoryBudget* const memory_budget_;  // may be null
   std::shared_ptr<Aggregation> aggregation_;
   std::string aggregation_id_;
   std::string client_id_;

@@ -39,6 +39,7 @@ class FailingAccumulator final : public FieldAccumulator {
   absl::StatusOr<ReportedField> Report(int64_t contributions, double weight_sum) const override {
     return cpu_->Report(contributions, weight_sum);
   }
+  uint64_t MemoryBytes() const override { return cpu_->MemoryBytes(); }
 
  private:
   std::unique_ptr<FieldAccumulator> cpu_;

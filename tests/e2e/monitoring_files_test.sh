@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The alert rules pass `promtool check rules`; the dashboard is valid JSON and every
+# The alert rules pass `promtool check rules` and their unit tests (`promtool test rules`); the dashboard is valid JSON and every
 # metric it queries is one fedagg exports (docs/OPERATIONS.md's table); the compose
 # topology's Prometheus configuration passes `promtool check config` and its nginx
 # configuration passes `nginx -t` (container host names replaced by loopback).
@@ -16,6 +16,7 @@ sed 's/intermediate-[ab]:50051/127.0.0.1:50051/' "$docker/nginx.conf" > "$work/n
 echo "docker/nginx.conf: nginx -t passed"
 command -v promtool >/dev/null || { echo "promtool is not installed (scripts/setup.sh installs prometheus)"; exit 1; }
 promtool check rules "$dir/alerts.yml"
+promtool test rules "$dir/alerts_test.yml"
 python3 -m json.tool "$dir/grafana-dashboard.json" >/dev/null
 echo "grafana-dashboard.json: valid JSON"
 missing=0

@@ -66,6 +66,9 @@ TEST(MetricsTest, CountersFollowTrafficAndTheExpositionLints) {
   EXPECT_TRUE(HasLine(body, "fedagg_update_latency_seconds_count 1")) << body;
   EXPECT_TRUE(HasLine(body, "fedagg_update_latency_seconds_bucket{le=\"+Inf\"} 1")) << body;
   EXPECT_TRUE(HasLine(body, "# TYPE fedagg_update_latency_seconds histogram")) << body;
+  EXPECT_TRUE(HasLine(body, "fedagg_memory_budget_bytes 0")) << body;
+  EXPECT_NE(body.find("\nfedagg_memory_accounted_bytes "), std::string::npos) << body;
+  EXPECT_TRUE(HasLine(body, "fedagg_stalled_updates_evicted_total 0")) << body;
 
   // Prometheus's linter on the live exposition.
   if (std::system("command -v promtool >/dev/null 2>&1") != 0) {

@@ -1,10 +1,12 @@
 // Every refusal of the service, one by one: the status code, a message a person can act
-// on, nothing counted, and the stream still usable for a good update afterwards.
+// on, nothing counted, the stream still usable for a good update afterwards, and the
+// final result exactly that good update's. docs/RELIABILITY.md maps each bad input to
+// its test here (or in limits_test.cc, tests/core).
 #include <cmath>
 #include <fstream>
 
 #include "service/core/crc32c.h"
-#include "tests/integration/test_cluster.h"
+#include "tests/integration/raw_streams.h"
 
 namespace fedagg::testing {
 namespace {
@@ -26,17 +28,34 @@ class RejectionTest : public ::testing::Test {
 
   int64_t Contributions() { return control_->Get("r")->contributions(); }
 
-  // Asserts the rejection, that nothing was counted, and that a valid update still goes
-  // through on the same stream.
+  // Asserts the rejection, that nothing was counted, that a valid update still goes
+  // through on the same stream, and that the result holds that update alone.
   void ExpectRejected(const absl::StatusOr<v1::Ack>& answer, absl::StatusCode code,
                       const std::string& message_part) {
     ASSERT_FALSE(answer.ok());
-    EXPECT_EQ(answer.status().code(), code) << answer.status();
-    EXPECT_NE(answer.status().message().find(message_part), std::string::npos) << answer.status();
+    ExpectRefused(answer.status(), code, message_part);
+  }
+  void ExpectRefused(const absl::Status& status, absl::StatusCode code, const std::string& message_part) {
+    EXPECT_EQ(status.code(), code) << status;
+    EXPECT_NE(status.message().find(message_part), std::string::npos) << status;
+    ExpectUnharmed();
+  }
+  // Nothing counted; a good update goes through; the result is that update's alone.
+  void ExpectUnharmed() {
     EXPECT_EQ(Contributions(), 0);
     absl::StatusOr<v1::Ack> good = stream_->Contribute(spec_, Good());
     ASSERT_TRUE(good.ok()) << "stream unusable after a rejection: " << good.status();
     EXPECT_EQ(good->contributions(), 1);
+    ExpectResultOfGoodAlone();
+  }
+  void ExpectResultOfGoodAlone() {
+    ASSERT_TRUE(control_->Seal("r").ok());
+    absl::StatusOr<AggregateResult> result = control_->GetResult("r");
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->contributions, 1);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(result->fields[0].value.values<float>()[i], dense_[i]);
+    const std::vector<float> sparse_sum = {0.5f, 0, 0, 0, 0, 0, 0, 0, 0, -0.5f};
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(result->fields[1].value.values<float>()[i], sparse_sum[i]);
   }
 
   UpdateView Good() {
@@ -174,6 +193,28 @@ TEST_F(RejectionTest, DuplicateClient) {
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_NE(again.status().message().find("counted once"), std::string::npos);
   EXPECT_EQ(Contributions(), 1);
+  // Also from another stream, and while the first copy is in flight elsewhere.
+  auto other = ContributeStream::Open(Connect(cluster_->root->port()), "client");
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ((*other)->Contribute(spec_, Good()).status().code(), absl::StatusCode::kAlreadyExists);
+  ExpectResultOfGoodAlone();
+}
+
+TEST_F(RejectionTest, DuplicateClientInFlight) {
+  RawContributeStream first(cluster_->root->port(), "twin");
+  ASSERT_TRUE(first.open());
+  ASSERT_TRUE(first.Write(HeaderRequest("r", 2)));
+  auto second = ContributeStream::Open(Connect(cluster_->root->port()), "twin");
+  ASSERT_TRUE(second.ok());
+  absl::StatusOr<v1::Ack> answer;
+  // The first header is handled on another thread: wait until it holds the client id.
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    answer = (*second)->Contribute(spec_, Good());
+    if (answer.status().code() == absl::StatusCode::kAborted) break;
+    ASSERT_FALSE(answer.ok()) << "counted while another update of the client was in flight";
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ExpectRejected(answer, absl::StatusCode::kAborted, "is in flight; wait for its ack");
 }
 
 TEST_F(RejectionTest, SealedAggregation) {
@@ -181,6 +222,161 @@ TEST_F(RejectionTest, SealedAggregation) {
   absl::StatusOr<v1::Ack> late = stream_->Contribute(spec_, Good());
   EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(late.status().message().find("accepts no more updates"), std::string::npos) << late.status();
+  EXPECT_EQ(Contributions(), 0);
+  // Nothing changed: with no contribution the sealed aggregation fails its quorum.
+  EXPECT_EQ(control_->Get("r")->state(), v1::FAILED);
+  EXPECT_NE(control_->Get("r")->detail().find("0 contributions"), std::string::npos);
+}
+
+TEST_F(RejectionTest, CancelledAggregation) {
+  ASSERT_TRUE(control_->Cancel("r", "test").ok());
+  absl::StatusOr<v1::Ack> late = stream_->Contribute(spec_, Good());
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(late.status().message().find("is CANCELLED and accepts no more updates"), std::string::npos)
+      << late.status();
+  EXPECT_EQ(Contributions(), 0);
+  // The stream goes on with another aggregation.
+  v1::AggregationSpec other = spec_;
+  other.set_aggregation_id("r2");
+  ASSERT_TRUE(control_->Create(other).ok());
+  absl::StatusOr<v1::Ack> good = stream_->Contribute(other, Good());
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->contributions(), 1);
+}
+
+TEST_F(RejectionTest, MalformedProtobufOnContribute) {
+  v1::ContributeRequest hello;
+  hello.mutable_hello()->set_protocol_version(1);
+  hello.mutable_hello()->set_client_id("garbled");
+  const absl::Status status = CallWithRawBytes(cluster_->root->port(), "/fedagg.v1.Aggregation/Contribute",
+                                               {hello.SerializeAsString(), HeaderRequest("r", 2).SerializeAsString(),
+                                                std::string("\xff\xff\xff\xff", 4)});
+  ExpectRefused(status, absl::StatusCode::kInvalidArgument,
+                "malformed protobuf: a message of 4 bytes is not a valid fedagg.v1.ContributeRequest");
+}
+
+TEST_F(RejectionTest, MalformedProtobufOnSubmit) {
+  const absl::Status status = CallWithRawBytes(cluster_->root->port(), "/fedagg.v1.Aggregation/Submit",
+                                               {std::string("\x0a\x05" "ab", 4)});
+  ExpectRefused(status, absl::StatusCode::kInvalidArgument, "is not a valid fedagg.v1.SubmitRequest");
+}
+
+TEST_F(RejectionTest, MalformedProtobufOnAUnaryCallIsRefusedByGrpc) {
+  // Unary calls keep gRPC's own answer (UNIMPLEMENTED, no message, in gRPC 1.51); the
+  // server is unharmed.
+  const absl::Status status = CallWithRawBytes(cluster_->root->port(), "/fedagg.v1.Control/CreateAggregation",
+                                               {std::string("\xff\xff\xff\xff", 4)});
+  EXPECT_FALSE(status.ok());
+  EXPECT_EQ(control_->List()->size(), 1u);
+  ExpectUnharmed();
+}
+
+TEST_F(RejectionTest, RowIdOutOfRange) {
+  const v1::AggregationSpec rows = MakeSpec("rows", {{"e", "float32[4,2]", Intrinsic::kRowSparseSum}});
+  ASSERT_TRUE(control_->Create(rows).ok());
+  std::vector<int64_t> bad_rows = {1, 4};
+  std::vector<float> values = {1, 2, 3, 4};
+  absl::StatusOr<v1::Ack> answer = stream_->ContributeUnchecked(
+      "rows", UpdateView{{FieldValue::RowSparse<float>(bad_rows, values)}, std::nullopt});
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument) << answer.status();
+  EXPECT_NE(answer.status().message().find("row id 4 at position 1 is out of range [0, 4)"), std::string::npos)
+      << answer.status();
+  EXPECT_EQ(control_->Get("rows")->contributions(), 0);
+  std::vector<int64_t> good_rows = {1, 3};
+  ASSERT_TRUE(stream_->Contribute(rows, UpdateView{{FieldValue::RowSparse<float>(good_rows, values)}, std::nullopt}).ok());
+  ASSERT_TRUE(control_->Seal("rows").ok());
+  absl::StatusOr<AggregateResult> result = control_->GetResult("rows");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->contributions, 1);
+  const std::vector<float> expected = {0, 0, 1, 2, 0, 0, 3, 4};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(result->fields[0].value.values<float>()[i], expected[i]);
+}
+
+TEST_F(RejectionTest, NnzMismatchBetweenIndicesAndValues) {
+  // The header declares 2 sparse entries; the client sends 2 indices but 1 value.
+  std::vector<v1::ContributeRequest> requests;
+  v1::ContributeRequest header = HeaderRequest("r", 2);
+  header.mutable_header()->mutable_fields(1)->set_nnz(2);
+  requests.push_back(header);
+  requests.push_back(ChunkRequest(0, 0, BytesOf(dense_)));
+  v1::ContributeRequest indices = ChunkRequest(1, 0, std::string(reinterpret_cast<const char*>(indices_.data()), 16));
+  indices.mutable_chunk()->set_section(v1::INDICES);
+  requests.push_back(indices);
+  requests.push_back(ChunkRequest(1, 0, BytesOf({0.5f})));
+  requests.push_back(EndRequest(""));
+  ExpectRejected(stream_->SendRaw(requests), absl::StatusCode::kInvalidArgument,
+                 "update ended with field 1 VALUES incomplete: 4 of 8 bytes received");
+}
+
+TEST_F(RejectionTest, ChunksOverlapping) {
+  std::vector<v1::ContributeRequest> requests = {HeaderRequest("r", 2), ChunkRequest(0, 0, std::string(8, '\0')),
+                                                 ChunkRequest(0, 4, std::string(8, '\0')), EndRequest("")};
+  ExpectRejected(stream_->SendRaw(requests), absl::StatusCode::kInvalidArgument,
+                 "at offset 4 is out of order: 8 bytes of that section were received");
+}
+
+TEST_F(RejectionTest, ChunkMissing) {
+  // A gap: bytes 8..11 never sent.
+  std::vector<v1::ContributeRequest> requests = {HeaderRequest("r", 2), ChunkRequest(0, 0, std::string(8, '\0')),
+                                                 ChunkRequest(0, 12, std::string(4, '\0')), EndRequest("")};
+  ExpectRejected(stream_->SendRaw(requests), absl::StatusCode::kInvalidArgument,
+                 "at offset 12 is out of order: 8 bytes of that section were received");
+}
+
+TEST_F(RejectionTest, OversizeTotalUpdate) {
+  // Each field fits, the update as a whole does not: the server's limit here is 1 MiB.
+  ServerConfig config = LoopbackConfig();
+  config.max_update_bytes = 1 << 20;
+  auto small = Cluster::Start(0, config);
+  ASSERT_NE(small, nullptr);
+  ControlClient control(Connect(small->root->port()));
+  const v1::AggregationSpec big = MakeSpec("big", {{"a", "float32[200000]", Intrinsic::kFederatedSum},
+                                                   {"b", "float32[200000]", Intrinsic::kFederatedSum}});
+  ASSERT_TRUE(control.Create(big).ok());
+  const uint64_t accumulators = small->root->memory_budget().used();
+  auto stream = ContributeStream::Open(Connect(small->root->port()), "c");
+  ASSERT_TRUE(stream.ok());
+  absl::StatusOr<v1::Ack> answer = (*stream)->SendRaw({HeaderRequest("big", 2), EndRequest("")});
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument) << answer.status();
+  EXPECT_NE(answer.status().message().find("update of at least 1600000 bytes exceeds the size limit of 1048576 bytes"),
+            std::string::npos)
+      << answer.status();
+  EXPECT_EQ(control.Get("big")->contributions(), 0);
+  EXPECT_EQ(small->root->memory_budget().used(), accumulators);  // refused before allocating
+}
+
+TEST_F(RejectionTest, InfinityWhenFiniteRequired) {
+  std::vector<float> inf_values = {INFINITY, 1};
+  UpdateView update = Good();
+  update.fields[1] = FieldValue::Sparse<float>(indices_, inf_values);
+  ExpectRejected(stream_->ContributeUnchecked("r", update), absl::StatusCode::kInvalidArgument,
+                 "holds NaN or Inf, and this aggregation requires finite values");
+}
+
+TEST_F(RejectionTest, InvalidWeights) {
+  const v1::AggregationSpec weighted = MakeSpec("wm", {{"w", "float32[2]", Intrinsic::kFederatedWeightedMean}});
+  ASSERT_TRUE(control_->Create(weighted).ok());
+  std::vector<float> values = {2, 4};
+  for (double weight : {-1.0, 0.0, static_cast<double>(NAN), static_cast<double>(INFINITY)}) {
+    absl::StatusOr<v1::Ack> answer =
+        stream_->ContributeUnchecked("wm", UpdateView{{FieldValue::Dense<float>(values)}, weight});
+    ASSERT_FALSE(answer.ok()) << weight;
+    EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument) << answer.status();
+    EXPECT_NE(answer.status().message().find("it must be finite and greater than 0"), std::string::npos)
+        << answer.status();
+  }
+  absl::StatusOr<v1::Ack> missing =
+      stream_->ContributeUnchecked("wm", UpdateView{{FieldValue::Dense<float>(values)}, std::nullopt});
+  EXPECT_NE(missing.status().message().find("send a weight with the update"), std::string::npos) << missing.status();
+  EXPECT_EQ(control_->Get("wm")->contributions(), 0);
+  ASSERT_TRUE(stream_->Contribute(weighted, UpdateView{{FieldValue::Dense<float>(values)}, 3.0}).ok());
+  ASSERT_TRUE(control_->Seal("wm").ok());
+  absl::StatusOr<AggregateResult> result = control_->GetResult("wm");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->contributions, 1);
+  EXPECT_EQ(result->weight_sum, 3.0);
+  EXPECT_FLOAT_EQ(result->fields[0].value.values<float>()[1], 4.0f);
 }
 
 TEST_F(RejectionTest, InvalidSpecIsRefusedAtCreation) {
@@ -199,14 +395,27 @@ TEST(AuthenticationTest, TokensAreRequiredWhenConfigured) {
   const v1::AggregationSpec spec = MakeSpec("auth", {{"w", "float32[1]", Intrinsic::kFederatedSum}});
 
   ControlClient anonymous(Connect(cluster->root->port()));
-  EXPECT_EQ(anonymous.Create(spec).status().code(), absl::StatusCode::kUnauthenticated);
+  absl::Status missing = anonymous.Create(spec).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(missing.message().find("missing 'authorization' metadata"), std::string::npos) << missing;
   ControlClient wrong(Connect(cluster->root->port()), CallOptions{"guess"});
-  EXPECT_EQ(wrong.Create(spec).status().code(), absl::StatusCode::kUnauthenticated);
+  absl::Status refused = wrong.Create(spec).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(refused.message().find("the bearer token is not accepted"), std::string::npos) << refused;
   ControlClient operator_client(Connect(cluster->root->port()), CallOptions{"s3cret"});
   ASSERT_TRUE(operator_client.Create(spec).ok());
 
   auto rejected = ContributeStream::Open(Connect(cluster->root->port()), "c");
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(rejected.status().message().find("missing 'authorization' metadata"), std::string::npos);
+  auto wrong_stream = ContributeStream::Open(Connect(cluster->root->port()), "c", CallOptions{"guess"});
+  EXPECT_EQ(wrong_stream.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(wrong_stream.status().message().find("the bearer token is not accepted"), std::string::npos);
+  std::vector<float> value = {1.0f};
+  EXPECT_EQ(SubmitUpdate(Connect(cluster->root->port()), "c", spec, UpdateView{{FieldValue::Dense<float>(value)}, std::nullopt})
+                .status()
+                .code(),
+            absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(operator_client.Get("auth")->contributions(), 0);
   auto accepted = ContributeStream::Open(Connect(cluster->root->port()), "c", CallOptions{"s3cret"});
   ASSERT_TRUE(accepted.ok()) << accepted.status();

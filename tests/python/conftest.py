@@ -14,6 +14,13 @@ def conn():
 
 
 @pytest.fixture
+def durable_conn():
+    """A connection to a root that writes checkpoints (--checkpoint_dir)."""
+    with fedagg.connect(os.environ["FEDAGG_TEST_DURABLE_SERVER"]) as connection:
+        yield connection
+
+
+@pytest.fixture
 def secure_env():
     certs = os.environ["FEDAGG_TEST_CERTS"]
     return {

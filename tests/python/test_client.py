@@ -1,7 +1,7 @@
 """The fedagg Python package against a live fedagg-server: aggregations created from Python
 descriptions, dense, sparse and row-sparse updates from NumPy and SciPy inputs, results
 checked against NumPy-computed expectations, local and server refusals with their status
-codes, the task path, watch/cancel, and TLS with client certificates and bearer tokens."""
+codes, durable acks, the task path, watch/cancel, and TLS with client certificates and bearer tokens."""
 import os
 import sys
 
@@ -207,6 +207,24 @@ def test_server_refusals_carry_their_status_codes(conn):
         conn.control.get("no-such-aggregation")
     assert missing.value.code_name == "NOT_FOUND"
     np.testing.assert_array_equal(conn.control.result("py-server")["value"].values, [1, 2])
+
+
+def test_durable_acks(conn, durable_conn):
+    status = durable_conn.control.create("py-durable", F("int64", (3,), "federated_sum"))
+    with durable_conn.open_stream("streamed") as stream:
+        assert stream.contribute(status, np.int64([1, 2, 3]), durable=True) == 1
+    assert durable_conn.submit("submitted", status, np.int64([10, 20, 30]), durable=True) == 2
+    checkpoints = os.listdir(os.path.join(os.environ["FEDAGG_TEST_CHECKPOINT_DIR"]))
+    assert "py-durable.ckpt" in checkpoints, checkpoints
+    np.testing.assert_array_equal(finish(durable_conn, "py-durable")["value"].values, [11, 22, 33])
+    # A server without checkpoints refuses DURABLE and counts nothing.
+    plain = conn.control.create("py-not-durable", F("int64", (3,), "federated_sum"))
+    with pytest.raises(fedagg.FedaggError) as refused:
+        conn.submit("c", plain, np.int64([1, 1, 1]), durable=True)
+    assert refused.value.code_name == "FAILED_PRECONDITION" and not refused.value.local
+    assert "--checkpoint_dir" in refused.value.message
+    assert conn.control.get("py-not-durable").contributions == 0
+    assert conn.submit("c", plain, np.int64([1, 1, 1])) == 1  # the same client id is still free
 
 
 def test_task_path_list_watch_and_cancel(conn):

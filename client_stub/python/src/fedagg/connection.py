@@ -9,7 +9,7 @@ import grpc
 
 from .contribute_stream import ContributeStream
 from .control import ControlClient, call
-from .errors import invalid_argument
+from .errors import check_ack_level, invalid_argument
 from .spec import AggregationStatus, Spec
 from .update_encoder import DEFAULT_CHUNK_BYTES, check_chunk_bytes, encode_update
 from .update_input import prepare_update
@@ -47,17 +47,19 @@ class Connection:
                                 max_attempts=max_attempts, initial_backoff_s=initial_backoff_s)
 
     def submit(self, client_id: str, spec: Union[Spec, AggregationStatus], fields: Any,
-               weight: Optional[float] = None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> int:
+               weight: Optional[float] = None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+               durable: bool = False) -> int:
         """Sends one update over Aggregation.Submit (no bidirectional stream needed), after
-        checking it locally. Returns the contributions counted at the server after it."""
+        checking it locally. Returns the contributions counted at the server after it; with
+        durable=True, once a checkpoint on the server's disk holds the update."""
         update = prepare_update(spec_of(spec), fields, weight)
         check_chunk_bytes(chunk_bytes)
         if not client_id:
             raise invalid_argument("client id is empty")
         requests = (aggregation_pb2.SubmitRequest(**{kind: message})
-                    for kind, message in encode_update(update, chunk_bytes, client_id))
+                    for kind, message in encode_update(update, chunk_bytes, client_id, durable))
         response = call(self._aggregation.Submit, requests, self.metadata, self.timeout)
-        return response.ack.contributions
+        return check_ack_level(response.ack, durable)
 
     def get_tasks(self, client_id: str, max_tasks: int = 1) -> List[Spec]:
         """Open aggregations this client has not contributed to (Aggregation.GetTask)."""

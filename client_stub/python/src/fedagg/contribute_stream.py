@@ -14,7 +14,7 @@ from typing import Any, Iterator, List, Optional, Tuple, Union
 
 import grpc
 
-from .errors import FedaggError
+from .errors import FedaggError, check_ack_level
 from .spec import AggregationStatus, Spec
 from .update_encoder import DEFAULT_CHUNK_BYTES, check_chunk_bytes, encode_update
 from .update_input import PreparedUpdate, prepare_update
@@ -68,21 +68,23 @@ class ContributeStream:
         self._closed = True
         self._outbox.put(_CLOSE)
 
-    def _send_once(self, update: PreparedUpdate) -> int:
+    def _send_once(self, update: PreparedUpdate, durable: bool) -> int:
         self._outbox.put(aggregation_pb2.ContributeRequest(**{kind: message})
-                         for kind, message in encode_update(update, self.chunk_bytes))
+                         for kind, message in encode_update(update, self.chunk_bytes, durable=durable))
         response = self._next_response()
         kind = response.WhichOneof("kind")
         if kind == "ack":
-            return response.ack.contributions
+            return check_ack_level(response.ack, durable)
         if kind == "rejection":
             raise FedaggError.from_number(response.rejection.code, response.rejection.message)
         raise FedaggError(grpc.StatusCode.INTERNAL, f"unexpected {kind} while waiting for an ack")
 
     def contribute(self, spec: Union[Spec, AggregationStatus], fields: Any,
-                   weight: Optional[float] = None) -> int:
+                   weight: Optional[float] = None, *, durable: bool = False) -> int:
         """Checks the update against `spec` (see fedagg.update_input for what `fields`
-        may hold), sends it, and returns the contributions counted at the server after it."""
+        may hold), sends it, and returns the contributions counted at the server after it.
+        With durable=True the call returns once a checkpoint on the server's disk holds the
+        update (a server without --checkpoint_dir refuses with FAILED_PRECONDITION)."""
         update = prepare_update(spec.spec if isinstance(spec, AggregationStatus) else spec, fields, weight)
         with self._lock:
             backoff = self._initial_backoff_s
@@ -90,7 +92,7 @@ class ContributeStream:
                 if self._closed:
                     raise FedaggError(grpc.StatusCode.FAILED_PRECONDITION, "the stream is closed")
                 try:
-                    return self._send_once(update)
+                    return self._send_once(update, durable)
                 except FedaggError as error:
                     if error.code != grpc.StatusCode.UNAVAILABLE or self._closed or attempt == self._max_attempts:
                         raise

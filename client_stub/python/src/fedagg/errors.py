@@ -10,6 +10,8 @@ server carry the same gRPC status codes, so callers handle both alike:
 """
 import grpc
 
+from .v1 import aggregation_pb2
+
 _CODES_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
 
 
@@ -33,6 +35,18 @@ class FedaggError(Exception):
     @classmethod
     def from_rpc_error(cls, error: grpc.RpcError) -> "FedaggError":
         return cls(error.code(), error.details() or "")
+
+
+def check_ack_level(ack, durable: bool) -> int:
+    """The contributions an ack reports, once it reached the level asked for. An update sent
+    with durable=True and acknowledged only RECEIVED is counted in the server's memory, but
+    the server stopped before a checkpoint held it: UNAVAILABLE, send it again."""
+    if durable and ack.level != aggregation_pb2.DURABLE:
+        raise FedaggError(grpc.StatusCode.UNAVAILABLE,
+                          f"update to '{ack.aggregation_id}' was acknowledged RECEIVED, not DURABLE: the "
+                          "server stopped before a checkpoint held it; send it again with the same client "
+                          "id once the server is back (it is counted once either way)")
+    return ack.contributions
 
 
 def invalid_argument(message: str) -> FedaggError:

@@ -27,11 +27,13 @@ def check_chunk_bytes(chunk_bytes: int) -> int:
 
 
 def encode_update(update: PreparedUpdate, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                  client_id: Optional[str] = None) -> Iterator[Tuple[str, Message]]:
+                  client_id: Optional[str] = None, durable: bool = False) -> Iterator[Tuple[str, Message]]:
     """Yields ("header" | "chunk" | "end", message). `client_id` goes into the header
-    (Submit names the client there; Contribute names it in Hello)."""
+    (Submit names the client there; Contribute names it in Hello); `durable` asks for the
+    ack to wait until a checkpoint on the server's disk holds the update."""
     header = aggregation_pb2.UpdateHeader(aggregation_id=update.spec.aggregation_id,
-                                          client_id=client_id or "")
+                                          client_id=client_id or "",
+                                          ack_level=aggregation_pb2.DURABLE if durable else aggregation_pb2.RECEIVED)
     if update.weight is not None:
         header.weight = update.weight
     for leaf, field in zip(update.spec.leaves, update.fields):

@@ -1,0 +1,79 @@
+// Shared by fedagg's libFuzzer targets: the spec every target decodes against (one field
+// of each encoding, a weighted one, finite values required) and FUZZ_CHECK, which aborts —
+// so libFuzzer reports the input — when an invariant fails.
+#ifndef FEDAGG_TESTS_FUZZ_FUZZ_SUPPORT_H_
+#define FEDAGG_TESTS_FUZZ_FUZZ_SUPPORT_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "service/core/reduction_spec.h"
+#include "service/core/value_type.h"
+
+#define FUZZ_CHECK(condition)                                                        \
+  do {                                                                               \
+    if (!(condition)) {                                                              \
+      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #condition); \
+      std::abort();                                                                  \
+    }                                                                                \
+  } while (false)
+
+namespace fedagg::fuzz {
+
+// dense float32[8] weighted mean, sparse float32[16] sparse_mean with counts, row-sparse
+// float32[4,2] row_sparse_sum, sparse int32[32] sparse_sum_sparse; finite values required.
+inline std::shared_ptr<const ReductionSpec> FuzzSpec() {
+  ValueType type = ValueType::Struct({
+      {"dense", ValueType::Tensor(DType::kFloat32, {8})},
+      {"sparse", ValueType::Tensor(DType::kFloat32, {16})},
+      {"rows", ValueType::Tensor(DType::kFloat32, {4, 2})},
+      {"union", ValueType::Tensor(DType::kInt32, {32})},
+  });
+  ReductionOptions options;
+  options.require_finite = true;
+  absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec = ReductionSpec::Create(
+      std::move(type),
+      {{Intrinsic::kFederatedWeightedMean}, {Intrinsic::kSparseMean, true}, {Intrinsic::kRowSparseSum},
+       {Intrinsic::kSparseSumSparse}},
+      options);
+  FUZZ_CHECK(spec.ok());
+  return *spec;
+}
+
+// Reads a fuzz input front to back (zeros once it is exhausted), so that a seed can be
+// written as the sequence of choices it makes (tests/fuzz/make_corpus.cc does).
+class FuzzInput {
+ public:
+  FuzzInput(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  bool empty() const { return position_ >= size_; }
+  uint8_t Byte() { return empty() ? 0 : data_[position_++]; }
+  // One of 0 .. n-1 (n <= 256).
+  int Pick(int n) { return n <= 1 ? 0 : Byte() % n; }
+  bool Bool() { return (Byte() & 1) != 0; }
+  template <typename T>
+  T Raw() {
+    unsigned char bytes[sizeof(T)] = {};
+    for (unsigned char& byte : bytes) byte = Byte();
+    T value;
+    std::memcpy(&value, bytes, sizeof(T));
+    return value;
+  }
+  std::string Bytes(size_t n) {
+    std::string bytes;
+    while (bytes.size() < n && !empty()) bytes.push_back(static_cast<char>(Byte()));
+    return bytes;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t position_ = 0;
+};
+
+}  // namespace fedagg::fuzz
+
+#endif  // FEDAGG_TESTS_FUZZ_FUZZ_SUPPORT_H_

@@ -1,0 +1,256 @@
+// The limits a node enforces on its clients: the memory budget, open streams per caller
+// identity, and eviction of updates whose client stalled. Each test checks the refusal's
+// code and message, that nothing was counted, that other work went on unharmed, and that
+// the refused client succeeds once the limit allows it.
+#include "absl/time/clock.h"
+#include "tests/integration/raw_streams.h"
+
+namespace fedagg::testing {
+namespace {
+
+constexpr int kElements = 1024;  // float32[1024]: 4096 bytes per update
+constexpr uint64_t kUpdateBytes = kElements * sizeof(float);
+
+// Polls `condition` until it holds or 10 s pass (the server acts on another thread).
+template <typename Condition>
+bool Eventually(Condition condition) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+v1::AggregationSpec BudgetSpec() {
+  return MakeSpec("mem", {{"w", absl::StrCat("float32[", kElements, "]"), Intrinsic::kFederatedSum}});
+}
+
+std::vector<float> Filled(float value) { return std::vector<float>(kElements, value); }
+
+UpdateView DenseUpdate(const std::vector<float>& values) {
+  return UpdateView{{FieldValue::Dense<float>(values)}, std::nullopt};
+}
+
+// The accumulator bytes of BudgetSpec's aggregation, measured on a node without a budget.
+uint64_t AccumulatorBytes() {
+  auto cluster = Cluster::Start(0);
+  if (cluster == nullptr) return 0;
+  ControlClient control(Connect(cluster->root->port()));
+  EXPECT_TRUE(control.Create(BudgetSpec()).ok());
+  return cluster->root->memory_budget().used();
+}
+
+TEST(MemoryBudgetServiceTest, RefusesAnUpdateOverBudgetUntilMemoryIsReleased) {
+  const uint64_t accumulator = AccumulatorBytes();
+  ASSERT_GT(accumulator, 0u);
+  ServerConfig config = LoopbackConfig();
+  // Room for the accumulator and two updates in flight, not three.
+  config.memory_budget_bytes = accumulator + 2 * kUpdateBytes + kUpdateBytes / 2;
+  auto cluster = Cluster::Start(0, config);
+  ASSERT_NE(cluster, nullptr);
+  const MemoryBudget& budget = cluster->root->memory_budget();
+  const int port = cluster->root->port();
+  ControlClient control(Connect(port));
+  ASSERT_TRUE(control.Create(BudgetSpec()).ok());
+  EXPECT_EQ(budget.used(), accumulator);
+
+  // Two clients start updates and hold them open: their buffers are claimed at the header.
+  RawContributeStream first(port, "first"), second(port, "second");
+  ASSERT_TRUE(first.open() && second.open());
+  ASSERT_TRUE(first.Write(HeaderRequest("mem", 1)));
+  ASSERT_TRUE(second.Write(HeaderRequest("mem", 1)));
+  ASSERT_TRUE(Eventually([&] { return budget.used() == accumulator + 2 * kUpdateBytes; })) << budget.used();
+
+  // A third update does not fit: refused before anything is held.
+  auto third = ContributeStream::Open(Connect(port), "third");
+  ASSERT_TRUE(third.ok()) << third.status();
+  absl::StatusOr<v1::Ack> refused = (*third)->Contribute(BudgetSpec(), DenseUpdate(Filled(3)));
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find("memory budget reached"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("--memory_budget_bytes"), std::string::npos) << refused.status();
+  EXPECT_EQ(budget.used(), accumulator + 2 * kUpdateBytes);
+  EXPECT_EQ(control.Get("mem")->contributions(), 0);
+
+  // The updates in flight are unharmed: the first completes and is counted.
+  const std::string first_bytes = BytesOf(Filled(1));
+  ASSERT_TRUE(first.Write(ChunkRequest(0, 0, first_bytes)));
+  ASSERT_TRUE(first.Write(EndRequest(first_bytes)));
+  absl::StatusOr<v1::ContributeResponse> ack = first.Read();
+  ASSERT_TRUE(ack.ok() && ack->has_ack()) << ack.status();
+  EXPECT_EQ(ack->ack().contributions(), 1);
+  // The second gives up (its update is discarded); once the first's batch is reduced
+  // (--flush_interval_ms) only the accumulator is held, and the third client gets in.
+  EXPECT_TRUE(second.Close().ok());
+  ASSERT_TRUE(Eventually([&] { return budget.used() == accumulator; })) << budget.used();
+  absl::StatusOr<v1::Ack> accepted = (*third)->Contribute(BudgetSpec(), DenseUpdate(Filled(3)));
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  EXPECT_EQ(accepted->contributions(), 2);
+
+  ASSERT_TRUE(control.Seal("mem").ok());
+  absl::StatusOr<AggregateResult> result = control.GetResult("mem");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->contributions, 2);
+  for (int i = 0; i < kElements; ++i) ASSERT_EQ(result->fields[0].value.values<float>()[i], 4.0f);
+}
+
+TEST(MemoryBudgetServiceTest, AnUpdateLargerThanTheWholeBudgetIsRefusedWithTheBudgetInTheMessage) {
+  ServerConfig config = LoopbackConfig();
+  config.memory_budget_bytes = kUpdateBytes / 2;
+  auto cluster = Cluster::Start(0, config);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  ASSERT_TRUE(control.Create(BudgetSpec()).ok());
+  absl::StatusOr<v1::Ack> refused =
+      SubmitUpdate(Connect(cluster->root->port()), "big", BudgetSpec(), DenseUpdate(Filled(1)));
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find(absl::StrCat("the ", kUpdateBytes / 2, "-byte budget")),
+            std::string::npos)
+      << refused.status();
+  EXPECT_EQ(control.Get("mem")->contributions(), 0);
+}
+
+TEST(StreamLimitTest, StreamsOverTheLimitOfOnePeerAreRefusedOthersContinue) {
+  ServerConfig config = LoopbackConfig();
+  config.max_streams_per_identity = 2;
+  auto cluster = Cluster::Start(0, config);
+  ASSERT_NE(cluster, nullptr);
+  const int port = cluster->root->port();
+  ControlClient control(Connect(port));
+  const v1::AggregationSpec spec = MakeSpec("s", {{"w", "float32[2]", Intrinsic::kFederatedSum}});
+  ASSERT_TRUE(control.Create(spec).ok());
+  const std::vector<float> values = {1, 2};
+  const UpdateView update{{FieldValue::Dense<float>(values)}, std::nullopt};
+
+  auto a = ContributeStream::Open(Connect(port), "a");
+  auto b = ContributeStream::Open(Connect(port), "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  // Every stream here comes from 127.0.0.1: one identity when no tokens are configured.
+  auto c = ContributeStream::Open(Connect(port), "c");
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted) << c.status();
+  EXPECT_NE(c.status().message().find("peer ipv4:127.0.0.1 already has 2 update streams open"), std::string::npos)
+      << c.status();
+  EXPECT_NE(c.status().message().find("--max_streams_per_identity=2"), std::string::npos) << c.status();
+  // Submit streams count too.
+  absl::StatusOr<v1::Ack> submitted = SubmitUpdate(Connect(port), "d", spec, update);
+  EXPECT_EQ(submitted.status().code(), absl::StatusCode::kResourceExhausted) << submitted.status();
+  EXPECT_EQ(control.Get("s")->contributions(), 0);
+
+  // The open streams go on.
+  ASSERT_TRUE((*a)->Contribute(spec, update).ok());
+  // Once one closes, a new stream is let in.
+  EXPECT_TRUE((*b)->Close().ok());
+  absl::StatusOr<std::unique_ptr<ContributeStream>> later;
+  ASSERT_TRUE(Eventually([&] {
+    later = ContributeStream::Open(Connect(port), "c");
+    return later.ok();
+  })) << later.status();
+  absl::StatusOr<v1::Ack> ack = (*later)->Contribute(spec, update);
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->contributions(), 2);
+}
+
+TEST(StreamLimitTest, TheIdentityIsTheBearerTokenWhenTokensAreConfigured) {
+  ServerConfig config = LoopbackConfig();
+  config.auth_tokens = {"token-one", "token-two"};
+  config.max_streams_per_identity = 1;
+  auto cluster = Cluster::Start(0, config);
+  ASSERT_NE(cluster, nullptr);
+  const int port = cluster->root->port();
+  auto one = ContributeStream::Open(Connect(port), "a", CallOptions{"token-one"});
+  ASSERT_TRUE(one.ok()) << one.status();
+  auto again = ContributeStream::Open(Connect(port), "b", CallOptions{"token-one"});
+  ASSERT_EQ(again.status().code(), absl::StatusCode::kResourceExhausted) << again.status();
+  EXPECT_NE(again.status().message().find("bearer token #1 already has 1 update streams open"), std::string::npos)
+      << again.status();
+  EXPECT_EQ(again.status().message().find("token-one"), std::string::npos) << "the token leaked";
+  // Another principal from the same address is not affected.
+  auto two = ContributeStream::Open(Connect(port), "b", CallOptions{"token-two"});
+  EXPECT_TRUE(two.ok()) << two.status();
+  // A wrong token is still UNAUTHENTICATED, not a stream-limit refusal.
+  auto wrong = ContributeStream::Open(Connect(port), "c", CallOptions{"guess"});
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated) << wrong.status();
+}
+
+class StallTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerConfig config = LoopbackConfig();
+    config.stall_timeout = absl::Milliseconds(300);
+    cluster_ = Cluster::Start(0, config);
+    ASSERT_NE(cluster_, nullptr);
+    control_ = std::make_unique<ControlClient>(Connect(cluster_->root->port()));
+    ASSERT_TRUE(control_->Create(spec_).ok());
+    accumulator_bytes_ = cluster_->root->memory_budget().used();
+  }
+
+  const v1::AggregationSpec spec_ = MakeSpec("stall", {{"w", "float32[4]", Intrinsic::kFederatedSum}});
+  const std::vector<float> values_ = {1, 2, 3, 4};
+  std::unique_ptr<Cluster> cluster_;
+  std::unique_ptr<ControlClient> control_;
+  uint64_t accumulator_bytes_ = 0;
+};
+
+TEST_F(StallTest, AContributeUpdateStalledMidwayIsDiscardedAndTheClientMayRetry) {
+  const int port = cluster_->root->port();
+  auto stalling = ContributeStream::Open(Connect(port), "slow");
+  ASSERT_TRUE(stalling.ok());
+  // Half of the update's bytes, then nothing.
+  absl::StatusOr<v1::Ack> answer = (*stalling)->SendRaw(
+      {HeaderRequest("stall", 1), ChunkRequest(0, 0, BytesOf({1, 2}))});
+  ASSERT_EQ(answer.status().code(), absl::StatusCode::kDeadlineExceeded) << answer.status();
+  EXPECT_NE(answer.status().message().find("received no message for 300ms (the server's --stall_timeout)"),
+            std::string::npos)
+      << answer.status();
+  EXPECT_NE(answer.status().message().find("nothing of it was counted and the client id is free"),
+            std::string::npos);
+  EXPECT_EQ(control_->Get("stall")->contributions(), 0);
+  EXPECT_EQ(cluster_->root->memory_budget().used(), accumulator_bytes_);  // the update's buffer is gone
+
+  // The same client id is free: the update goes through on a new stream.
+  auto retry = ContributeStream::Open(Connect(port), "slow");
+  ASSERT_TRUE(retry.ok());
+  absl::StatusOr<v1::Ack> ack = (*retry)->Contribute(spec_, UpdateView{{FieldValue::Dense<float>(values_)}, std::nullopt});
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->contributions(), 1);
+  ASSERT_TRUE(control_->Seal("stall").ok());
+  absl::StatusOr<AggregateResult> result = control_->GetResult("stall");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->contributions, 1);
+  EXPECT_EQ(result->fields[0].value.values<float>()[3], 4.0f);
+}
+
+TEST_F(StallTest, ASubmitStalledAfterItsHeaderIsDiscarded) {
+  auto stub = v1::Aggregation::NewStub(Connect(cluster_->root->port()));
+  grpc::ClientContext context;
+  v1::SubmitResponse response;
+  auto writer = stub->Submit(&context, &response);
+  v1::SubmitRequest header;
+  header.mutable_header()->set_aggregation_id("stall");
+  header.mutable_header()->set_client_id("slow-submit");
+  header.mutable_header()->add_fields();
+  ASSERT_TRUE(writer->Write(header));
+  const absl::Status status = FromGrpcStatus(writer->Finish());
+  ASSERT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_NE(status.message().find("--stall_timeout"), std::string::npos) << status;
+  EXPECT_EQ(control_->Get("stall")->contributions(), 0);
+  absl::StatusOr<v1::Ack> ack = SubmitUpdate(Connect(cluster_->root->port()), "slow-submit", spec_,
+                                             UpdateView{{FieldValue::Dense<float>(values_)}, std::nullopt});
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->contributions(), 1);
+}
+
+TEST_F(StallTest, AStreamIdleBetweenUpdatesIsNotEvicted) {
+  auto stream = ContributeStream::Open(Connect(cluster_->root->port()), "idle");
+  ASSERT_TRUE(stream.ok());
+  const v1::AggregationSpec second = MakeSpec("stall-2", {{"w", "float32[4]", Intrinsic::kFederatedSum}});
+  ASSERT_TRUE(control_->Create(second).ok());
+  const UpdateView update{{FieldValue::Dense<float>(values_)}, std::nullopt};
+  ASSERT_TRUE((*stream)->Contribute(spec_, update).ok());
+  absl::SleepFor(absl::Milliseconds(900));  // three stall timeouts with no update open
+  absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(second, update);
+  EXPECT_TRUE(ack.ok()) << ack.status();
+}
+
+}  // namespace
+}  // namespace fedagg::testing
