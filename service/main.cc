@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/ascii.h"
 #include <atomic>
+#include "service/backend/backend_choice.h"
 #include "service/server.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "address:port to serve gRPC on (port 0: pick one)");
@@ -57,8 +58,8 @@ ABSL_FLAG(std::string, parent_token_file, "", "file holding the bearer token for
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
           "host:port serving Prometheus /metrics, /healthz and /readyz over HTTP; empty: off");
 ABSL_FLAG(std::string, backend, "auto",
-          "reduction backend: auto, cpu or cuda (the service reduces on the CPU so far; "
-          "see docs/ARCHITECTURE.md)");
+          "reduction backend: auto (cuda when a CUDA device is found, else cpu), cpu, cuda, or "
+          "thrust-omp (the CUDA backend's code on the CPU's cores, for checking); docs/GPU.md");
 
 namespace {
 
@@ -84,21 +85,17 @@ int main(int argc, char** argv) {
       "  intermediate:  fedagg-server --listen=0.0.0.0:50052 --parent=root-host:50051");
   absl::ParseCommandLine(argc, argv);
 
-  const std::string backend = absl::GetFlag(FLAGS_backend);
-  if (backend != "auto" && backend != "cpu" && backend != "cuda") {
-    std::fprintf(stderr, "fedagg-server: --backend must be auto, cpu or cuda, not '%s'\n", backend.c_str());
+  absl::StatusOr<fedagg::BackendChoice> backend = fedagg::ChooseBackend(absl::GetFlag(FLAGS_backend));
+  if (!backend.ok()) {
+    std::fprintf(stderr, "fedagg-server: %s\n", std::string(backend.status().message()).c_str());
     return 2;
   }
-  if (backend == "cuda") {
-    std::fprintf(stderr,
-                 "fedagg-server: --backend=cuda is not available yet: the service reduces on the "
-                 "CPU backend (the CUDA backend is being built, see docs/ARCHITECTURE.md)\n");
-    return 2;
-  }
+  std::printf("fedagg-server: reduction backend %s\n", backend->reason.c_str());
 
   fedagg::ServerConfig config;
   config.listen_address = absl::GetFlag(FLAGS_listen);
   config.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  config.backend = backend->backend;
   config.parent_address = absl::GetFlag(FLAGS_parent);
   config.node_id = absl::GetFlag(FLAGS_node_id);
   config.batch_size = absl::GetFlag(FLAGS_batch_size);
@@ -143,9 +140,9 @@ int main(int argc, char** argv) {
     std::printf("fedagg-server metrics on http://%s -> port %d (/metrics, /healthz, /readyz)\n",
                 config.metrics_address.c_str(), (*server)->metrics_port());
   }
-  std::printf("fedagg-server listening on port %d as %s (backend: cpu%s)\n", (*server)->port(),
+  std::printf("fedagg-server listening on port %d as %s (backend: %s)\n", (*server)->port(),
               config.parent_address.empty() ? "root" : ("intermediate under " + config.parent_address).c_str(),
-              backend == "auto" ? ", chosen by --backend=auto" : "");
+              std::string(backend->backend->name()).c_str());
   std::fflush(stdout);
 
   std::signal(SIGINT, [](int) { g_stop = true; });

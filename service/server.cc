@@ -70,6 +70,8 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
     metrics->batch_fill.Observe(static_cast<double>(updates));
   };
   options.child_grace = config.child_grace;
+  options.backend = config.backend;
+  server->backend_name_ = std::string(config.backend != nullptr ? config.backend->name() : "cpu");
   if (!config.checkpoint_dir.empty() && !config.parent_address.empty()) {
     return absl::InvalidArgumentError(
         "--checkpoint_dir is for the root: an intermediate aggregator writes no checkpoints (its "
@@ -211,6 +213,7 @@ void FedaggServer::RegisterStateGauges() {
         }
         return samples;
       });
+  const std::string backend = backend_name_;
   MemoryBudget* budget = memory_budget_.get();
   metrics_registry_->AddGaugeCallback(
       "fedagg_memory_accounted_bytes",
@@ -220,7 +223,7 @@ void FedaggServer::RegisterStateGauges() {
       "fedagg_memory_budget_bytes", "The memory budget (--memory_budget_bytes); 0: none.", {},
       [budget] { return MetricsRegistry::GaugeSamples{{{}, static_cast<double>(budget->limit())}}; });
   metrics_registry_->AddGaugeCallback("fedagg_backend_info", "The reduction backend in use.", {"backend"},
-                                      [] { return MetricsRegistry::GaugeSamples{{{"cpu"}, 1}}; });
+                                      [backend] { return MetricsRegistry::GaugeSamples{{{backend}, 1}}; });
   metrics_registry_->AddGaugeCallback(
       "fedagg_process_resident_memory_bytes", "Resident memory of the fedagg-server process.", {},
       [] { return MetricsRegistry::GaugeSamples{{{}, ProcessResidentBytes()}}; });

@@ -16,6 +16,7 @@
 #include "monitoring/http_endpoint.h"
 #include "monitoring/metrics_registry.h"
 #include "monitoring/service_metrics.h"
+#include "service/core/accumulator_factory.h"
 #include "service/core/memory_budget.h"
 #include "service/core/read_file.h"
 #include "service/rounds/aggregation_registry.h"
@@ -66,6 +67,9 @@ struct ServerConfig {
   std::string parent_token;
   // host:port of the HTTP endpoint serving /metrics, /healthz and /readyz; empty: none.
   std::string metrics_address = "0.0.0.0:9464";
+  // The reduction backend (service/backend/backend_choice.h); null: the CPU backend.
+  // Must outlive the server.
+  const AccumulatorFactory* backend = nullptr;
 };
 
 class FedaggServer {
@@ -89,6 +93,8 @@ class FedaggServer {
   FedaggServer() = default;
 
   void RegisterStateGauges();
+
+  std::string backend_name_;  // for fedagg_backend_info
 
   std::unique_ptr<MetricsRegistry> metrics_registry_ = std::make_unique<MetricsRegistry>();
   std::unique_ptr<ServiceMetrics> metrics_ = std::make_unique<ServiceMetrics>(*metrics_registry_);

@@ -57,9 +57,9 @@ bool CpuDenseAccumulator<Acc>::is_extreme() const {
 }
 
 template <typename Acc>
-void CpuDenseAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue* const> values,
+absl::Status CpuDenseAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue* const> values,
                                                absl::Span<const double> weights) {
-  if (values.empty() || acc_.empty()) return;
+  if (values.empty() || acc_.empty()) return absl::OkStatus();
   std::vector<Acc> acc_weights;
   if (field_.intrinsic == Intrinsic::kFederatedWeightedMean) {
     acc_weights.assign(weights.begin(), weights.end());
@@ -87,10 +87,11 @@ void CpuDenseAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue* cons
                         }
                       });
   });
+  return absl::OkStatus();
 }
 
 template <typename Acc>
-void CpuDenseAccumulator<Acc>::MergeWith(const FieldAccumulator& other_base) {
+absl::Status CpuDenseAccumulator<Acc>::MergeWith(const FieldAccumulator& other_base) {
   const auto& other = static_cast<const CpuDenseAccumulator<Acc>&>(other_base);
   const Acc* row = other.acc_.data();
   Acc* acc = acc_.data();
@@ -106,11 +107,13 @@ void CpuDenseAccumulator<Acc>::MergeWith(const FieldAccumulator& other_base) {
                         cpu::ExtremeRows<false>(acc, &row, 1, begin, end);
                       }
                     });
+  return absl::OkStatus();
 }
 
 template <typename Acc>
-void CpuDenseAccumulator<Acc>::SerializeTo(ByteWriter& out) const {
+absl::Status CpuDenseAccumulator<Acc>::SerializeTo(ByteWriter& out) const {
   out.PutArray(acc_.data(), acc_.size());
+  return absl::OkStatus();
 }
 
 template <typename Acc>
@@ -119,7 +122,7 @@ absl::Status CpuDenseAccumulator<Acc>::DeserializeFrom(ByteReader& in, int64_t) 
 }
 
 template <typename Acc>
-ReportedField CpuDenseAccumulator<Acc>::Report(int64_t contributions, double weight_sum) const {
+absl::StatusOr<ReportedField> CpuDenseAccumulator<Acc>::Report(int64_t contributions, double weight_sum) const {
   ReportedField out{field_.path, field_.intrinsic, Tensor{field_.result_dtype, field_.type.shape, {}}};
   out.value.bytes.resize(acc_.size() * DTypeSize(field_.result_dtype));
   double divisor = 0;

@@ -25,7 +25,7 @@ CpuScatterAccumulator<Acc>::CpuScatterAccumulator(const FieldSpec& field, Thread
 }
 
 template <typename Acc>
-void CpuScatterAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue* const> values,
+absl::Status CpuScatterAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue* const> values,
                                                  absl::Span<const double> weights) {
   size_t entries = 0;
   for (const FieldValue* value : values) entries += value->indices.size();
@@ -57,21 +57,24 @@ void CpuScatterAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue* co
       }
     });
   });
+  return absl::OkStatus();
 }
 
 template <typename Acc>
-void CpuScatterAccumulator<Acc>::MergeWith(const FieldAccumulator& other_base) {
+absl::Status CpuScatterAccumulator<Acc>::MergeWith(const FieldAccumulator& other_base) {
   const auto& other = static_cast<const CpuScatterAccumulator<Acc>&>(other_base);
   for (size_t i = 0; i < acc_.size(); ++i) acc_[i] = cpu::Add(acc_[i], other.acc_[i]);
   for (size_t i = 0; i < counts_.size(); ++i) counts_[i] += other.counts_[i];
   for (size_t i = 0; i < weight_sums_.size(); ++i) weight_sums_[i] += other.weight_sums_[i];
+  return absl::OkStatus();
 }
 
 template <typename Acc>
-void CpuScatterAccumulator<Acc>::SerializeTo(ByteWriter& out) const {
+absl::Status CpuScatterAccumulator<Acc>::SerializeTo(ByteWriter& out) const {
   out.PutArray(acc_.data(), acc_.size());
   out.PutArray(counts_.data(), counts_.size());
   out.PutArray(weight_sums_.data(), weight_sums_.size());
+  return absl::OkStatus();
 }
 
 template <typename Acc>
@@ -103,7 +106,7 @@ absl::Status CpuScatterAccumulator<Acc>::DeserializeFrom(ByteReader& in, int64_t
 }
 
 template <typename Acc>
-ReportedField CpuScatterAccumulator<Acc>::Report(int64_t, double) const {
+absl::StatusOr<ReportedField> CpuScatterAccumulator<Acc>::Report(int64_t, double) const {
   ReportedField out{field_.path, field_.intrinsic, Tensor{field_.result_dtype, field_.type.shape, {}}};
   out.value.bytes.resize(acc_.size() * DTypeSize(field_.result_dtype));
   const bool mean = field_.intrinsic == Intrinsic::kSparseMean ||

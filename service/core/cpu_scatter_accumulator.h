@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "service/core/field_accumulator.h"
+#include "service/core/thread_pool.h"
 
 namespace fedagg {
 
@@ -19,12 +20,12 @@ class CpuScatterAccumulator final : public FieldAccumulator {
  public:
   CpuScatterAccumulator(const FieldSpec& field, ThreadPool& pool);
 
-  void AccumulateBatch(absl::Span<const FieldValue* const> values,
-                       absl::Span<const double> weights) override;
-  void MergeWith(const FieldAccumulator& other) override;
-  void SerializeTo(ByteWriter& out) const override;
+  absl::Status AccumulateBatch(absl::Span<const FieldValue* const> values,
+                               absl::Span<const double> weights) override;
+  absl::Status MergeWith(const FieldAccumulator& other) override;
+  absl::Status SerializeTo(ByteWriter& out) const override;
   absl::Status DeserializeFrom(ByteReader& in, int64_t contributions) override;
-  ReportedField Report(int64_t contributions, double weight_sum) const override;
+  absl::StatusOr<ReportedField> Report(int64_t contributions, double weight_sum) const override;
   uint64_t MemoryBytes() const override;
 
  private:

@@ -11,7 +11,7 @@
 namespace fedagg {
 
 template <typename Acc>
-void CpuSparseUnionAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue* const> values,
+absl::Status CpuSparseUnionAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue* const> values,
                                                      absl::Span<const double>) {
   struct Entry {
     int64_t index;
@@ -20,7 +20,7 @@ void CpuSparseUnionAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue
   };
   size_t total = 0;
   for (const FieldValue* value : values) total += value->indices.size();
-  if (total == 0) return;
+  if (total == 0) return absl::OkStatus();
   std::vector<Entry> entries;
   entries.reserve(total);
   cpu::DispatchDType(field_.type.dtype, [&](auto tag) {
@@ -60,6 +60,7 @@ void CpuSparseUnionAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue
     batch.counts.push_back(count);
   }
   MergeSorted(batch);
+  return absl::OkStatus();
 }
 
 template <typename Acc>
@@ -94,15 +95,17 @@ void CpuSparseUnionAccumulator<Acc>::MergeSorted(const Coalesced& other) {
 }
 
 template <typename Acc>
-void CpuSparseUnionAccumulator<Acc>::MergeWith(const FieldAccumulator& other) {
+absl::Status CpuSparseUnionAccumulator<Acc>::MergeWith(const FieldAccumulator& other) {
   MergeSorted(static_cast<const CpuSparseUnionAccumulator<Acc>&>(other).state_);
+  return absl::OkStatus();
 }
 
 template <typename Acc>
-void CpuSparseUnionAccumulator<Acc>::SerializeTo(ByteWriter& out) const {
+absl::Status CpuSparseUnionAccumulator<Acc>::SerializeTo(ByteWriter& out) const {
   out.PutArray(state_.indices.data(), state_.indices.size());
   out.PutArray(state_.values.data(), state_.values.size());
   out.PutArray(state_.counts.data(), state_.counts.size());
+  return absl::OkStatus();
 }
 
 template <typename Acc>
@@ -139,7 +142,7 @@ absl::Status CpuSparseUnionAccumulator<Acc>::DeserializeFrom(ByteReader& in,
 }
 
 template <typename Acc>
-ReportedField CpuSparseUnionAccumulator<Acc>::Report(int64_t, double) const {
+absl::StatusOr<ReportedField> CpuSparseUnionAccumulator<Acc>::Report(int64_t, double) const {
   const size_t nnz = state_.indices.size();
   ReportedField out{field_.path, field_.intrinsic,
                     Tensor{field_.result_dtype, {static_cast<int64_t>(nnz)}, {}}};

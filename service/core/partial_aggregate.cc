@@ -14,11 +14,10 @@ namespace {
 constexpr char kMagic[4] = {'F', 'A', 'P', 'A'};
 }  // namespace
 
-PartialAggregate::PartialAggregate(std::shared_ptr<const ReductionSpec> spec, ThreadPool& pool)
-    : spec_(std::move(spec)), pool_(&pool) {
-  for (const FieldSpec& field : spec_->fields()) {
-    fields_.push_back(MakeCpuFieldAccumulator(field, *pool_));
-  }
+PartialAggregate::PartialAggregate(std::shared_ptr<const ReductionSpec> spec,
+                                   const AccumulatorFactory& backend)
+    : spec_(std::move(spec)), backend_(&backend) {
+  for (const FieldSpec& field : spec_->fields()) fields_.push_back(backend_->Make(field));
 }
 
 absl::Status PartialAggregate::Accumulate(const UpdateView& update) {
@@ -33,21 +32,21 @@ absl::Status PartialAggregate::AccumulateBatch(absl::Span<const UpdateView> upda
                           absl::StrCat("update ", i, " of the batch: ", status.message()));
     }
   }
-  AddValidated(updates);
-  return absl::OkStatus();
+  return AddValidated(updates);
 }
 
-void PartialAggregate::AddValidated(absl::Span<const UpdateView> updates) {
-  if (updates.empty()) return;
+absl::Status PartialAggregate::AddValidated(absl::Span<const UpdateView> updates) {
+  if (updates.empty()) return absl::OkStatus();
   std::vector<double> weights(updates.size());
   for (size_t i = 0; i < updates.size(); ++i) weights[i] = updates[i].weight.value_or(1.0);
   std::vector<const FieldValue*> values(updates.size());
   for (size_t f = 0; f < fields_.size(); ++f) {
     for (size_t i = 0; i < updates.size(); ++i) values[i] = &updates[i].fields[f];
-    fields_[f]->AccumulateBatch(values, weights);
+    FEDAGG_RETURN_IF_ERROR(fields_[f]->AccumulateBatch(values, weights));
   }
   contributions_ += static_cast<int64_t>(updates.size());
   for (double w : weights) weight_sum_ += w;
+  return absl::OkStatus();
 }
 
 absl::Status PartialAggregate::MergeWith(const PartialAggregate& other) {
@@ -56,13 +55,21 @@ absl::Status PartialAggregate::MergeWith(const PartialAggregate& other) {
         absl::StrCat("cannot merge partial aggregates of different specs: ",
                      spec_->canonical(), " vs ", other.spec_->canonical()));
   }
-  for (size_t f = 0; f < fields_.size(); ++f) fields_[f]->MergeWith(*other.fields_[f]);
+  if (other.backend_->name() != backend_->name()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot merge a partial aggregate of the ", other.backend_->name(),
+                     " backend into one of the ", backend_->name(),
+                     " backend; deserialize it with the same backend"));
+  }
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    FEDAGG_RETURN_IF_ERROR(fields_[f]->MergeWith(*other.fields_[f]));
+  }
   contributions_ += other.contributions_;
   weight_sum_ += other.weight_sum_;
   return absl::OkStatus();
 }
 
-std::string PartialAggregate::Serialize() const {
+absl::StatusOr<std::string> PartialAggregate::Serialize() const {
   ByteWriter out;
   for (char c : kMagic) out.Put(c);
   out.Put<uint32_t>(kFormatVersion);
@@ -73,13 +80,14 @@ std::string PartialAggregate::Serialize() const {
   for (size_t f = 0; f < fields_.size(); ++f) {
     out.Put<uint8_t>(static_cast<uint8_t>(spec_->fields()[f].intrinsic));
     out.Put<uint8_t>(static_cast<uint8_t>(spec_->fields()[f].accumulation_dtype));
-    fields_[f]->SerializeTo(out);
+    FEDAGG_RETURN_IF_ERROR(fields_[f]->SerializeTo(out));
   }
   return out.Take();
 }
 
 absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
-    std::shared_ptr<const ReductionSpec> spec, absl::string_view bytes, ThreadPool& pool) {
+    std::shared_ptr<const ReductionSpec> spec, absl::string_view bytes,
+    const AccumulatorFactory& backend) {
   ByteReader in(bytes);
   char magic[4];
   for (char& c : magic) FEDAGG_RETURN_IF_ERROR(in.Get(&c));
@@ -99,7 +107,7 @@ absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
     return absl::FailedPreconditionError(absl::StrCat(
         "partial aggregate was built for spec ", canonical, ", expected ", spec->canonical()));
   }
-  PartialAggregate partial(std::move(spec), pool);
+  PartialAggregate partial(std::move(spec), backend);
   FEDAGG_RETURN_IF_ERROR(in.Get(&partial.contributions_));
   FEDAGG_RETURN_IF_ERROR(in.Get(&partial.weight_sum_));
   // Unweighted updates weigh 1 each; weighted ones are > 0 each.
@@ -145,7 +153,8 @@ absl::StatusOr<AggregateResult> PartialAggregate::Report() const {
   result.contributions = contributions_;
   result.weight_sum = weight_sum_;
   for (const auto& field : fields_) {
-    result.fields.push_back(field->Report(contributions_, weight_sum_));
+    FEDAGG_ASSIGN_OR_RETURN(ReportedField reported, field->Report(contributions_, weight_sum_));
+    result.fields.push_back(std::move(reported));
   }
   return result;
 }

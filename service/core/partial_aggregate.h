@@ -7,6 +7,8 @@
 //   Report                        the result: sums, means, extremes, sparse unions, counts
 // Sum and merge are associative: any partition of the same updates, merged in any order,
 // reports the same result (exactly for integers, within float rounding otherwise).
+// The accumulators come from a backend (AccumulatorFactory, CPU by default); a device
+// backend can fail for lack of memory, which surfaces as RESOURCE_EXHAUSTED here.
 // Not thread-safe: one owner at a time (the reduction itself uses the thread pool).
 #ifndef FEDAGG_SERVICE_CORE_PARTIAL_AGGREGATE_H_
 #define FEDAGG_SERVICE_CORE_PARTIAL_AGGREGATE_H_
@@ -19,11 +21,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "service/core/accumulator_factory.h"
 #include "service/core/aggregate_result.h"
+#include "service/core/cpu_accumulator_factory.h"
 #include "service/core/field_accumulator.h"
 #include "service/core/field_value.h"
 #include "service/core/reduction_spec.h"
-#include "service/core/thread_pool.h"
 
 namespace fedagg {
 
@@ -32,24 +35,30 @@ class PartialAggregate {
   // Version of the serialized format written by Serialize().
   static constexpr uint32_t kFormatVersion = 1;
 
+  // `backend` must outlive this partial aggregate.
   explicit PartialAggregate(std::shared_ptr<const ReductionSpec> spec,
-                            ThreadPool& pool = ThreadPool::Default());
+                            const AccumulatorFactory& backend = CpuAccumulatorFactory::Default());
   PartialAggregate(PartialAggregate&&) = default;
   PartialAggregate& operator=(PartialAggregate&&) = default;
 
   // Validates the update completely, then adds it. On error nothing changed.
   absl::Status Accumulate(const UpdateView& update);
-  // Validates every update, then adds them all in one pass per field. On error (naming
-  // the first bad update by its position) nothing changed.
+  // Validates every update, then adds them all in one pass per field. On a validation
+  // error (naming the first bad update by its position) nothing changed. A backend
+  // failure (RESOURCE_EXHAUSTED for device memory) leaves the state unspecified: the
+  // owner must discard this partial aggregate.
   absl::Status AccumulateBatch(absl::Span<const UpdateView> updates);
-  // FAILED_PRECONDITION when `other` was built for a different spec; nothing changes then.
+  // FAILED_PRECONDITION when `other` was built for a different spec or by another
+  // backend; nothing changes then. Backend failures as for AccumulateBatch.
   absl::Status MergeWith(const PartialAggregate& other);
 
-  std::string Serialize() const;
+  // The same bytes whatever the backend; fails only when a device backend cannot copy
+  // its state back.
+  absl::StatusOr<std::string> Serialize() const;
   // DATA_LOSS for malformed bytes, FAILED_PRECONDITION for another spec's aggregate.
-  static absl::StatusOr<PartialAggregate> Deserialize(std::shared_ptr<const ReductionSpec> spec,
-                                                      absl::string_view bytes,
-                                                      ThreadPool& pool = ThreadPool::Default());
+  static absl::StatusOr<PartialAggregate> Deserialize(
+      std::shared_ptr<const ReductionSpec> spec, absl::string_view bytes,
+      const AccumulatorFactory& backend = CpuAccumulatorFactory::Default());
 
   // FAILED_PRECONDITION when nothing was contributed (a mean of nothing is undefined).
   absl::StatusOr<AggregateResult> Report() const;
@@ -59,12 +68,13 @@ class PartialAggregate {
   int64_t contributions() const { return contributions_; }
   double weight_sum() const { return weight_sum_; }
   const ReductionSpec& spec() const { return *spec_; }
+  const AccumulatorFactory& backend() const { return *backend_; }
 
  private:
-  void AddValidated(absl::Span<const UpdateView> updates);
+  absl::Status AddValidated(absl::Span<const UpdateView> updates);
 
   std::shared_ptr<const ReductionSpec> spec_;
-  ThreadPool* pool_;
+  const AccumulatorFactory* backend_;
   std::vector<std::unique_ptr<FieldAccumulator>> fields_;
   int64_t contributions_ = 0;
   double weight_sum_ = 0;

@@ -61,7 +61,12 @@ int Run() {
         pending.clear();
       }
     }
-    forwarded.push_back(partial.Serialize());
+    absl::StatusOr<std::string> bytes = partial.Serialize();
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "serialize: %s\n", bytes.status().ToString().c_str());
+      return 1;
+    }
+    forwarded.push_back(*std::move(bytes));
     std::printf("intermediate aggregator %d: %lld contributions, forwards %zu bytes\n", node,
                 static_cast<long long>(partial.contributions()), forwarded.back().size());
   }

@@ -4,13 +4,21 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "service/core/cpu_accumulator_factory.h"
 #include "service/core/status_macros.h"
 #include "service/core/update_validator.h"
 
 namespace fedagg {
+namespace {
+const AccumulatorFactory& BackendOf(const AggregationOptions& options) {
+  return options.backend != nullptr ? *options.backend : CpuAccumulatorFactory::Default();
+}
+}  // namespace
 
 Aggregation::Aggregation(AggregationConfig config, AggregationOptions options)
-    : config_(std::move(config)), options_(options), partial_(config_.reduction) {
+    : config_(std::move(config)),
+      options_(options),
+      partial_(config_.reduction, BackendOf(options_)) {
   MutexLock reduce(&reduce_mu_);
   if (options_.memory_budget != nullptr) partial_memory_ = options_.memory_budget->ReserveUnchecked(0);
   AccountPartialMemory();
@@ -31,7 +39,8 @@ Aggregation::~Aggregation() {
 absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
     const AggregationCheckpoint& checkpoint, AggregationOptions options) {
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(checkpoint.spec));
-  absl::StatusOr<PartialAggregate> partial = PartialAggregate::Deserialize(config.reduction, checkpoint.partial);
+  absl::StatusOr<PartialAggregate> partial =
+      PartialAggregate::Deserialize(config.reduction, checkpoint.partial, BackendOf(options));
   if (!partial.ok()) {
     return absl::DataLossError(absl::StrCat("checkpoint of aggregation '", config.id,
                                             "': its partial aggregate: ", partial.status().message()));
@@ -154,7 +163,13 @@ void Aggregation::ReduceBatch(std::vector<UpdateBuffer>& batch) {
   std::vector<UpdateView> views;
   views.reserve(batch.size());
   for (const UpdateBuffer& buffer : batch) views.push_back(buffer.view());
-  // Every update was validated by CommitUpdate, so this fails only on a bug.
+  // Every update was validated by CommitUpdate, so this fails only for lack of backend
+  // resources (device memory: RESOURCE_EXHAUSTED) or on a bug. After a failure the
+  // partial is unspecified: later batches are dropped and the aggregation fails.
+  if (!reduce_error_.ok()) {
+    batch.clear();
+    return;
+  }
   const absl::Time start = absl::Now();
   reduce_error_.Update(partial_.AccumulateBatch(views));
   if (options_.on_batch_reduced) options_.on_batch_reduced(absl::Now() - start, batch.size());
@@ -176,7 +191,7 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
                                                        uint64_t sequence, bool final,
                                                        absl::string_view bytes) {
   absl::StatusOr<PartialAggregate> child =
-      PartialAggregate::Deserialize(config_.reduction, bytes);
+      PartialAggregate::Deserialize(config_.reduction, bytes, BackendOf(options_));
   if (!child.ok()) {
     return absl::Status(child.status().code(),
                         absl::StrCat("partial from child '", child_id, "': ",
@@ -306,8 +321,8 @@ void Aggregation::MaybeFinalize() {
     ++version_;
     if (!reduce_error_.ok()) {
       state_ = v1::FAILED;
-      detail_ = absl::StrCat("internal error while reducing a validated batch: ",
-                             reduce_error_.ToString());
+      detail_ = absl::StrCat("reducing a validated batch failed on the ",
+                             partial_.backend().name(), " backend: ", reduce_error_.ToString());
     } else if (contributions_ < config_.min_contributions || contributions_ == 0) {
       state_ = v1::FAILED;
       detail_ = absl::StrCat("quorum not reached: ", contributions_, " contributions, at least ",
@@ -347,13 +362,16 @@ void Aggregation::Tick(absl::Time now) {
   if (sealed) MaybeFinalize();
 }
 
-Aggregation::Delta Aggregation::TakeDelta(bool final) {
+absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {
   MutexLock reduce(&reduce_mu_);
   MutexLock lock(&mu_);
-  final_delta_taken_ |= final;
   ReduceBatch(pending_);
-  Delta delta{partial_.Serialize(), partial_.contributions()};
-  partial_ = PartialAggregate(config_.reduction);
+  if (!reduce_error_.ok()) return BackendError("reducing a batch failed", reduce_error_);
+  absl::StatusOr<std::string> bytes = partial_.Serialize();
+  if (!bytes.ok()) return BackendError("its partial aggregate could not be read back", bytes.status());
+  final_delta_taken_ |= final;
+  Delta delta{*std::move(bytes), partial_.contributions()};
+  partial_ = PartialAggregate(config_.reduction, BackendOf(options_));
   AccountPartialMemory();
   return delta;
 }
@@ -376,7 +394,20 @@ void Aggregation::MarkForwarded(const absl::Status& delivered) {
   NotifyWatchers();
 }
 
-std::optional<Aggregation::Snapshot> Aggregation::TakeSnapshot() {
+absl::Status Aggregation::BackendError(absl::string_view what, const absl::Status& error) const {
+  return absl::Status(error.code(), absl::StrCat("aggregation '", id(), "': ", what, " on the ",
+                                                 partial_.backend().name(), " backend: ", error.message()));
+}
+
+absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshot() {
+  std::vector<std::function<void(bool)>> abandoned;
+  absl::StatusOr<std::optional<Snapshot>> snapshot = TakeSnapshotOrAbandon(&abandoned);
+  RunDurableWaiters(abandoned, false);  // outside the locks
+  return snapshot;
+}
+
+absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOrAbandon(
+    std::vector<std::function<void(bool)>>* abandoned) {
   MutexLock reduce(&reduce_mu_);
   Snapshot snapshot;
   {
@@ -385,6 +416,14 @@ std::optional<Aggregation::Snapshot> Aggregation::TakeSnapshot() {
     // Everything counted goes into the partial first, so the counted set and the
     // partial aggregate hold exactly the same updates.
     ReduceBatch(pending_);
+    if (!reduce_error_.ok()) {
+      // The partial no longer holds everything counted: no checkpoint will hold it.
+      durability_stopped_ = true;
+      for (auto& [version, waiter] : durable_waiters_) abandoned->push_back(std::move(waiter));
+      durable_waiters_.clear();
+      return BackendError("reducing a batch failed, so no checkpoint can hold what was counted",
+                          reduce_error_);
+    }
     snapshot.version = version_;
     AggregationCheckpoint& checkpoint = snapshot.checkpoint;
     checkpoint.spec = config_.proto;
@@ -399,7 +438,9 @@ std::optional<Aggregation::Snapshot> Aggregation::TakeSnapshot() {
   }
   // The partial changes only under reduce_mu_, still held: updates committed meanwhile
   // wait in the pending batch and belong to the next snapshot.
-  snapshot.checkpoint.partial = partial_.Serialize();
+  absl::StatusOr<std::string> partial = partial_.Serialize();
+  if (!partial.ok()) return BackendError("its partial aggregate could not be read back", partial.status());
+  snapshot.checkpoint.partial = *std::move(partial);
   return snapshot;
 }
 

@@ -28,6 +28,7 @@
 #include "service/core/mutex.h"
 #include "absl/time/time.h"
 #include "fedagg/v1/types.pb.h"
+#include "service/core/accumulator_factory.h"
 #include "service/core/memory_budget.h"
 #include "service/core/partial_aggregate.h"
 #include "service/core/update_buffer.h"
@@ -48,6 +49,8 @@ struct AggregationOptions {
   // Finished (FINALIZED, FAILED, CANCELLED) aggregations kept for their status and result;
   // older ones are forgotten, so memory does not grow with the number of rounds.
   int retain_finished = 1000;
+  // The reduction backend; must outlive the aggregation. Null: the CPU backend.
+  const AccumulatorFactory* backend = nullptr;
   // A Checkpointer writes this aggregation to disk, so clients may ask for DURABLE acks.
   bool checkpointed = false;
   // Called after each batch is reduced, with its duration and size (metrics).
@@ -117,7 +120,8 @@ class Aggregation {
     std::string bytes;
     int64_t contributions = 0;
   };
-  Delta TakeDelta(bool final);
+  // Fails only when the backend cannot serialize its state (then nothing was taken).
+  absl::StatusOr<Delta> TakeDelta(bool final);
   // Forwarding mirrors: waits (at most until `deadline`) until every joined child of
   // this node has sent its final partial or left; true when they all did.
   bool AwaitChildren(absl::Time deadline);
@@ -129,12 +133,15 @@ class Aggregation {
   void SetJoinedUpstream(bool joined);
 
   // A consistent copy of everything counted so far (pending updates reduced first), for
-  // the Checkpointer; nullopt when nothing changed since the last MarkDurable.
+  // the Checkpointer; nullopt when nothing changed since the last MarkDurable. Fails
+  // (nothing to write) when the backend could not serialize the partial, or could not
+  // reduce a batch: then the partial no longer holds everything counted, no checkpoint
+  // ever will, and the acks waiting for one are released as not durable.
   struct Snapshot {
     AggregationCheckpoint checkpoint;
     uint64_t version = 0;
   };
-  std::optional<Snapshot> TakeSnapshot();
+  absl::StatusOr<std::optional<Snapshot>> TakeSnapshot();
   // The checkpoint of `snapshot` is on disk: the acks waiting for it are released.
   void MarkDurable(const Snapshot& snapshot);
   // Runs `done(true)` once a checkpoint on disk holds everything counted so far (inline
@@ -162,6 +169,12 @@ class Aggregation {
   void ReducePending();
   // Accumulates `batch` into the partial aggregate and empties it.
   void ReduceBatch(std::vector<UpdateBuffer>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(reduce_mu_);
+  // `error` from the backend, with this aggregation's id and the backend's name.
+  absl::Status BackendError(absl::string_view what, const absl::Status& error) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(reduce_mu_);
+  // TakeSnapshot under the locks; the acks that will never be durable go to `abandoned`.
+  absl::StatusOr<std::optional<Snapshot>> TakeSnapshotOrAbandon(
+      std::vector<std::function<void(bool)>>* abandoned);
   // Brings the memory budget's claim for the partial aggregate up to date.
   void AccountPartialMemory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reduce_mu_);
   // Finalizes a sealed aggregation once its children are done or their grace ran out.

@@ -143,13 +143,18 @@ void Checkpointer::CheckpointAll() {
 
 absl::Status Checkpointer::Write(Aggregation& aggregation) {
   const absl::Time start = absl::Now();
-  std::optional<Aggregation::Snapshot> snapshot = aggregation.TakeSnapshot();
-  if (!snapshot.has_value()) return absl::OkStatus();  // unchanged since the last one
+  absl::StatusOr<std::optional<Aggregation::Snapshot>> snapshot = aggregation.TakeSnapshot();
+  // A snapshot that could not be taken is a failed write: nothing goes to disk.
+  if (!snapshot.ok()) {
+    if (options_.on_written) options_.on_written(absl::Now() - start, false);
+    return snapshot.status();
+  }
+  if (!snapshot->has_value()) return absl::OkStatus();  // unchanged since the last one
   absl::Status written = WriteFileAtomically(options_.dir, CheckpointFileName(aggregation.id()),
-                                             EncodeCheckpoint(snapshot->checkpoint));
+                                             EncodeCheckpoint((*snapshot)->checkpoint));
   if (options_.on_written) options_.on_written(absl::Now() - start, written.ok());
   if (!written.ok()) return written;
-  aggregation.MarkDurable(*snapshot);
+  aggregation.MarkDurable(**snapshot);
   return absl::OkStatus();
 }
 

@@ -77,8 +77,9 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
     aggregation->WhenDurable([this, weak](bool durable) {
       if (!durable) {
         Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                            "the partial was merged but this aggregator stopped before a checkpoint "
-                            "held it; push it again (same sequence) once the aggregator is back"));
+                            "the partial was merged but no checkpoint holds it: this aggregator "
+                            "stopped, or its backend failed the aggregation (see its status); push it "
+                            "again (same sequence) once the aggregator is back"));
         return;
       }
       if (std::shared_ptr<Aggregation> a = weak.lock()) {

@@ -199,11 +199,13 @@ absl::Status ParentLink::Forward(MirrorLink* link, bool final) {
   // What the parent does not hold: a push that failed, or deltas a restarted parent lost.
   if (absl::Status pushed = PushKept(link); !pushed.ok()) return pushed;
   if (!link->final_taken) {
-    Aggregation::Delta delta = link->mirror->TakeDelta(final);
-    if (delta.contributions == 0 && !final) return absl::OkStatus();
+    // A backend failure takes nothing: the mirror's partial stays as it was.
+    absl::StatusOr<Aggregation::Delta> delta = link->mirror->TakeDelta(final);
+    if (!delta.ok()) return delta.status();
+    if (delta->contributions == 0 && !final) return absl::OkStatus();
     // Kept until the parent holds it (and, when it writes checkpoints, until its
     // checkpoint does); a failed push goes out again under the same sequence number.
-    link->kept[link->next_sequence++] = KeptDelta{std::move(delta.bytes), final};
+    link->kept[link->next_sequence++] = KeptDelta{std::move(delta->bytes), final};
     link->final_taken = final;
     if (absl::Status pushed = PushKept(link); !pushed.ok()) return pushed;
   }

@@ -213,7 +213,7 @@ struct Snapshot {
 };
 
 inline Snapshot TakeSnapshot(const PartialAggregate& partial) {
-  return Snapshot{partial.contributions(), partial.weight_sum(), partial.Serialize()};
+  return Snapshot{partial.contributions(), partial.weight_sum(), partial.Serialize().value()};
 }
 
 inline ::testing::AssertionResult Unchanged(const PartialAggregate& partial,
@@ -226,7 +226,7 @@ inline ::testing::AssertionResult Unchanged(const PartialAggregate& partial,
     return ::testing::AssertionFailure() << "weight sum changed from " << before.weight_sum
                                          << " to " << partial.weight_sum();
   }
-  if (partial.Serialize() != before.bytes) {
+  if (partial.Serialize().value() != before.bytes) {
     return ::testing::AssertionFailure() << "serialized state changed";
   }
   return ::testing::AssertionSuccess();

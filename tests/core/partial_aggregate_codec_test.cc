@@ -124,9 +124,9 @@ TEST(PartialAggregateCodecTest, RoundTripsEveryIntrinsicAndDType) {
           return u;
         }();
         ASSERT_TRUE(IsOk(original.AccumulateBatch(Views(updates))));
-        const std::string bytes = original.Serialize();
+        const std::string bytes = original.Serialize().value();
         PartialAggregate restored = ValueOrDie(PartialAggregate::Deserialize(spec, bytes));
-        EXPECT_EQ(restored.Serialize(), bytes);
+        EXPECT_EQ(restored.Serialize().value(), bytes);
         EXPECT_EQ(restored.contributions(), 3);
         EXPECT_EQ(restored.weight_sum(), original.weight_sum());
         ExpectSameReport(original, restored);
@@ -135,13 +135,13 @@ TEST(PartialAggregateCodecTest, RoundTripsEveryIntrinsicAndDType) {
         const Update more = OneUpdate(*spec, 4);
         ASSERT_TRUE(IsOk(original.Accumulate(more.view())));
         ASSERT_TRUE(IsOk(restored.Accumulate(more.view())));
-        EXPECT_EQ(restored.Serialize(), original.Serialize());
+        EXPECT_EQ(restored.Serialize().value(), original.Serialize().value());
         ExpectSameReport(original, restored);
         // And merges like it.
         PartialAggregate via_bytes(spec), direct(spec);
         ASSERT_TRUE(IsOk(via_bytes.MergeWith(ValueOrDie(PartialAggregate::Deserialize(spec, bytes)))));
         ASSERT_TRUE(IsOk(direct.MergeWith(ValueOrDie(PartialAggregate::Deserialize(spec, bytes)))));
-        EXPECT_EQ(via_bytes.Serialize(), direct.Serialize());
+        EXPECT_EQ(via_bytes.Serialize().value(), direct.Serialize().value());
       }
     }
   }
@@ -153,7 +153,7 @@ TEST(PartialAggregateCodecTest, HeaderFields) {
   Update u;
   u.Dense(Values<float>({1, 2, 3})).Weight(2.5);
   ASSERT_TRUE(IsOk(partial.Accumulate(u.view())));
-  const std::string bytes = partial.Serialize();
+  const std::string bytes = partial.Serialize().value();
   const Layout layout(*spec);
   EXPECT_EQ(bytes.substr(0, 4), "FAPA");
   EXPECT_EQ(Read<uint32_t>(bytes, 4), PartialAggregate::kFormatVersion);
@@ -174,10 +174,10 @@ TEST(PartialAggregateCodecTest, EmptyAggregateRoundTrips) {
   for (Intrinsic intrinsic : kAllIntrinsics) {
     SCOPED_TRACE(IntrinsicName(intrinsic));
     const auto spec = OneFieldSpec(DType::kFloat32, {4, 2}, intrinsic);
-    const std::string bytes = PartialAggregate(spec).Serialize();
+    const std::string bytes = PartialAggregate(spec).Serialize().value();
     PartialAggregate restored = ValueOrDie(PartialAggregate::Deserialize(spec, bytes));
     EXPECT_EQ(restored.contributions(), 0);
-    EXPECT_EQ(restored.Serialize(), bytes);
+    EXPECT_EQ(restored.Serialize().value(), bytes);
     EXPECT_TRUE(StatusIs(restored.Report(), absl::StatusCode::kFailedPrecondition, "no contributions"));
     // Max / min of nothing stay the identity of their merge after the round trip.
     const Update u = OneUpdate(*spec, 1);
@@ -227,7 +227,7 @@ PartialAggregate MixedAggregate() {
 TEST(PartialAggregateCodecTest, RefusesEveryTruncation) {
   const PartialAggregate source = MixedAggregate();
   const Snapshot before = TakeSnapshot(source);
-  const std::string bytes = source.Serialize();
+  const std::string bytes = source.Serialize().value();
   for (size_t n = 0; n < bytes.size(); ++n) {
     SCOPED_TRACE(n);
     ASSERT_TRUE(Refused(bytes.substr(0, n), kDataLoss, "partial aggregate"));
@@ -237,14 +237,14 @@ TEST(PartialAggregateCodecTest, RefusesEveryTruncation) {
 }
 
 TEST(PartialAggregateCodecTest, RefusesTrailingBytes) {
-  const std::string bytes = MixedAggregate().Serialize();
+  const std::string bytes = MixedAggregate().Serialize().value();
   EXPECT_TRUE(Refused(bytes + std::string(1, '\0'), kDataLoss, "has 1 trailing bytes"));
   EXPECT_TRUE(Refused(bytes + "12345678", kDataLoss, "has 8 trailing bytes"));
   EXPECT_TRUE(Refused(bytes + bytes, kDataLoss, "trailing bytes"));
 }
 
 TEST(PartialAggregateCodecTest, RefusesBadMagic) {
-  const std::string bytes = MixedAggregate().Serialize();
+  const std::string bytes = MixedAggregate().Serialize().value();
   for (size_t i = 0; i < 4; ++i) {
     std::string bad = bytes;
     bad[i] ^= 0x20;
@@ -254,7 +254,7 @@ TEST(PartialAggregateCodecTest, RefusesBadMagic) {
 }
 
 TEST(PartialAggregateCodecTest, RefusesOtherVersions) {
-  const std::string bytes = MixedAggregate().Serialize();
+  const std::string bytes = MixedAggregate().Serialize().value();
   for (uint32_t version : {0u, 2u, 0xffffffffu}) {
     std::string bad = bytes;
     Patch<uint32_t>(bad, 4, version);
@@ -263,7 +263,7 @@ TEST(PartialAggregateCodecTest, RefusesOtherVersions) {
 }
 
 TEST(PartialAggregateCodecTest, RefusesAnotherSpecsAggregate) {
-  const std::string bytes = MixedAggregate().Serialize();
+  const std::string bytes = MixedAggregate().Serialize().value();
   ReductionOptions finite;
   finite.require_finite = true;
   const auto other_options = MakeSpec(MixedSpec()->value_type(),
@@ -293,7 +293,7 @@ TEST(PartialAggregateCodecTest, RefusesAnotherSpecsAggregate) {
 TEST(PartialAggregateCodecTest, RefusesInvalidTotals) {
   const auto spec = MixedSpec();
   const Layout layout(*spec);
-  const std::string bytes = MixedAggregate().Serialize();
+  const std::string bytes = MixedAggregate().Serialize().value();
   {
     std::string bad = bytes;
     Patch<int64_t>(bad, layout.contributions(), -1);
@@ -317,7 +317,7 @@ TEST(PartialAggregateCodecTest, RefusesTotalsInconsistentWithTheSpec) {
     Update update = OneUpdate(*spec, 1);
     ASSERT_TRUE(IsOk(partial.Accumulate(update.view())));
     const Layout layout(*spec);
-    std::string bad = partial.Serialize();
+    std::string bad = partial.Serialize().value();
     Patch<double>(bad, layout.weight_sum(), intrinsic == Intrinsic::kFederatedSum ? 2.0 : 0.0);
     absl::StatusOr<PartialAggregate> read = PartialAggregate::Deserialize(spec, bad);
     EXPECT_EQ(read.status().code(), kDataLoss);
@@ -328,7 +328,7 @@ TEST(PartialAggregateCodecTest, RefusesTotalsInconsistentWithTheSpec) {
 TEST(PartialAggregateCodecTest, RefusesMismatchedFieldHeaders) {
   const auto spec = MixedSpec();
   const Layout layout(*spec);
-  const std::string bytes = MixedAggregate().Serialize();
+  const std::string bytes = MixedAggregate().Serialize().value();
   {
     std::string bad = bytes;
     Patch<uint32_t>(bad, layout.field_count(), 3);
@@ -353,7 +353,7 @@ TEST(PartialAggregateCodecTest, RefusesWrongArrayLengths) {
   Update u;
   u.Dense(Values<float>({1, 2, 3, 4}));
   ASSERT_TRUE(IsOk(partial.Accumulate(u.view())));
-  const std::string bytes = partial.Serialize();
+  const std::string bytes = partial.Serialize().value();
   for (uint64_t count : {uint64_t{3}, uint64_t{5}, std::numeric_limits<uint64_t>::max()}) {
     std::string bad = bytes;
     Patch<uint64_t>(bad, layout.first_payload(), count);
@@ -370,7 +370,7 @@ TEST(PartialAggregateCodecTest, RefusesBadScatterCountsAndWeights) {
   updates[0].Sparse<float>({0, 2}, Values<float>({1, 1})).Weight(1);
   updates[1].Sparse<float>({2}, Values<float>({3})).Weight(2);
   ASSERT_TRUE(IsOk(partial.AccumulateBatch(Views(updates))));
-  const std::string bytes = partial.Serialize();
+  const std::string bytes = partial.Serialize().value();
   const size_t counts_at = layout.first_payload() + 8 + 3 * 4 + 8;
   const size_t weights_at = counts_at + 3 * 8 + 8;
   ASSERT_EQ(Read<int64_t>(bytes, counts_at + 16), 2);  // coordinate 2: both updates
@@ -402,7 +402,7 @@ TEST(PartialAggregateCodecTest, RefusesBadSparseUnionState) {
   updates[0].Sparse<int32_t>({1, 4}, {10, 20});
   updates[1].Sparse<int32_t>({4, 5}, {1, 2});
   ASSERT_TRUE(IsOk(partial.AccumulateBatch(Views(updates))));
-  const std::string bytes = partial.Serialize();
+  const std::string bytes = partial.Serialize().value();
   const size_t indices_at = layout.first_payload() + 8;
   const size_t values_at = indices_at + 3 * 8 + 8;
   const size_t counts_at = values_at + 3 * 8 + 8;
@@ -462,7 +462,7 @@ TEST(PartialAggregateCodecTest, RandomCorruptionIsRefusedOrFaithful) {
   std::mt19937 rng(seed);
   const PartialAggregate source = MixedAggregate();
   const Snapshot before = TakeSnapshot(source);
-  const std::string bytes = source.Serialize();
+  const std::string bytes = source.Serialize().value();
   int refused = 0;
   for (int trial = 0; trial < 400; ++trial) {
     std::string bad = bytes;
@@ -472,7 +472,7 @@ TEST(PartialAggregateCodecTest, RandomCorruptionIsRefusedOrFaithful) {
     }
     absl::StatusOr<PartialAggregate> result = PartialAggregate::Deserialize(MixedSpec(), bad);
     if (result.ok()) {
-      ASSERT_EQ(result->Serialize(), bad) << "trial " << trial;
+      ASSERT_EQ(result->Serialize().value(), bad) << "trial " << trial;
     } else {
       ++refused;
       ASSERT_TRUE(result.status().code() == kDataLoss ||

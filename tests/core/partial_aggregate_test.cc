@@ -480,7 +480,7 @@ TEST(PartialAggregateTest, NanPropagatesThroughMaxAndMin) {
       ASSERT_TRUE(IsOk(a.Accumulate(updates[0].view())));
       const std::vector<UpdateView> rest = {updates[1].view(), updates[2].view()};
       ASSERT_TRUE(IsOk(b.AccumulateBatch(rest)));
-      PartialAggregate b_copy = ValueOrDie(PartialAggregate::Deserialize(spec, b.Serialize()));
+      PartialAggregate b_copy = ValueOrDie(PartialAggregate::Deserialize(spec, b.Serialize().value()));
       ASSERT_TRUE(IsOk(a.MergeWith(b)));
       check(a);
       PartialAggregate a_only(spec);
@@ -765,7 +765,7 @@ TEST(PartialAggregateTest, MergeEqualsFlatAggregation) {
   PartialAggregate target(spec);
   ASSERT_TRUE(IsOk(target.MergeWith(flat)));
   ASSERT_TRUE(IsOk(target.MergeWith(empty)));
-  EXPECT_EQ(target.Serialize(), flat.Serialize());
+  EXPECT_EQ(target.Serialize().value(), flat.Serialize().value());
   ExpectMixedResult(Reported(target));
 }
 
@@ -1041,7 +1041,7 @@ TEST(PartialAggregateTest, RejectionOnAFreshAggregateLeavesItEmpty) {
   EXPECT_EQ(partial.contributions(), 0);
   EXPECT_EQ(partial.weight_sum(), 0.0);
   EXPECT_TRUE(StatusIs(partial.Report(), absl::StatusCode::kFailedPrecondition, "no contributions yet"));
-  EXPECT_EQ(partial.Serialize(), PartialAggregate(ErrorSpec(false, true)).Serialize());
+  EXPECT_EQ(partial.Serialize().value(), PartialAggregate(ErrorSpec(false, true)).Serialize().value());
 }
 
 TEST(PartialAggregateTest, SpecErrorsSurfaceAtCreation) {
@@ -1075,20 +1075,21 @@ TEST(PartialAggregateTest, ResultIndependentOfThreadCount) {
     }
     updates[i].Dense(s).Dense(w).Dense(m).Weight(0.5 + i);
   }
-  ThreadPool one(1), four(4);
+  ThreadPool one_thread(1), four_threads(4);
+  const CpuAccumulatorFactory one(one_thread), four(four_threads);
   PartialAggregate serial(spec, one), parallel(spec, four), parallel_default(spec);
   ASSERT_TRUE(IsOk(serial.AccumulateBatch(Views(updates))));
   ASSERT_TRUE(IsOk(parallel.AccumulateBatch(Views(updates))));
   ASSERT_TRUE(IsOk(parallel_default.AccumulateBatch(Views(updates))));
-  EXPECT_EQ(serial.Serialize(), parallel.Serialize());
-  EXPECT_EQ(serial.Serialize(), parallel_default.Serialize());
+  EXPECT_EQ(serial.Serialize().value(), parallel.Serialize().value());
+  EXPECT_EQ(serial.Serialize().value(), parallel_default.Serialize().value());
   // Merging uses the pool too.
   PartialAggregate merged_serial(spec, one), merged_parallel(spec, four);
   ASSERT_TRUE(IsOk(merged_serial.MergeWith(serial)));
   ASSERT_TRUE(IsOk(merged_serial.MergeWith(parallel)));
   ASSERT_TRUE(IsOk(merged_parallel.MergeWith(serial)));
   ASSERT_TRUE(IsOk(merged_parallel.MergeWith(parallel)));
-  EXPECT_EQ(merged_serial.Serialize(), merged_parallel.Serialize());
+  EXPECT_EQ(merged_serial.Serialize().value(), merged_parallel.Serialize().value());
   // And both are right.
   const std::vector<UpdateView> views = Views(updates);
   const std::vector<ReferenceField> expected = ReferenceReduce(*spec, views);

@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   Write(dir, "contribute_request", "end", end.SerializeAsString());
 
   PartialAggregate partial(spec);
-  Write(dir, "partial_aggregate", "empty", partial.Serialize());
+  Write(dir, "partial_aggregate", "empty", partial.Serialize().value());
   const std::vector<float> dense(8, 1.0f), sparse = {2.0f, 3.0f}, rows = {1.0f, 2.0f};
   const std::vector<int32_t> ints = {7, 9};
   const std::vector<int64_t> indices = {3, 15}, row = {2};
@@ -62,9 +62,9 @@ int main(int argc, char** argv) {
                            FieldValue::RowSparse<float>(row, rows), FieldValue::Sparse<int32_t>(indices, ints)},
                           2.0};
   if (!partial.Accumulate(update).ok()) return 1;
-  Write(dir, "partial_aggregate", "one-update", partial.Serialize());
+  Write(dir, "partial_aggregate", "one-update", partial.Serialize().value());
   if (!partial.Accumulate(update).ok()) return 1;
-  Write(dir, "partial_aggregate", "two-updates", partial.Serialize());
+  Write(dir, "partial_aggregate", "two-updates", partial.Serialize().value());
 
   std::string ascending;
   for (int i = 0; i < 256; ++i) ascending.push_back(static_cast<char>(i));

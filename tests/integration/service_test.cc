@@ -3,6 +3,7 @@
 #include <random>
 #include <thread>
 
+#include "service/backend/backend_choice.h"
 #include "service/core/reference_reducer.h"
 #include "tests/integration/test_cluster.h"
 
@@ -115,8 +116,11 @@ TEST(ServiceTest, DenseSumAtTheRoot) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(result->fields[0].value.values<float>()[i], expected[i]);
 }
 
-TEST(ServiceTest, TreeOfTwoIntermediatesMatchesTheReference) {
-  auto cluster = Cluster::Start(2);
+// A root and two intermediates, all on `config`'s backend, 30 random updates of five
+// fields (dense, row-sparse, sparse union, integer, weighted COO) sent to all three at
+// once: the result equals the float64 reference.
+void CheckTreeMatchesReference(const ServerConfig& config) {
+  auto cluster = Cluster::Start(2, config);
   ASSERT_NE(cluster, nullptr);
   ControlClient control(Connect(cluster->root->port()));
   const v1::AggregationSpec spec =
@@ -164,6 +168,19 @@ TEST(ServiceTest, TreeOfTwoIntermediatesMatchesTheReference) {
   EXPECT_EQ(result->contributions, 30);
   const double error = MaxRelativeError(ReferenceReduce(*reduction, Views(updates)), *result);
   EXPECT_LE(error, 1e-5);
+}
+
+TEST(ServiceTest, TreeOfTwoIntermediatesMatchesTheReference) {
+  CheckTreeMatchesReference(LoopbackConfig());
+}
+
+// The same on the backend made of the CUDA backend's reduction code, run on the CPU.
+TEST(ServiceTest, TreeOnTheThrustOmpBackendMatchesTheReference) {
+  absl::StatusOr<BackendChoice> backend = ChooseBackend("thrust-omp");
+  if (!backend.ok()) GTEST_SKIP() << backend.status().message();
+  ServerConfig config = LoopbackConfig();
+  config.backend = backend->backend;
+  CheckTreeMatchesReference(config);
 }
 
 TEST(ServiceTest, TwoAggregationsOverlapOnOneStream) {

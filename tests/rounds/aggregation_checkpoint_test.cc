@@ -3,18 +3,22 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "service/core/partial_aggregate.h"
 #include "service/rounds/aggregation.h"
 #include "service/rounds/aggregation_registry.h"
 #include "service/rounds/checkpointer.h"
+#include "tests/backend/failing_backend.h"
 #include "tests/rounds/rounds_test_util.h"
 
 namespace fedagg {
 namespace {
 
+using testing::BackendFailures;
 using testing::CountingSpec;
 using testing::CountingUpdate;
+using testing::FailingBackend;
 using testing::TempDir;
 
 AggregationOptions Checkpointed() {
@@ -40,7 +44,16 @@ std::string ChildPartial(const Aggregation& aggregation, int64_t value) {
   PartialAggregate partial(aggregation.config().reduction);
   UpdateBuffer update = CountingUpdate(aggregation.reduction(), value);
   EXPECT_TRUE(partial.Accumulate(update.view()).ok());
-  return partial.Serialize();
+  absl::StatusOr<std::string> bytes = partial.Serialize();
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.ok() ? *std::move(bytes) : std::string();
+}
+
+// The aggregation's snapshot, which must be taken without error.
+std::optional<Aggregation::Snapshot> SnapshotOf(Aggregation& aggregation) {
+  absl::StatusOr<std::optional<Aggregation::Snapshot>> snapshot = aggregation.TakeSnapshot();
+  EXPECT_TRUE(snapshot.ok()) << snapshot.status();
+  return snapshot.ok() ? *std::move(snapshot) : std::nullopt;
 }
 
 // The result's w as [count, sum].
@@ -59,7 +72,7 @@ TEST(AggregationCheckpointTest, RestoreKeepsCountedClientsAndChildSequences) {
   Contribute(*original, "alice", 10);
   Contribute(*original, "bob", 20);  // still in the pending batch: the snapshot reduces it
   ASSERT_TRUE(original->MergeChildPartial("edge@1", 1, false, ChildPartial(*original, 300)).ok());
-  std::optional<Aggregation::Snapshot> snapshot = original->TakeSnapshot();
+  std::optional<Aggregation::Snapshot> snapshot = SnapshotOf(*original);
   ASSERT_TRUE(snapshot.has_value());
   EXPECT_EQ(snapshot->checkpoint.contributions, 3);
 
@@ -90,7 +103,7 @@ TEST(AggregationCheckpointTest, FinalizedRestoresItsResult) {
   ASSERT_TRUE(finished->Seal().ok());
   ASSERT_EQ(finished->state(), v1::FINALIZED);
   absl::StatusOr<std::shared_ptr<Aggregation>> restored =
-      Aggregation::Restore(finished->TakeSnapshot()->checkpoint, Checkpointed());
+      Aggregation::Restore(SnapshotOf(*finished)->checkpoint, Checkpointed());
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ((*restored)->state(), v1::FINALIZED);
   EXPECT_EQ(ResultOf(**restored), (std::vector<int64_t>{1, 7}));
@@ -105,7 +118,7 @@ TEST(AggregationCheckpointTest, RestoredSealedWaitsForItsChildrenToPushAgain) {
   ASSERT_TRUE(original->Seal().ok());
   ASSERT_EQ(original->state(), v1::SEALED);  // waits for the child's final push
   absl::StatusOr<std::shared_ptr<Aggregation>> restored =
-      Aggregation::Restore(original->TakeSnapshot()->checkpoint, options);
+      Aggregation::Restore(SnapshotOf(*original)->checkpoint, options);
   ASSERT_TRUE(restored.ok()) << restored.status();
   Aggregation& aggregation = **restored;
   aggregation.Tick(absl::Now());
@@ -121,7 +134,7 @@ TEST(AggregationCheckpointTest, RestoredSealedWaitsForItsChildrenToPushAgain) {
 TEST(AggregationCheckpointTest, InconsistentCheckpointIsRefused) {
   std::shared_ptr<Aggregation> aggregation = NewAggregation("r");
   Contribute(*aggregation, "a", 1);
-  AggregationCheckpoint checkpoint = aggregation->TakeSnapshot()->checkpoint;
+  AggregationCheckpoint checkpoint = SnapshotOf(*aggregation)->checkpoint;
   checkpoint.contributions = 2;  // the partial holds one
   EXPECT_EQ(Aggregation::Restore(checkpoint, Checkpointed()).status().code(), absl::StatusCode::kDataLoss);
   checkpoint.contributions = 1;
@@ -134,7 +147,7 @@ TEST(AggregationCheckpointTest, WhenDurableWaitsForTheCheckpointHoldingTheUpdate
   std::vector<std::pair<std::string, bool>> acks;
   Contribute(*aggregation, "a", 1);
   aggregation->WhenDurable([&acks](bool durable) { acks.emplace_back("a", durable); });
-  std::optional<Aggregation::Snapshot> first = aggregation->TakeSnapshot();
+  std::optional<Aggregation::Snapshot> first = SnapshotOf(*aggregation);
   ASSERT_TRUE(first.has_value());
   Contribute(*aggregation, "b", 2);  // after the snapshot: not in its checkpoint
   aggregation->WhenDurable([&acks](bool durable) { acks.emplace_back("b", durable); });
@@ -142,12 +155,12 @@ TEST(AggregationCheckpointTest, WhenDurableWaitsForTheCheckpointHoldingTheUpdate
   aggregation->MarkDurable(*first);
   ASSERT_EQ(acks.size(), 1u);
   EXPECT_EQ(acks[0], std::make_pair(std::string("a"), true));
-  std::optional<Aggregation::Snapshot> second = aggregation->TakeSnapshot();
+  std::optional<Aggregation::Snapshot> second = SnapshotOf(*aggregation);
   ASSERT_TRUE(second.has_value());
   aggregation->MarkDurable(*second);
   ASSERT_EQ(acks.size(), 2u);
   EXPECT_EQ(acks[1], std::make_pair(std::string("b"), true));
-  EXPECT_FALSE(aggregation->TakeSnapshot().has_value());  // nothing changed since
+  EXPECT_FALSE(SnapshotOf(*aggregation).has_value());  // nothing changed since
   // Stopped checkpoints release the waiting acks as not durable.
   Contribute(*aggregation, "c", 3);
   aggregation->WhenDurable([&acks](bool durable) { acks.emplace_back("c", durable); });
@@ -162,6 +175,81 @@ TEST(AggregationCheckpointTest, NotCheckpointedIsNeverDurable) {
   std::optional<bool> answer;
   aggregation->WhenDurable([&answer](bool durable) { answer = durable; });
   EXPECT_EQ(answer, std::optional<bool>(false));
+}
+
+TEST(AggregationCheckpointTest, PartialTheBackendCannotSerializeGivesNoSnapshot) {
+  const FailingBackend backend({.serialize = true});
+  AggregationOptions options = Checkpointed();
+  options.backend = &backend;
+  std::shared_ptr<Aggregation> aggregation = NewAggregation("r", options);
+  Contribute(*aggregation, "a", 1);
+  std::optional<bool> answer;
+  aggregation->WhenDurable([&answer](bool durable) { answer = durable; });
+  absl::StatusOr<std::optional<Aggregation::Snapshot>> snapshot = aggregation->TakeSnapshot();
+  EXPECT_EQ(snapshot.status().code(), absl::StatusCode::kInternal) << snapshot.status();
+  EXPECT_TRUE(absl::StrContains(snapshot.status().message(), "failing backend")) << snapshot.status();
+  EXPECT_FALSE(answer.has_value());  // the ack keeps waiting for a checkpoint that holds it
+  EXPECT_TRUE(aggregation->HasCounted("a"));
+}
+
+TEST(AggregationCheckpointTest, BatchTheBackendFailedToReduceGivesNoSnapshot) {
+  const FailingBackend backend({.reduce = true});
+  AggregationOptions options = Checkpointed();
+  options.backend = &backend;
+  options.batch_size = 1;  // every commit reduces at once
+  std::shared_ptr<Aggregation> aggregation = NewAggregation("r", options);
+  Contribute(*aggregation, "a", 1);  // counted; its reduction failed
+  std::optional<bool> answer;
+  aggregation->WhenDurable([&answer](bool durable) { answer = durable; });
+  EXPECT_FALSE(answer.has_value());
+  absl::StatusOr<std::optional<Aggregation::Snapshot>> snapshot = aggregation->TakeSnapshot();
+  // The partial does not hold the counted update: a checkpoint of it would be inconsistent.
+  EXPECT_EQ(snapshot.status().code(), absl::StatusCode::kResourceExhausted) << snapshot.status();
+  EXPECT_TRUE(absl::StrContains(snapshot.status().message(), "failing backend")) << snapshot.status();
+  // No checkpoint will ever hold it: the waiting ack, and any later one, is not durable.
+  EXPECT_EQ(answer, std::optional<bool>(false));
+  std::optional<bool> later;
+  aggregation->WhenDurable([&later](bool durable) { later = durable; });
+  EXPECT_EQ(later, std::optional<bool>(false));
+}
+
+TEST(AggregationCheckpointTest, RestoreUsesTheAggregationsBackend) {
+  std::shared_ptr<Aggregation> original = NewAggregation("r");
+  Contribute(*original, "a", 7);
+  const FailingBackend backend({.reduce = true});
+  AggregationOptions options = Checkpointed();
+  options.backend = &backend;
+  options.batch_size = 1;
+  absl::StatusOr<std::shared_ptr<Aggregation>> restored =
+      Aggregation::Restore(SnapshotOf(*original)->checkpoint, options);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  // The restored partial's accumulators come from `backend`: its next batch fails there.
+  Contribute(**restored, "b", 8);
+  ASSERT_TRUE((*restored)->Seal().ok());
+  EXPECT_EQ((*restored)->state(), v1::FAILED);
+  EXPECT_TRUE(absl::StrContains((*restored)->Status().detail(), "failing backend"))
+      << (*restored)->Status().detail();
+}
+
+TEST(CheckpointerTest, SnapshotFailureIsAFailedWriteAndWritesNothing) {
+  TempDir dir;
+  const FailingBackend backend({.serialize = true});
+  AggregationOptions options = Checkpointed();
+  options.backend = &backend;
+  std::vector<bool> writes;
+  CheckpointerOptions checkpoints{dir.path(), absl::Hours(1)};
+  checkpoints.on_written = [&writes](absl::Duration, bool ok) { writes.push_back(ok); };
+  std::unique_ptr<Checkpointer> checkpointer;
+  AggregationRegistry registry(options);
+  checkpointer = testing::ValueOrDie(Checkpointer::Open(std::move(checkpoints), registry));
+  registry.SetStore(checkpointer.get());
+  // The first checkpoint is written before the aggregation exists: it is not created.
+  absl::StatusOr<std::shared_ptr<Aggregation>> created = registry.Create(CountingSpec("r1"));
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kUnavailable) << created.status();
+  EXPECT_TRUE(absl::StrContains(created.status().message(), "failing backend")) << created.status();
+  EXPECT_FALSE(registry.Find("r1").ok());
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/r1.ckpt"));
+  EXPECT_EQ(writes, std::vector<bool>{false});
 }
 
 TEST(CheckpointerTest, WritesOnCreationRestoresAfterRestartAndRemovesForgotten) {

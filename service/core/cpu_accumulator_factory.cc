@@ -1,5 +1,5 @@
 // Picks the CPU accumulator for a field: by intrinsic family and accumulation dtype.
-#include "service/core/field_accumulator.h"
+#include "service/core/cpu_accumulator_factory.h"
 
 #include "service/core/cpu_dense_accumulator.h"
 #include "service/core/cpu_scatter_accumulator.h"
@@ -21,12 +21,17 @@ std::unique_ptr<FieldAccumulator> MakeFor(const FieldSpec& field, ThreadPool& po
 
 }  // namespace
 
-std::unique_ptr<FieldAccumulator> MakeCpuFieldAccumulator(const FieldSpec& field,
-                                                          ThreadPool& pool) {
+const CpuAccumulatorFactory& CpuAccumulatorFactory::Default() {
+  static const CpuAccumulatorFactory* const factory =
+      new CpuAccumulatorFactory(ThreadPool::Default());
+  return *factory;
+}
+
+std::unique_ptr<FieldAccumulator> CpuAccumulatorFactory::Make(const FieldSpec& field) const {
   switch (field.accumulation_dtype) {
-    case DType::kFloat64: return MakeFor<double>(field, pool);
-    case DType::kInt64: return MakeFor<int64_t>(field, pool);
-    default: return MakeFor<float>(field, pool);
+    case DType::kFloat64: return MakeFor<double>(field, pool_);
+    case DType::kInt64: return MakeFor<int64_t>(field, pool_);
+    default: return MakeFor<float>(field, pool_);
   }
 }
 

@@ -1,0 +1,141 @@
+// GPU benchmark: what the CUDA backend achieves against what the hardware can do.
+//   reduction   the dense batched-sum kernel over a device-resident [B, D] float32 batch,
+//               against a device-to-device copy of the same bytes (HBM bandwidth);
+//   backend     PartialAggregate::AccumulateBatch on the cuda backend from host memory
+//               (copies + kernel, as the service runs it today);
+//   copies      host-to-device cudaMemcpy from pageable memory, against pinned memory
+//               (cudaHostAlloc), the same bytes (PCIe / NVLink bandwidth).
+// Exits with status 77 and a message when there is no CUDA device. Run it on a GPU
+// machine (docs/GPU.md); figures go to docs/BENCHMARKS.md with the device named.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_resources.h"
+#include "cuda/cuda_status.h"
+#include "cuda/dense_sum_kernel.h"
+#include "cuda/device_probe.h"
+#include "service/core/partial_aggregate.h"
+#include "service/core/status_macros.h"
+
+namespace fedagg::cuda {
+namespace {
+
+constexpr int64_t kRows = 16;             // updates per batch (--batch_size default)
+constexpr int64_t kColumns = 16 << 20;    // 16 Mi float32 per update: 64 MiB
+constexpr int kRepeats = 10;
+
+// Seconds per call of `enqueue` on `stream`, timed with events over kRepeats calls.
+absl::StatusOr<double> TimeOnDevice(cudaStream_t stream, const std::function<absl::Status()>& enqueue) {
+  FEDAGG_RETURN_IF_ERROR(enqueue());  // warm-up
+  absl::StatusOr<CudaEvent> start = CreateEvent();
+  absl::StatusOr<CudaEvent> stop = CreateEvent();
+  if (!start.ok()) return start.status();
+  if (!stop.ok()) return stop.status();
+  FEDAGG_CUDA_RETURN_IF_ERROR(cudaEventRecord(start->get(), stream));
+  for (int i = 0; i < kRepeats; ++i) FEDAGG_RETURN_IF_ERROR(enqueue());
+  FEDAGG_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop->get(), stream));
+  FEDAGG_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop->get()));
+  float ms = 0;
+  FEDAGG_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start->get(), stop->get()));
+  return ms / 1e3 / kRepeats;
+}
+
+void Row(const char* what, double bytes, double seconds, double baseline_gbps) {
+  const double gbps = bytes / seconds / 1e9;
+  if (baseline_gbps > 0) {
+    std::printf("%-52s %9.1f GB/s  (%5.1f%% of the baseline above)\n", what, gbps, 100 * gbps / baseline_gbps);
+  } else {
+    std::printf("%-52s %9.1f GB/s\n", what, gbps);
+  }
+}
+
+absl::Status Run() {
+  const size_t batch_bytes = static_cast<size_t>(kRows * kColumns) * sizeof(float);
+  const size_t acc_bytes = static_cast<size_t>(kColumns) * sizeof(float);
+  cudaDeviceProp prop{};
+  FEDAGG_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device 0: %s, %.1f GiB, batch [%lld, %lld] float32 = %.0f MiB\n\n", prop.name,
+              prop.totalGlobalMem / 1073741824.0, static_cast<long long>(kRows),
+              static_cast<long long>(kColumns), batch_bytes / 1048576.0);
+  FEDAGG_ASSIGN_OR_RETURN(CudaStream stream, CreateStream());
+  FEDAGG_ASSIGN_OR_RETURN(DeviceMemory batch, AllocateDevice(batch_bytes));
+  FEDAGG_ASSIGN_OR_RETURN(DeviceMemory copy, AllocateDevice(batch_bytes));
+  FEDAGG_ASSIGN_OR_RETURN(DeviceMemory acc, AllocateDevice(acc_bytes));
+  FEDAGG_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(batch.get(), 0, batch_bytes, stream.get()));
+  FEDAGG_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(acc.get(), 0, acc_bytes, stream.get()));
+
+  // Device memory: a copy reads and writes every byte once.
+  FEDAGG_ASSIGN_OR_RETURN(double copy_s, TimeOnDevice(stream.get(), [&]() -> absl::Status {
+    FEDAGG_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(copy.get(), batch.get(), batch_bytes,
+                                                cudaMemcpyDeviceToDevice, stream.get()));
+    return absl::OkStatus();
+  }));
+  const double copy_gbps = 2.0 * batch_bytes / copy_s / 1e9;
+  Row("device-to-device copy (read + write)", 2.0 * batch_bytes, copy_s, 0);
+  FEDAGG_ASSIGN_OR_RETURN(double sum_s, TimeOnDevice(stream.get(), [&] {
+    return LaunchDenseSum(static_cast<float*>(acc.get()), static_cast<const float*>(batch.get()),
+                          nullptr, kRows, kColumns, stream.get());
+  }));
+  Row("dense sum kernel (batch read once, accumulator r+w)", batch_bytes + 2.0 * acc_bytes, sum_s, copy_gbps);
+
+  // Host to device: pageable memory against pinned memory.
+  std::vector<float> pageable(static_cast<size_t>(kRows * kColumns), 1.0f);
+  FEDAGG_ASSIGN_OR_RETURN(PinnedMemory pinned, AllocatePinned(batch_bytes));
+  std::memset(pinned.get(), 0, batch_bytes);
+  FEDAGG_ASSIGN_OR_RETURN(double pinned_s, TimeOnDevice(stream.get(), [&]() -> absl::Status {
+    FEDAGG_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(batch.get(), pinned.get(), batch_bytes,
+                                                cudaMemcpyHostToDevice, stream.get()));
+    return absl::OkStatus();
+  }));
+  const double pinned_gbps = batch_bytes / pinned_s / 1e9;
+  std::printf("\n");
+  Row("host-to-device cudaMemcpy from pinned memory", batch_bytes, pinned_s, 0);
+  FEDAGG_ASSIGN_OR_RETURN(double pageable_s, TimeOnDevice(stream.get(), [&]() -> absl::Status {
+    FEDAGG_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(batch.get(), pageable.data(), batch_bytes,
+                                                cudaMemcpyHostToDevice, stream.get()));
+    return absl::OkStatus();
+  }));
+  Row("host-to-device cudaMemcpy from pageable memory", batch_bytes, pageable_s, pinned_gbps);
+
+  // The cuda backend as the service drives it: host batch in, synchronous copies.
+  FEDAGG_ASSIGN_OR_RETURN(const AccumulatorFactory* backend, CudaBackend());
+  FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<const ReductionSpec> spec,
+                          ReductionSpec::Create(ValueType::Tensor(DType::kFloat32, {kColumns}),
+                                                {{Intrinsic::kFederatedSum, false}}));
+  std::vector<UpdateView> views(static_cast<size_t>(kRows));
+  for (int64_t r = 0; r < kRows; ++r) {
+    views[r].fields.push_back(FieldValue::Dense<float>(
+        absl::MakeConstSpan(pageable.data() + r * kColumns, static_cast<size_t>(kColumns))));
+  }
+  PartialAggregate partial(spec, *backend);
+  FEDAGG_RETURN_IF_ERROR(partial.AccumulateBatch(views));  // allocates the accumulator
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRepeats; ++i) FEDAGG_RETURN_IF_ERROR(partial.AccumulateBatch(views));
+  const double backend_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRepeats;
+  Row("cuda backend AccumulateBatch from pageable host memory", batch_bytes, backend_s, pinned_gbps);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace fedagg::cuda
+
+int main() {
+  if (absl::StatusOr<int> devices = fedagg::cuda::UsableDeviceCount(); !devices.ok()) {
+    std::printf("fedagg_gpu_bench: no CUDA device on this machine, nothing to measure (%s)\n",
+                std::string(devices.status().message()).c_str());
+    return 77;
+  }
+  if (absl::Status status = fedagg::cuda::Run(); !status.ok()) {
+    std::fprintf(stderr, "fedagg_gpu_bench: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

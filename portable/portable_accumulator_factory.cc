@@ -1,0 +1,151 @@
+// FieldAccumulator over a FieldReducer, and the factory that makes them.
+#include "portable/portable_accumulator_factory.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "service/core/cpu_accumulator_factory.h"
+#include "service/core/status_macros.h"
+
+namespace fedagg {
+namespace {
+
+using portable::HostState;
+using portable::ReducerKind;
+
+absl::Status ToStatus(const portable::Outcome& outcome, const FieldSpec& field) {
+  const std::string message = absl::StrCat("field '", field.path, "': ", outcome.message);
+  switch (outcome.code) {
+    case portable::Outcome::Code::kOk: return absl::OkStatus();
+    case portable::Outcome::Code::kResourceExhausted: return absl::ResourceExhaustedError(message);
+    case portable::Outcome::Code::kInvalidArgument: return absl::InvalidArgumentError(message);
+    case portable::Outcome::Code::kInternal: return absl::InternalError(message);
+  }
+  return absl::InternalError(message);
+}
+
+// The state in the layout of the CPU accumulators' SerializeTo.
+template <typename Acc>
+void PutState(const HostState<Acc>& state, ReducerKind kind, ByteWriter& out) {
+  if (kind == ReducerKind::kUnion) out.PutArray(state.indices.data(), state.indices.size());
+  out.PutArray(state.values.data(), state.values.size());
+  if (kind == ReducerKind::kDense) return;
+  out.PutArray(state.counts.data(), state.counts.size());
+  if (kind == ReducerKind::kScatter) out.PutArray(state.weight_sums.data(), state.weight_sums.size());
+}
+
+template <typename Acc>
+absl::Status GetState(ByteReader& in, ReducerKind kind, HostState<Acc>* state) {
+  if (kind == ReducerKind::kUnion) FEDAGG_RETURN_IF_ERROR(in.GetArray(&state->indices));
+  FEDAGG_RETURN_IF_ERROR(in.GetArray(&state->values));
+  if (kind == ReducerKind::kDense) return absl::OkStatus();
+  FEDAGG_RETURN_IF_ERROR(in.GetArray(&state->counts));
+  if (kind == ReducerKind::kScatter) FEDAGG_RETURN_IF_ERROR(in.GetArray(&state->weight_sums));
+  return absl::OkStatus();
+}
+
+template <typename Acc>
+class PortableAccumulator final : public FieldAccumulator {
+ public:
+  PortableAccumulator(const FieldSpec& field, std::unique_ptr<portable::FieldReducer<Acc>> reducer)
+      : field_(field), kind_(ReducerSpecOf(field).kind), reducer_(std::move(reducer)) {}
+
+  absl::Status AccumulateBatch(absl::Span<const FieldValue* const> values,
+                               absl::Span<const double> weights) override {
+    const size_t n = values.size();
+    std::vector<const int64_t*> indices(n);
+    std::vector<int64_t> entries(n);
+    std::vector<const void*> data(n);
+    for (size_t i = 0; i < n; ++i) {
+      indices[i] = values[i]->indices.data();
+      entries[i] = kind_ == ReducerKind::kDense ? field_.row_width
+                                                : static_cast<int64_t>(values[i]->indices.size());
+      data[i] = values[i]->values.data();
+    }
+    const portable::HostBatch batch{static_cast<int64_t>(n), indices.data(), entries.data(),
+                                    data.data(), weights.data()};
+    return ToStatus(reducer_->Accumulate(batch), field_);
+  }
+
+  absl::Status MergeWith(const FieldAccumulator& other) override {
+    return ToStatus(reducer_->Merge(*static_cast<const PortableAccumulator&>(other).reducer_), field_);
+  }
+
+  absl::Status SerializeTo(ByteWriter& out) const override {
+    HostState<Acc> state;
+    FEDAGG_RETURN_IF_ERROR(ToStatus(reducer_->Save(&state), field_));
+    PutState(state, kind_, out);
+    return absl::OkStatus();
+  }
+
+  absl::Status DeserializeFrom(ByteReader& in, int64_t contributions) override {
+    // The CPU accumulator checks the bytes; its own serialization is then loaded.
+    std::unique_ptr<FieldAccumulator> checked = CpuAccumulatorFactory::Default().Make(field_);
+    FEDAGG_RETURN_IF_ERROR(checked->DeserializeFrom(in, contributions));
+    ByteWriter writer;
+    FEDAGG_RETURN_IF_ERROR(checked->SerializeTo(writer));
+    const std::string bytes = writer.Take();
+    ByteReader reader(bytes);
+    HostState<Acc> state;
+    FEDAGG_RETURN_IF_ERROR(GetState(reader, kind_, &state));
+    return ToStatus(reducer_->Load(state), field_);
+  }
+
+  absl::StatusOr<ReportedField> Report(int64_t contributions, double weight_sum) const override {
+    ByteWriter writer;
+    FEDAGG_RETURN_IF_ERROR(SerializeTo(writer));
+    const std::string bytes = writer.Take();
+    ByteReader reader(bytes);
+    std::unique_ptr<FieldAccumulator> host = CpuAccumulatorFactory::Default().Make(field_);
+    FEDAGG_RETURN_IF_ERROR(host->DeserializeFrom(reader, contributions));
+    return host->Report(contributions, weight_sum);
+  }
+
+  uint64_t MemoryBytes() const override { return reducer_->HostBytes(); }
+
+ private:
+  const FieldSpec& field_;
+  const ReducerKind kind_;
+  std::unique_ptr<portable::FieldReducer<Acc>> reducer_;
+};
+
+}  // namespace
+
+portable::ReducerSpec ReducerSpecOf(const FieldSpec& field) {
+  portable::ReducerSpec spec;
+  spec.in = static_cast<portable::InType>(field.type.dtype);
+  switch (field.intrinsic) {
+    case Intrinsic::kFederatedWeightedMean:
+    case Intrinsic::kSparseWeightedMean: spec.op = portable::ReducerOp::kWeightedSum; break;
+    case Intrinsic::kFederatedMax: spec.op = portable::ReducerOp::kMax; break;
+    case Intrinsic::kFederatedMin: spec.op = portable::ReducerOp::kMin; break;
+    default: spec.op = portable::ReducerOp::kSum;
+  }
+  if (field.encoding == Encoding::kDense) {
+    spec.kind = ReducerKind::kDense;
+    spec.rows = 1;
+    spec.row_width = field.type.num_elements();
+  } else if (field.intrinsic == Intrinsic::kSparseSumSparse) {
+    spec.kind = ReducerKind::kUnion;
+    spec.rows = field.rows;
+    spec.row_width = 1;
+  } else {
+    spec.kind = ReducerKind::kScatter;
+    spec.rows = field.rows;
+    spec.row_width = field.row_width;
+    spec.keeps_counts = field.keeps_counts;
+    spec.keeps_weight_sums = field.intrinsic == Intrinsic::kSparseWeightedMean;
+  }
+  return spec;
+}
+
+std::unique_ptr<FieldAccumulator> PortableAccumulatorFactory::Make(const FieldSpec& field) const {
+  const portable::ReducerSpec spec = ReducerSpecOf(field);
+  switch (field.accumulation_dtype) {
+    case DType::kFloat64: return std::make_unique<PortableAccumulator<double>>(field, makers_.f64(spec));
+    case DType::kInt64: return std::make_unique<PortableAccumulator<int64_t>>(field, makers_.i64(spec));
+    default: return std::make_unique<PortableAccumulator<float>>(field, makers_.f32(spec));
+  }
+}
+
+}  // namespace fedagg

@@ -1,0 +1,82 @@
+// Element arithmetic shared by the host and device code of the portable reducers:
+// float16 / bfloat16 decoding, wrapping int64 addition, and max/min with NaN propagation,
+// each callable from a CUDA kernel and from plain C++ (C++17, no Thrust, no Abseil).
+// They match service/core/half_float.h and service/core/cpu_kernels.h bit for bit.
+#ifndef FEDAGG_PORTABLE_PORTABLE_MATH_H_
+#define FEDAGG_PORTABLE_PORTABLE_MATH_H_
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__CUDACC__)
+#define FEDAGG_HOST_DEVICE __host__ __device__
+#else
+#define FEDAGG_HOST_DEVICE
+#endif
+
+namespace fedagg::portable {
+
+// 16-bit transport values as raw bits.
+struct Half {
+  uint16_t bits;
+};
+struct BHalf {
+  uint16_t bits;
+};
+
+FEDAGG_HOST_DEVICE inline float FloatFromBits(uint32_t bits) {
+  float f;
+  memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+FEDAGG_HOST_DEVICE inline float Decode(BHalf v) { return FloatFromBits(uint32_t{v.bits} << 16); }
+
+FEDAGG_HOST_DEVICE inline float Decode(Half v) {
+  const uint32_t sign = uint32_t{static_cast<uint32_t>(v.bits & 0x8000u)} << 16;
+  const uint32_t exponent = (v.bits >> 10) & 0x1fu;
+  const uint32_t mantissa = v.bits & 0x3ffu;
+  if (exponent == 0) {
+    const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-08f;  // 2^-24
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 0x1f) return FloatFromBits(sign | 0x7f800000u | (mantissa << 13));
+  return FloatFromBits(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
+template <typename T>
+FEDAGG_HOST_DEVICE inline T Decode(T v) {
+  return v;
+}
+
+template <typename Acc, typename In>
+FEDAGG_HOST_DEVICE inline Acc Widen(In x) {
+  return static_cast<Acc>(Decode(x));
+}
+
+// Wraps modulo 2^64 for int64 (as the CPU backend does); IEEE addition otherwise.
+template <typename Acc>
+FEDAGG_HOST_DEVICE inline Acc Add(Acc a, Acc b) {
+  if constexpr (std::is_integral_v<Acc>) {
+    return static_cast<Acc>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  } else {
+    return a + b;
+  }
+}
+
+// The better of a running extreme and a new value; a NaN wins and stays.
+template <bool kMax, typename Acc>
+FEDAGG_HOST_DEVICE inline Acc Extreme(Acc running, Acc x) {
+  const Acc best = (kMax ? (x > running) : (x < running)) ? x : running;
+  if constexpr (std::is_floating_point_v<Acc>) {
+    const Acc with_new_nan = (x != x) ? x : best;
+    return (running != running) ? running : with_new_nan;
+  } else {
+    return best;
+  }
+}
+
+}  // namespace fedagg::portable
+
+#endif  // FEDAGG_PORTABLE_PORTABLE_MATH_H_

@@ -1,0 +1,546 @@
+// ThrustFieldReducer<System, Acc>: every reduction of the portable backends written once
+// with Thrust algorithms, for any Thrust system (System supplies its vector type, its
+// execution policy and host<->system copies: omp_system.h, cuda/cuda_system.h).
+//   dense    [B, D] batch: one pass per column over the B rows (each input byte read
+//            once), sum / weighted sum / max / min, float16 and bfloat16 decoded in place;
+//   scatter  sparse_sum / sparse_mean / sparse_weighted_mean / row_sparse_*: bounds check,
+//            stable sort of the entries by row, then one segmented reduction per
+//            (row, element) adding into the dense table in batch order; per-row counts
+//            of distinct updates (and their weight sums) from the same segments;
+//   union    sparse_sum_sparse: stable sort by index, reduce_by_key (values, and counts of
+//            distinct updates), then merge_by_key + reduce_by_key with the running state.
+// Thrust reports failures by exceptions; they never leave this file: out of memory
+// becomes Outcome kResourceExhausted, anything else kInternal.
+// Compiles as C++17 with nvcc and with g++ (-fopenmp, Thrust's OpenMP system).
+#ifndef FEDAGG_PORTABLE_THRUST_FIELD_REDUCER_H_
+#define FEDAGG_PORTABLE_THRUST_FIELD_REDUCER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <thrust/count.h>
+#include <thrust/fill.h>
+#include <thrust/for_each.h>
+#include <thrust/functional.h>
+#include <thrust/gather.h>
+#include <thrust/iterator/constant_iterator.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/discard_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+#include <thrust/iterator/zip_iterator.h>
+#include <thrust/logical.h>
+#include <thrust/merge.h>
+#include <thrust/reduce.h>
+#include <thrust/scan.h>
+#include <thrust/sequence.h>
+#include <thrust/sort.h>
+#include <thrust/transform.h>
+#include <thrust/tuple.h>
+
+#include "portable/field_reducer.h"
+#include "portable/portable_math.h"
+
+namespace fedagg::portable {
+
+namespace functors {
+
+template <typename Acc>
+struct AddOp {
+  FEDAGG_HOST_DEVICE Acc operator()(Acc a, Acc b) const { return Add(a, b); }
+};
+
+template <typename Acc>
+struct AddWithCount {
+  using Pair = thrust::tuple<Acc, int64_t>;
+  FEDAGG_HOST_DEVICE Pair operator()(const Pair& a, const Pair& b) const {
+    return Pair(Add(thrust::get<0>(a), thrust::get<0>(b)), thrust::get<1>(a) + thrust::get<1>(b));
+  }
+};
+
+// Combines two accumulator values of a dense field (merging two reducers).
+template <ReducerOp kOp, typename Acc>
+struct Combine {
+  FEDAGG_HOST_DEVICE Acc operator()(Acc a, Acc b) const {
+    if constexpr (kOp == ReducerOp::kMax) return Extreme<true>(a, b);
+    if constexpr (kOp == ReducerOp::kMin) return Extreme<false>(a, b);
+    return Add(a, b);
+  }
+};
+
+// acc[j] op= in[r][j] for every row r of a [rows, columns] batch, in row order.
+template <ReducerOp kOp, typename Acc, typename In>
+struct DenseColumn {
+  Acc* acc;
+  const In* in;
+  const Acc* weights;
+  int64_t rows;
+  int64_t columns;
+
+  FEDAGG_HOST_DEVICE void operator()(int64_t j) const {
+    Acc running = acc[j];
+    for (int64_t r = 0; r < rows; ++r) {
+      const Acc x = Widen<Acc>(in[r * columns + j]);
+      if constexpr (kOp == ReducerOp::kWeightedSum) {
+        running += weights[r] * x;
+      } else if constexpr (kOp == ReducerOp::kMax) {
+        running = Extreme<true>(running, x);
+      } else if constexpr (kOp == ReducerOp::kMin) {
+        running = Extreme<false>(running, x);
+      } else {
+        running = Add(running, x);
+      }
+    }
+    acc[j] = running;
+  }
+};
+
+struct OutOfRange {
+  int64_t rows;
+  FEDAGG_HOST_DEVICE bool operator()(int64_t id) const { return id < 0 || id >= rows; }
+};
+
+// Segment u of the sorted entries holds every entry of row rows[u]; element e of that
+// row gets the entries' values added in batch order (the sort was stable).
+template <bool kWeighted, typename Acc, typename In>
+struct ScatterSegment {
+  Acc* table;
+  int64_t width;
+  const int64_t* rows;
+  const int64_t* starts;
+  const int64_t* lengths;
+  const int64_t* order;    // entry of the k-th sorted position
+  const int32_t* update;   // update of each entry
+  const In* values;        // width values per entry
+  const Acc* weights;      // per update
+
+  FEDAGG_HOST_DEVICE void operator()(int64_t t) const {
+    const int64_t u = t / width;
+    const int64_t e = t % width;
+    Acc* target = table + rows[u] * width + e;
+    Acc running = *target;
+    for (int64_t k = starts[u]; k < starts[u] + lengths[u]; ++k) {
+      const int64_t entry = order[k];
+      const Acc x = Widen<Acc>(values[entry * width + e]);
+      if constexpr (kWeighted) {
+        running += weights[update[entry]] * x;
+      } else {
+        running = Add(running, x);
+      }
+    }
+    *target = running;
+  }
+};
+
+// Per segment: how many distinct updates touched the row, and their weight sum.
+struct CountSegment {
+  int64_t* counts;      // null when not kept
+  double* weight_sums;  // null when not kept
+  const int64_t* rows;
+  const int64_t* starts;
+  const int64_t* lengths;
+  const int64_t* order;
+  const int32_t* update;
+  const double* weights;  // per update; read only when weight_sums is kept
+
+  FEDAGG_HOST_DEVICE void operator()(int64_t u) const {
+    int64_t count = 0;
+    double weight_sum = 0;
+    int32_t last = -1;
+    for (int64_t k = starts[u]; k < starts[u] + lengths[u]; ++k) {
+      const int32_t up = update[order[k]];
+      if (up == last) continue;
+      last = up;
+      ++count;
+      if (weight_sums != nullptr) weight_sum += weights[up];
+    }
+    if (counts != nullptr) counts[rows[u]] += count;
+    if (weight_sums != nullptr) weight_sums[rows[u]] += weight_sum;
+  }
+};
+
+// 1 where sorted position k starts a new (index, update) pair.
+struct NewContributor {
+  const int64_t* keys;
+  const int32_t* updates;
+  FEDAGG_HOST_DEVICE int64_t operator()(int64_t k) const {
+    return (k == 0 || keys[k] != keys[k - 1] || updates[k] != updates[k - 1]) ? 1 : 0;
+  }
+};
+
+template <typename Acc, typename In>
+struct WidenEntry {
+  const In* values;
+  FEDAGG_HOST_DEVICE Acc operator()(int64_t k) const { return Widen<Acc>(values[k]); }
+};
+
+}  // namespace functors
+
+template <typename System, typename Acc>
+class ThrustFieldReducer final : public FieldReducer<Acc> {
+  template <typename T>
+  using Vec = typename System::template vector<T>;
+
+ public:
+  explicit ThrustFieldReducer(const ReducerSpec& spec) : spec_(spec) {}
+
+  Outcome Accumulate(const HostBatch& batch) override {
+    return Guarded([&] { return AccumulateNow(batch); });
+  }
+  Outcome Merge(const FieldReducer<Acc>& other_base) override {
+    return Guarded([&] { return MergeNow(static_cast<const ThrustFieldReducer&>(other_base)); });
+  }
+  Outcome Save(HostState<Acc>* out) const override {
+    return Guarded([&] { return SaveNow(out); });
+  }
+  Outcome Load(const HostState<Acc>& in) override {
+    return Guarded([&] { return LoadNow(in); });
+  }
+  uint64_t HostBytes() const override {
+    if (!System::kHostMemory) return 0;
+    return Bytes(acc_) + Bytes(counts_) + Bytes(weight_sums_) + Bytes(union_indices_) +
+           Bytes(staged_values_) + Bytes(ids_) + Bytes(updates_) + Bytes(acc_weights_) +
+           Bytes(double_weights_) + Bytes(sorted_ids_) + Bytes(order_) + Bytes(segment_rows_) +
+           Bytes(segment_starts_) + Bytes(segment_lengths_);
+  }
+
+ private:
+  template <typename Fn>
+  static Outcome Guarded(Fn&& fn) {
+    try {
+      return fn();
+    } catch (const std::bad_alloc& e) {
+      return Outcome{Outcome::Code::kResourceExhausted,
+                     std::string("out of memory on the reduction device: ") + e.what()};
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      const bool oom = what.find("out of memory") != std::string::npos;
+      return Outcome{oom ? Outcome::Code::kResourceExhausted : Outcome::Code::kInternal,
+                     std::string("reduction device error: ") + what};
+    }
+  }
+
+  template <typename T>
+  static uint64_t Bytes(const Vec<T>& v) {
+    return static_cast<uint64_t>(v.capacity()) * sizeof(T);
+  }
+  template <typename T>
+  static T* Raw(Vec<T>& v) {
+    return thrust::raw_pointer_cast(v.data());
+  }
+  template <typename T>
+  static const T* Raw(const Vec<T>& v) {
+    return thrust::raw_pointer_cast(v.data());
+  }
+  template <typename T>
+  static void ToDevice(Vec<T>& dst, const std::vector<T>& src) {
+    dst.resize(src.size());
+    System::ToDevice(Raw(dst), src.data(), src.size() * sizeof(T));
+  }
+  template <typename T>
+  static void ToHost(std::vector<T>& dst, const Vec<T>& src) {
+    dst.resize(src.size());
+    System::ToHost(dst.data(), Raw(src), src.size() * sizeof(T));
+  }
+
+  // The state exists from first use on: an accumulator nobody fed costs no device memory.
+  void EnsureState() const {
+    if (initialized_) return;
+    if (spec_.kind == ReducerKind::kDense) {
+      acc_.resize(static_cast<size_t>(spec_.row_width));
+      thrust::fill(System::policy(), acc_.begin(), acc_.end(), InitialValue());
+    } else if (spec_.kind == ReducerKind::kScatter) {
+      const size_t rows = static_cast<size_t>(spec_.rows);
+      acc_.resize(rows * static_cast<size_t>(spec_.row_width));
+      thrust::fill(System::policy(), acc_.begin(), acc_.end(), Acc{0});
+      if (spec_.keeps_counts) {
+        counts_.resize(rows);
+        thrust::fill(System::policy(), counts_.begin(), counts_.end(), int64_t{0});
+      }
+      if (spec_.keeps_weight_sums) {
+        weight_sums_.resize(rows);
+        thrust::fill(System::policy(), weight_sums_.begin(), weight_sums_.end(), 0.0);
+      }
+    }
+    initialized_ = true;
+  }
+
+  Acc InitialValue() const {
+    using Limits = std::numeric_limits<Acc>;
+    if (spec_.op == ReducerOp::kMax) return Limits::has_infinity ? -Limits::infinity() : Limits::lowest();
+    if (spec_.op == ReducerOp::kMin) return Limits::has_infinity ? Limits::infinity() : Limits::max();
+    return Acc{0};
+  }
+
+  Outcome AccumulateNow(const HostBatch& batch) {
+    EnsureState();
+    if (batch.updates <= 0) return Outcome{};
+    switch (spec_.in) {
+      case InType::kF32: return AccumulateTyped<float>(batch);
+      case InType::kF64: return AccumulateTyped<double>(batch);
+      case InType::kI32: return AccumulateTyped<int32_t>(batch);
+      case InType::kI64: return AccumulateTyped<int64_t>(batch);
+      case InType::kF16: return AccumulateTyped<Half>(batch);
+      case InType::kBF16: return AccumulateTyped<BHalf>(batch);
+    }
+    return Outcome{Outcome::Code::kInternal, "unknown input dtype"};
+  }
+
+  template <typename In>
+  Outcome AccumulateTyped(const HostBatch& batch) {
+    std::vector<Acc> weights(static_cast<size_t>(batch.updates));
+    for (int64_t u = 0; u < batch.updates; ++u) weights[u] = static_cast<Acc>(batch.weights[u]);
+    ToDevice(acc_weights_, weights);
+    if (spec_.keeps_weight_sums) {
+      ToDevice(double_weights_, std::vector<double>(batch.weights, batch.weights + batch.updates));
+    }
+    if (spec_.kind == ReducerKind::kDense) return AccumulateDense<In>(batch);
+    return AccumulateEntries<In>(batch);
+  }
+
+  // Copies the batch's values (and, for entries, ids and update numbers) to the system.
+  template <typename In>
+  int64_t Stage(const HostBatch& batch, bool with_ids) {
+    const int64_t width = spec_.kind == ReducerKind::kScatter ? spec_.row_width : 1;
+    int64_t total = 0;
+    for (int64_t u = 0; u < batch.updates; ++u) total += with_ids ? batch.entries[u] : 1;
+    const size_t row_bytes = static_cast<size_t>(width) * sizeof(In);
+    const size_t dense_bytes = static_cast<size_t>(spec_.row_width) * sizeof(In);
+    staged_values_.resize(with_ids ? static_cast<size_t>(total) * row_bytes
+                                   : static_cast<size_t>(batch.updates) * dense_bytes);
+    if (with_ids) {
+      ids_.resize(static_cast<size_t>(total));
+      std::vector<int32_t> updates(static_cast<size_t>(total));
+      int64_t offset = 0;
+      for (int64_t u = 0; u < batch.updates; ++u) {
+        const int64_t n = batch.entries[u];
+        System::ToDevice(Raw(ids_) + offset, batch.indices[u], static_cast<size_t>(n) * sizeof(int64_t));
+        System::ToDevice(Raw(staged_values_) + static_cast<size_t>(offset) * row_bytes, batch.values[u],
+                         static_cast<size_t>(n) * row_bytes);
+        for (int64_t k = 0; k < n; ++k) updates[static_cast<size_t>(offset + k)] = static_cast<int32_t>(u);
+        offset += n;
+      }
+      ToDevice(updates_, updates);
+    } else {
+      for (int64_t u = 0; u < batch.updates; ++u) {
+        System::ToDevice(Raw(staged_values_) + static_cast<size_t>(u) * dense_bytes, batch.values[u],
+                         dense_bytes);
+      }
+    }
+    return total;
+  }
+
+  template <typename In>
+  Outcome AccumulateDense(const HostBatch& batch) {
+    Stage<In>(batch, /*with_ids=*/false);
+    const In* in = reinterpret_cast<const In*>(Raw(staged_values_));
+    switch (spec_.op) {
+      case ReducerOp::kSum: return DenseRun<ReducerOp::kSum>(in, batch.updates);
+      case ReducerOp::kWeightedSum: return DenseRun<ReducerOp::kWeightedSum>(in, batch.updates);
+      case ReducerOp::kMax: return DenseRun<ReducerOp::kMax>(in, batch.updates);
+      case ReducerOp::kMin: return DenseRun<ReducerOp::kMin>(in, batch.updates);
+    }
+    return Outcome{Outcome::Code::kInternal, "unknown reduction"};
+  }
+
+  template <ReducerOp kOp, typename In>
+  Outcome DenseRun(const In* in, int64_t rows) {
+    thrust::for_each(System::policy(), thrust::counting_iterator<int64_t>(0),
+                     thrust::counting_iterator<int64_t>(spec_.row_width),
+                     functors::DenseColumn<kOp, Acc, In>{Raw(acc_), in, Raw(acc_weights_), rows,
+                                                         spec_.row_width});
+    return Outcome{};
+  }
+
+  template <typename In>
+  Outcome AccumulateEntries(const HostBatch& batch) {
+    const int64_t total = Stage<In>(batch, /*with_ids=*/true);
+    if (total == 0) return Outcome{};
+    // Client indices are never trusted on the device: check all before any scatter.
+    if (thrust::any_of(System::policy(), ids_.begin(), ids_.end(), functors::OutOfRange{spec_.rows})) {
+      return Outcome{Outcome::Code::kInvalidArgument,
+                     "an index of the batch is outside the field; nothing was added"};
+    }
+    sorted_ids_ = ids_;
+    order_.resize(static_cast<size_t>(total));
+    thrust::sequence(System::policy(), order_.begin(), order_.end(), int64_t{0});
+    thrust::stable_sort_by_key(System::policy(), sorted_ids_.begin(), sorted_ids_.end(), order_.begin());
+    const In* values = reinterpret_cast<const In*>(Raw(staged_values_));
+    if (spec_.kind == ReducerKind::kUnion) return UnionBatch(values, total);
+    return ScatterBatch(values, total);
+  }
+
+  template <typename In>
+  Outcome ScatterBatch(const In* values, int64_t total) {
+    segment_rows_.resize(static_cast<size_t>(total));
+    segment_lengths_.resize(static_cast<size_t>(total));
+    const auto ends = thrust::reduce_by_key(System::policy(), sorted_ids_.begin(), sorted_ids_.end(),
+                                            thrust::constant_iterator<int64_t>(1),
+                                            segment_rows_.begin(), segment_lengths_.begin());
+    const int64_t segments = ends.first - segment_rows_.begin();
+    segment_starts_.resize(static_cast<size_t>(segments));
+    thrust::exclusive_scan(System::policy(), segment_lengths_.begin(),
+                           segment_lengths_.begin() + segments, segment_starts_.begin());
+    const int64_t width = spec_.row_width;
+    const thrust::counting_iterator<int64_t> first(0);
+    if (spec_.op == ReducerOp::kWeightedSum) {
+      thrust::for_each(System::policy(), first, first + segments * width,
+                       functors::ScatterSegment<true, Acc, In>{
+                           Raw(acc_), width, Raw(segment_rows_), Raw(segment_starts_),
+                           Raw(segment_lengths_), Raw(order_), Raw(updates_), values, Raw(acc_weights_)});
+    } else {
+      thrust::for_each(System::policy(), first, first + segments * width,
+                       functors::ScatterSegment<false, Acc, In>{
+                           Raw(acc_), width, Raw(segment_rows_), Raw(segment_starts_),
+                           Raw(segment_lengths_), Raw(order_), Raw(updates_), values, Raw(acc_weights_)});
+    }
+    if (spec_.keeps_counts || spec_.keeps_weight_sums) {
+      thrust::for_each(System::policy(), first, first + segments,
+                       functors::CountSegment{spec_.keeps_counts ? Raw(counts_) : nullptr,
+                                              spec_.keeps_weight_sums ? Raw(weight_sums_) : nullptr,
+                                              Raw(segment_rows_), Raw(segment_starts_),
+                                              Raw(segment_lengths_), Raw(order_), Raw(updates_),
+                                              Raw(double_weights_)});
+    }
+    return Outcome{};
+  }
+
+  template <typename In>
+  Outcome UnionBatch(const In* values, int64_t total) {
+    // Values widened and updates, both in sorted order.
+    Vec<Acc> sorted_values(static_cast<size_t>(total));
+    Vec<int32_t> sorted_updates(static_cast<size_t>(total));
+    const thrust::counting_iterator<int64_t> first(0);
+    thrust::gather(System::policy(), order_.begin(), order_.end(),
+                   thrust::make_transform_iterator(first, functors::WidenEntry<Acc, In>{values}),
+                   sorted_values.begin());
+    thrust::gather(System::policy(), order_.begin(), order_.end(), updates_.begin(), sorted_updates.begin());
+    Vec<int64_t> flags(static_cast<size_t>(total));
+    thrust::transform(System::policy(), first, first + total, flags.begin(),
+                      functors::NewContributor{Raw(sorted_ids_), Raw(sorted_updates)});
+    Vec<int64_t> batch_indices(static_cast<size_t>(total));
+    Vec<Acc> batch_values(static_cast<size_t>(total));
+    Vec<int64_t> batch_counts(static_cast<size_t>(total));
+    const auto ends = thrust::reduce_by_key(System::policy(), sorted_ids_.begin(), sorted_ids_.end(),
+                                            sorted_values.begin(), batch_indices.begin(),
+                                            batch_values.begin(), thrust::equal_to<int64_t>(),
+                                            functors::AddOp<Acc>());
+    thrust::reduce_by_key(System::policy(), sorted_ids_.begin(), sorted_ids_.end(), flags.begin(),
+                          thrust::make_discard_iterator(), batch_counts.begin());
+    const int64_t unique = ends.first - batch_indices.begin();
+    batch_indices.resize(static_cast<size_t>(unique));
+    batch_values.resize(static_cast<size_t>(unique));
+    batch_counts.resize(static_cast<size_t>(unique));
+    MergeUnion(batch_indices, batch_values, batch_counts);
+    return Outcome{};
+  }
+
+  // state = state ∪ other, adding values and counts where indices meet (state first).
+  void MergeUnion(const Vec<int64_t>& indices, const Vec<Acc>& values, const Vec<int64_t>& counts) {
+    const size_t size = union_indices_.size() + indices.size();
+    Vec<int64_t> merged_indices(size);
+    Vec<Acc> merged_values(size);
+    Vec<int64_t> merged_counts(size);
+    thrust::merge_by_key(System::policy(), union_indices_.begin(), union_indices_.end(),
+                         indices.begin(), indices.end(),
+                         thrust::make_zip_iterator(thrust::make_tuple(acc_.begin(), counts_.begin())),
+                         thrust::make_zip_iterator(thrust::make_tuple(values.begin(), counts.begin())),
+                         merged_indices.begin(),
+                         thrust::make_zip_iterator(thrust::make_tuple(merged_values.begin(), merged_counts.begin())));
+    union_indices_.resize(size);
+    acc_.resize(size);
+    counts_.resize(size);
+    const auto ends = thrust::reduce_by_key(
+        System::policy(), merged_indices.begin(), merged_indices.end(),
+        thrust::make_zip_iterator(thrust::make_tuple(merged_values.begin(), merged_counts.begin())),
+        union_indices_.begin(), thrust::make_zip_iterator(thrust::make_tuple(acc_.begin(), counts_.begin())),
+        thrust::equal_to<int64_t>(), functors::AddWithCount<Acc>());
+    const size_t unique = static_cast<size_t>(ends.first - union_indices_.begin());
+    union_indices_.resize(unique);
+    acc_.resize(unique);
+    counts_.resize(unique);
+  }
+
+  Outcome MergeNow(const ThrustFieldReducer& other) {
+    EnsureState();
+    if (!other.initialized_) return Outcome{};
+    if (spec_.kind == ReducerKind::kUnion) {
+      MergeUnion(other.union_indices_, other.acc_, other.counts_);
+      return Outcome{};
+    }
+    switch (spec_.op) {
+      case ReducerOp::kMax: CombineInto(other.acc_, functors::Combine<ReducerOp::kMax, Acc>()); break;
+      case ReducerOp::kMin: CombineInto(other.acc_, functors::Combine<ReducerOp::kMin, Acc>()); break;
+      default: CombineInto(other.acc_, functors::AddOp<Acc>());
+    }
+    thrust::transform(System::policy(), counts_.begin(), counts_.end(), other.counts_.begin(),
+                      counts_.begin(), thrust::plus<int64_t>());
+    thrust::transform(System::policy(), weight_sums_.begin(), weight_sums_.end(),
+                      other.weight_sums_.begin(), weight_sums_.begin(), thrust::plus<double>());
+    return Outcome{};
+  }
+
+  template <typename Op>
+  void CombineInto(const Vec<Acc>& other, Op op) {
+    thrust::transform(System::policy(), acc_.begin(), acc_.end(), other.begin(), acc_.begin(), op);
+  }
+
+  Outcome SaveNow(HostState<Acc>* out) const {
+    EnsureState();
+    ToHost(out->values, acc_);
+    ToHost(out->counts, counts_);
+    ToHost(out->weight_sums, weight_sums_);
+    ToHost(out->indices, union_indices_);
+    return Outcome{};
+  }
+
+  Outcome LoadNow(const HostState<Acc>& in) {
+    EnsureState();
+    ToDevice(acc_, in.values);
+    ToDevice(counts_, in.counts);
+    ToDevice(weight_sums_, in.weight_sums);
+    ToDevice(union_indices_, in.indices);
+    return Outcome{};
+  }
+
+  const ReducerSpec spec_;
+  // State. kDense: acc_; kScatter: acc_ (rows * width), counts_ and weight_sums_ per row
+  // when kept; kUnion: union_indices_, acc_ and counts_ per entry. Mutable because it is
+  // allocated on first use, which may be a const Save.
+  mutable bool initialized_ = false;
+  mutable Vec<Acc> acc_;
+  mutable Vec<int64_t> counts_;
+  mutable Vec<double> weight_sums_;
+  Vec<int64_t> union_indices_;
+  // Working memory of one batch, kept between batches to avoid reallocating.
+  Vec<unsigned char> staged_values_;
+  Vec<int64_t> ids_;
+  Vec<int32_t> updates_;
+  Vec<Acc> acc_weights_;
+  Vec<double> double_weights_;
+  Vec<int64_t> sorted_ids_;
+  Vec<int64_t> order_;
+  Vec<int64_t> segment_rows_;
+  Vec<int64_t> segment_starts_;
+  Vec<int64_t> segment_lengths_;
+};
+
+template <typename System, typename Acc>
+std::unique_ptr<FieldReducer<Acc>> MakeThrustFieldReducer(const ReducerSpec& spec) {
+  return std::make_unique<ThrustFieldReducer<System, Acc>>(spec);
+}
+
+template <typename System>
+ReducerMakers ThrustReducerMakers() {
+  return ReducerMakers{&MakeThrustFieldReducer<System, float>, &MakeThrustFieldReducer<System, double>,
+                       &MakeThrustFieldReducer<System, int64_t>};
+}
+
+}  // namespace fedagg::portable
+
+#endif  // FEDAGG_PORTABLE_THRUST_FIELD_REDUCER_H_

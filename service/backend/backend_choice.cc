@@ -1,0 +1,70 @@
+// Backend choice: which backends this build has, and whether a GPU is there.
+#include "service/backend/backend_choice.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "service/core/cpu_accumulator_factory.h"
+#if FEDAGG_HAVE_THRUST_OMP
+#include "portable/omp_backend.h"
+#endif
+#if FEDAGG_HAVE_CUDA
+#include "cuda/cuda_backend.h"
+#endif
+
+namespace fedagg {
+
+std::vector<std::string> BuiltBackends() {
+  std::vector<std::string> names = {"cpu"};
+#if FEDAGG_HAVE_THRUST_OMP
+  names.push_back("thrust-omp");
+#endif
+#if FEDAGG_HAVE_CUDA
+  names.push_back("cuda");
+#endif
+  return names;
+}
+
+absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name) {
+  if (name == "cpu") {
+    return BackendChoice{&CpuAccumulatorFactory::Default(), "cpu: chosen by --backend=cpu"};
+  }
+  if (name == "thrust-omp") {
+#if FEDAGG_HAVE_THRUST_OMP
+    return BackendChoice{&ThrustOmpBackend(), "thrust-omp: chosen by --backend=thrust-omp"};
+#else
+    return absl::FailedPreconditionError(
+        "--backend=thrust-omp: this build has no thrust-omp backend (configure with the CUDA "
+        "toolkit's Thrust headers and OpenMP present)");
+#endif
+  }
+  if (name == "cuda" || name == "auto") {
+#if FEDAGG_HAVE_CUDA
+    absl::StatusOr<const AccumulatorFactory*> cuda = cuda::CudaBackend();
+    if (cuda.ok()) {
+      return BackendChoice{*cuda, name == "cuda" ? "cuda: chosen by --backend=cuda"
+                                                 : "cuda: --backend=auto found a CUDA device"};
+    }
+    if (name == "cuda") {
+      return absl::UnavailableError(absl::StrCat(
+          "--backend=cuda: no usable CUDA device on this machine (", cuda.status().message(),
+          "); use --backend=cpu or --backend=auto"));
+    }
+    return BackendChoice{&CpuAccumulatorFactory::Default(),
+                         absl::StrCat("cpu: --backend=auto found no CUDA device (",
+                                      cuda.status().message(), ")")};
+#else
+    if (name == "cuda") {
+      return absl::FailedPreconditionError(
+          "--backend=cuda: this fedagg-server was built without CUDA (FEDAGG_WITH_CUDA=OFF); "
+          "use --backend=cpu or --backend=auto");
+    }
+    return BackendChoice{&CpuAccumulatorFactory::Default(),
+                         "cpu: --backend=auto, and this build has no CUDA backend"};
+#endif
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--backend must be auto or one of ",
+                                                 absl::StrJoin(BuiltBackends(), ", "),
+                                                 ", not '", name, "'"));
+}
+
+}  // namespace fedagg

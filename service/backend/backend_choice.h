@@ -1,0 +1,31 @@
+// Chooses the reduction backend from --backend: "cpu"; "cuda" (a GPU through the CUDA
+// backend); "thrust-omp" (the CUDA backend's portable reduction on the CPU's cores,
+// for checking it without a GPU); "auto" = cuda when cudaGetDeviceCount finds a device
+// in a build with CUDA, cpu otherwise. The choice comes with the reason, for the log.
+#ifndef FEDAGG_SERVICE_BACKEND_BACKEND_CHOICE_H_
+#define FEDAGG_SERVICE_BACKEND_BACKEND_CHOICE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "service/core/accumulator_factory.h"
+
+namespace fedagg {
+
+struct BackendChoice {
+  const AccumulatorFactory* backend = nullptr;  // process-wide, never freed
+  std::string reason;                           // one line: why this backend
+};
+
+// INVALID_ARGUMENT for an unknown name; FAILED_PRECONDITION for a backend this build
+// lacks; UNAVAILABLE for cuda on a machine without a usable device (with the reason).
+absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name);
+
+// The backends compiled into this build ("cpu", then "thrust-omp", "cuda" when built).
+std::vector<std::string> BuiltBackends();
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_BACKEND_BACKEND_CHOICE_H_

@@ -1,0 +1,31 @@
+// AccumulatorFactory: a reduction backend, as PartialAggregate sees it — it makes the
+// FieldAccumulator of every field. One factory serves every aggregation of a process;
+// it must outlive the partial aggregates it made accumulators for. Backends: "cpu"
+// (cpu_accumulator_factory.h), "thrust-omp" (thrust/, the portable reduction on the
+// CPU's cores through Thrust's OpenMP system) and "cuda" (cuda/, the same reduction on a
+// GPU). backend_choice.h picks one for the service.
+#ifndef FEDAGG_SERVICE_CORE_ACCUMULATOR_FACTORY_H_
+#define FEDAGG_SERVICE_CORE_ACCUMULATOR_FACTORY_H_
+
+#include <memory>
+
+#include "absl/strings/string_view.h"
+#include "service/core/field_accumulator.h"
+#include "service/core/reduction_spec.h"
+
+namespace fedagg {
+
+class AccumulatorFactory {
+ public:
+  virtual ~AccumulatorFactory() = default;
+
+  // The backend's name as --backend spells it: "cpu", "thrust-omp", "cuda".
+  virtual absl::string_view name() const = 0;
+  // A fresh accumulator for `field` (which must outlive it). Cannot fail: a device
+  // backend allocates device memory on first use and reports failure from there.
+  virtual std::unique_ptr<FieldAccumulator> Make(const FieldSpec& field) const = 0;
+};
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_CORE_ACCUMULATOR_FACTORY_H_

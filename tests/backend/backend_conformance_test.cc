@@ -1,0 +1,121 @@
+// The conformance suite, typed over backends: every intrinsic and transport dtype on
+// random exact-arithmetic updates (service/backend/backend_check.h), against the float64
+// reference and the CPU backend; plus what a device backend must do on its own (refuse
+// out-of-range indices before any scatter, leaving the state unchanged).
+// Built twice: with the cpu and thrust-omp backends (label thrust), and with the cuda
+// backend (label cuda), whose cases skip themselves, saying why, without a device.
+// Seeds are fresh on every run and printed with each failure; FEDAGG_CONFORMANCE_SEED
+// replays one.
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "service/backend/backend_check.h"
+#include "service/core/cpu_accumulator_factory.h"
+#include "service/core/partial_aggregate.h"
+#if FEDAGG_CONFORMANCE_CUDA
+#include "cuda/cuda_backend.h"
+#else
+#include "portable/omp_backend.h"
+#endif
+
+namespace fedagg {
+namespace {
+
+#if FEDAGG_CONFORMANCE_CUDA
+struct CudaUnderTest {
+  static absl::StatusOr<const AccumulatorFactory*> Get() { return cuda::CudaBackend(); }
+};
+using BackendsUnderTest = ::testing::Types<CudaUnderTest>;
+#else
+struct CpuUnderTest {
+  static absl::StatusOr<const AccumulatorFactory*> Get() { return &CpuAccumulatorFactory::Default(); }
+};
+struct ThrustOmpUnderTest {
+  static absl::StatusOr<const AccumulatorFactory*> Get() { return &ThrustOmpBackend(); }
+};
+using BackendsUnderTest = ::testing::Types<CpuUnderTest, ThrustOmpUnderTest>;
+#endif
+
+uint64_t Seed() {
+  if (const char* env = std::getenv("FEDAGG_CONFORMANCE_SEED"); env != nullptr && *env != '\0') {
+    return std::strtoull(env, nullptr, 10);
+  }
+  std::random_device device;
+  return (uint64_t{device()} << 32) | device();
+}
+
+template <typename T>
+class BackendConformanceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<const AccumulatorFactory*> backend = T::Get();
+    if (!backend.ok()) GTEST_SKIP() << "backend not available here: " << backend.status().message();
+    backend_ = *backend;
+  }
+  const AccumulatorFactory* backend_ = nullptr;
+};
+TYPED_TEST_SUITE(BackendConformanceTest, BackendsUnderTest);
+
+TYPED_TEST(BackendConformanceTest, EveryIntrinsicAndDTypeMatchesReferenceAndCpu) {
+  const uint64_t seed = Seed();
+  const std::vector<BackendCase> cases = AllBackendCases();
+  ASSERT_GE(cases.size(), 40u) << "the case list lost intrinsics or dtypes";
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const uint64_t case_seed = seed + round * 1000 + i;
+      const BackendCheckResult result = CheckBackend(*this->backend_, cases[i], case_seed);
+      EXPECT_TRUE(result.passed) << this->backend_->name() << ": "
+                                 << IntrinsicName(cases[i].intrinsic) << " over "
+                                 << DTypeName(cases[i].dtype) << ": " << result.detail
+                                 << " (replay with FEDAGG_CONFORMANCE_SEED=" << seed << ")";
+    }
+  }
+}
+
+// An accumulator straight from the backend (no validator in front): an index outside the
+// field is refused with INVALID_ARGUMENT and nothing is added. The CPU backend trusts
+// validated input instead, so this is for the portable backends only.
+TYPED_TEST(BackendConformanceTest, DeviceBackendsRefuseOutOfRangeIndicesBeforeScattering) {
+  if (this->backend_->name() == "cpu") GTEST_SKIP() << "the CPU backend trusts validated input";
+  for (Intrinsic intrinsic : {Intrinsic::kSparseSum, Intrinsic::kSparseSumSparse, Intrinsic::kRowSparseMean}) {
+    std::shared_ptr<const ReductionSpec> spec =
+        *ReductionSpec::Create(ValueType::Tensor(DType::kFloat32, {8, 2}), {{intrinsic, true}});
+    const FieldSpec& field = spec->fields()[0];
+    std::unique_ptr<FieldAccumulator> accumulator = this->backend_->Make(field);
+    const int64_t width = field.row_width;
+    const std::vector<int64_t> good = {1, 3};
+    const std::vector<int64_t> bad = {2, field.rows};  // one past the end
+    const std::vector<float> values(static_cast<size_t>(2 * width), 1.5f);
+    const FieldValue good_value = FieldValue{field.encoding, DType::kFloat32, absl::MakeConstSpan(good),
+                                             AsBytes(absl::MakeConstSpan(values))};
+    const FieldValue bad_value = FieldValue{field.encoding, DType::kFloat32, absl::MakeConstSpan(bad),
+                                            AsBytes(absl::MakeConstSpan(values))};
+    const double weights[2] = {1.0, 1.0};
+    const FieldValue* first[] = {&good_value};
+    ASSERT_TRUE(accumulator->AccumulateBatch(first, absl::MakeConstSpan(weights, 1)).ok());
+    ByteWriter before;
+    ASSERT_TRUE(accumulator->SerializeTo(before).ok());
+    const FieldValue* batch[] = {&good_value, &bad_value};
+    const absl::Status refused = accumulator->AccumulateBatch(batch, weights);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+    ByteWriter after;
+    ASSERT_TRUE(accumulator->SerializeTo(after).ok());
+    EXPECT_EQ(before.Take(), after.Take()) << IntrinsicName(intrinsic) << ": the refused batch changed the state";
+  }
+}
+
+// Two backends' partials do not mix: merging says why instead of misreading state.
+TYPED_TEST(BackendConformanceTest, MergingAnotherBackendsPartialIsRefused) {
+  if (this->backend_->name() == "cpu") GTEST_SKIP() << "compares against the cpu backend";
+  std::shared_ptr<const ReductionSpec> spec =
+      *ReductionSpec::Create(ValueType::Tensor(DType::kFloat32, {4}), {{Intrinsic::kFederatedSum, false}});
+  PartialAggregate mine(spec, *this->backend_), cpu(spec);
+  const absl::Status merged = mine.MergeWith(cpu);
+  EXPECT_EQ(merged.code(), absl::StatusCode::kFailedPrecondition) << merged;
+}
+
+}  // namespace
+}  // namespace fedagg

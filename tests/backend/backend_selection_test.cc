@@ -1,0 +1,86 @@
+// How the service picks and survives a backend: ChooseBackend for every --backend value
+// on whatever machine runs the test (with or without CUDA, with or without a device), and
+// an aggregation whose backend runs out of device memory ends FAILED with the reason
+// while nothing crashes.
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "service/backend/backend_choice.h"
+#include "service/core/cpu_accumulator_factory.h"
+#include "service/rounds/aggregation.h"
+#include "tests/backend/failing_backend.h"
+
+namespace fedagg {
+namespace {
+
+TEST(BackendChoiceTest, CpuIsAlwaysThere) {
+  absl::StatusOr<BackendChoice> cpu = ChooseBackend("cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ(cpu->backend->name(), "cpu");
+  EXPECT_EQ(BuiltBackends().front(), "cpu");
+}
+
+TEST(BackendChoiceTest, UnknownNameListsTheChoices) {
+  absl::StatusOr<BackendChoice> bogus = ChooseBackend("tpu");
+  EXPECT_EQ(bogus.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bogus.status().message(), "cpu")) << bogus.status();
+  EXPECT_TRUE(absl::StrContains(bogus.status().message(), "'tpu'")) << bogus.status();
+}
+
+TEST(BackendChoiceTest, AutoPicksCudaExactlyWhenCudaIsAvailable) {
+  absl::StatusOr<BackendChoice> cuda = ChooseBackend("cuda");
+  absl::StatusOr<BackendChoice> automatic = ChooseBackend("auto");
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  if (cuda.ok()) {
+    EXPECT_EQ(cuda->backend->name(), "cuda");
+    EXPECT_EQ(automatic->backend->name(), "cuda");
+    EXPECT_TRUE(absl::StrContains(automatic->reason, "found a CUDA device")) << automatic->reason;
+    return;
+  }
+  // Refused with a reason a person can act on: no CUDA in the build, or no device here.
+  EXPECT_TRUE(cuda.status().code() == absl::StatusCode::kUnavailable ||
+              cuda.status().code() == absl::StatusCode::kFailedPrecondition)
+      << cuda.status();
+  EXPECT_TRUE(absl::StrContains(cuda.status().message(), "--backend=cpu")) << cuda.status();
+  EXPECT_EQ(automatic->backend->name(), "cpu");
+  EXPECT_TRUE(absl::StrContains(automatic->reason, "no CUDA")) << automatic->reason;
+}
+
+UpdateBuffer DenseUpdate(const ReductionSpec& spec, float value) {
+  absl::StatusOr<UpdateBuffer> buffer = UpdateBuffer::Create(spec, {0}, std::nullopt, 1 << 20);
+  EXPECT_TRUE(buffer.ok()) << buffer.status();
+  absl::Span<std::byte> bytes = buffer->section(0, UpdateBuffer::Section::kValues);
+  for (size_t i = 0; i < bytes.size() / sizeof(float); ++i) {
+    std::memcpy(bytes.data() + i * sizeof(float), &value, sizeof(float));
+  }
+  return *std::move(buffer);
+}
+
+TEST(BackendFailureTest, OutOfDeviceMemoryFailsTheAggregationWithTheReason) {
+  const testing::FailingBackend backend({.reduce = true});  // every batch out of device memory
+  AggregationConfig config;
+  config.id = "round-1";
+  config.reduction = *ReductionSpec::Create(ValueType::Tensor(DType::kFloat32, {4}),
+                                            {{Intrinsic::kFederatedSum, false}});
+  AggregationOptions options;
+  options.batch_size = 1;  // every commit reduces at once
+  options.backend = &backend;
+  Aggregation aggregation(config, options);
+  for (const char* client : {"alice", "bob"}) {
+    ASSERT_TRUE(aggregation.BeginUpdate(client).ok());
+    // The update is counted (it was valid); the reduction failing is the backend's fault.
+    EXPECT_TRUE(aggregation.CommitUpdate(client, DenseUpdate(*config.reduction, 1.0f)).ok());
+  }
+  ASSERT_TRUE(aggregation.Seal().ok());
+  const v1::AggregationStatus status = aggregation.Status();
+  EXPECT_EQ(status.state(), v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(status.detail(), "RESOURCE_EXHAUSTED")) << status.detail();
+  EXPECT_TRUE(absl::StrContains(status.detail(), "failing backend")) << status.detail();
+  EXPECT_FALSE(aggregation.Result().ok());
+}
+
+}  // namespace
+}  // namespace fedagg
