@@ -16,11 +16,12 @@ cd "$(dirname "$0")/.."
 minutes="${1:-30}"
 
 ./scripts/build.sh default fedagg-server fedagg-loadgen >/dev/null
-SERVER=$PWD/build/service/fedagg-server
-LOADGEN=$PWD/build/client_stub/fedagg-loadgen
 REPORT_DIR=$PWD/build/soak
 mkdir -p "$REPORT_DIR"
 source tests/e2e/e2e_lib.sh
+# Copies, so a rebuild during the run does not pull the binaries away under it.
+cp build/service/fedagg-server build/client_stub/fedagg-loadgen "$E2E_DIR/"
+SERVER=$E2E_DIR/fedagg-server LOADGEN=$E2E_DIR/fedagg-loadgen
 
 ROOT=$E2E_BASE
 COMMON=(--flush_interval_ms=20 --retain_finished=20)
