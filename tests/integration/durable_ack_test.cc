@@ -2,36 +2,12 @@
 // in-process servers with and without --checkpoint_dir, on both update paths, and an
 // intermediate aggregator refuses DURABLE. A server restarted on the same checkpoint
 // directory resumes the aggregation (crash tests with kill -9 are in tests/e2e).
-#include <filesystem>
 
 #include "tests/integration/test_cluster.h"
+#include "tests/temp_dir.h"
 
 namespace fedagg::testing {
 namespace {
-
-class CheckpointDir {
- public:
-  CheckpointDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "fedagg-durable-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~CheckpointDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-v1::AggregationSpec SumSpec(const std::string& id) {
-  return MakeSpec(id, {{"w", "int64[2]", Intrinsic::kFederatedSum}});
-}
-
-UpdateView Update(const std::vector<int64_t>& values) {
-  return UpdateView{{FieldValue::Dense<int64_t>(values)}, std::nullopt};
-}
 
 ServerConfig CheckpointingConfig(const std::string& dir) {
   ServerConfig config = LoopbackConfig();
@@ -41,8 +17,8 @@ ServerConfig CheckpointingConfig(const std::string& dir) {
 }
 
 TEST(DurableAckTest, DurableAcksOnBothPathsAndResumeAfterRestart) {
-  CheckpointDir dir;
-  const v1::AggregationSpec spec = SumSpec("durable-1");
+  TempDir dir;
+  const v1::AggregationSpec spec = Int64SumSpec("durable-1");
   const std::vector<int64_t> a = {1, 10}, b = {1, 200}, c = {1, 3000};
   {
     absl::StatusOr<std::unique_ptr<FedaggServer>> server = FedaggServer::Start(CheckpointingConfig(dir.path()));
@@ -53,14 +29,14 @@ TEST(DurableAckTest, DurableAcksOnBothPathsAndResumeAfterRestart) {
     durable.ack_level = v1::DURABLE;
     absl::StatusOr<std::unique_ptr<ContributeStream>> stream = ContributeStream::Open(channel, "alice", durable);
     ASSERT_TRUE(stream.ok()) << stream.status();
-    absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(spec, Update(a));
+    absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(spec, Int64Update(a));
     ASSERT_TRUE(ack.ok()) << ack.status();
     EXPECT_EQ(ack->level(), v1::DURABLE);
     EXPECT_TRUE((*stream)->Close().ok());
-    ack = SubmitUpdate(channel, "bob", spec, Update(b), durable);
+    ack = SubmitUpdate(channel, "bob", spec, Int64Update(b), durable);
     ASSERT_TRUE(ack.ok()) << ack.status();
     EXPECT_EQ(ack->level(), v1::DURABLE);
-    ack = SubmitUpdate(channel, "carol", spec, Update(c));  // RECEIVED by default
+    ack = SubmitUpdate(channel, "carol", spec, Int64Update(c));  // RECEIVED by default
     ASSERT_TRUE(ack.ok()) << ack.status();
     EXPECT_EQ(ack->level(), v1::RECEIVED);
     (*server)->Shutdown();  // an orderly shutdown checkpoints carol's update too
@@ -70,7 +46,7 @@ TEST(DurableAckTest, DurableAcksOnBothPathsAndResumeAfterRestart) {
   EXPECT_EQ((*server)->restored_aggregations(), 1);
   auto channel = Connect((*server)->port());
   for (const auto& [client, values] : {std::pair{"alice", a}, std::pair{"bob", b}, std::pair{"carol", c}}) {
-    absl::StatusOr<v1::Ack> again = SubmitUpdate(channel, client, spec, Update(values));
+    absl::StatusOr<v1::Ack> again = SubmitUpdate(channel, client, spec, Int64Update(values));
     EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists) << client << ": " << again.status();
   }
   ControlClient control(channel);
@@ -88,15 +64,15 @@ TEST(DurableAckTest, DurableAcksOnBothPathsAndResumeAfterRestart) {
 TEST(DurableAckTest, DurableIsRefusedWithoutCheckpoints) {
   std::unique_ptr<Cluster> cluster = Cluster::Start(/*intermediates=*/1);
   ASSERT_NE(cluster, nullptr);
-  const v1::AggregationSpec spec = SumSpec("durable-2");
+  const v1::AggregationSpec spec = Int64SumSpec("durable-2");
   ASSERT_TRUE(ControlClient(Connect(cluster->root->port())).Create(spec).ok());
   CallOptions durable;
   durable.ack_level = v1::DURABLE;
-  absl::StatusOr<v1::Ack> ack = SubmitUpdate(Connect(cluster->root->port()), "dana", spec, Update({1, 1}), durable);
+  absl::StatusOr<v1::Ack> ack = SubmitUpdate(Connect(cluster->root->port()), "dana", spec, Int64Update({1, 1}), durable);
   EXPECT_EQ(ack.status().code(), absl::StatusCode::kFailedPrecondition) << ack.status();
   EXPECT_NE(ack.status().message().find("runs without checkpoints"), absl::string_view::npos) << ack.status();
   // Nothing was counted: the same client id is accepted once it asks for RECEIVED.
-  ack = SubmitUpdate(Connect(cluster->root->port()), "dana", spec, Update({1, 1}));
+  ack = SubmitUpdate(Connect(cluster->root->port()), "dana", spec, Int64Update({1, 1}));
   ASSERT_TRUE(ack.ok()) << ack.status();
   EXPECT_EQ(ack->contributions(), 1);
 
@@ -104,14 +80,14 @@ TEST(DurableAckTest, DurableIsRefusedWithoutCheckpoints) {
   absl::StatusOr<std::unique_ptr<ContributeStream>> stream =
       ContributeStream::Open(Connect(cluster->intermediates[0]->port()), "erin", durable);
   ASSERT_TRUE(stream.ok()) << stream.status();
-  ack = (*stream)->Contribute(spec, Update({1, 1}));
+  ack = (*stream)->Contribute(spec, Int64Update({1, 1}));
   EXPECT_EQ(ack.status().code(), absl::StatusCode::kFailedPrecondition) << ack.status();
   EXPECT_NE(ack.status().message().find("intermediate aggregator writes no checkpoints"), absl::string_view::npos)
       << ack.status();
 }
 
 TEST(DurableAckTest, IntermediateWithCheckpointDirIsRefusedAtStart) {
-  CheckpointDir dir;
+  TempDir dir;
   ServerConfig config = CheckpointingConfig(dir.path());
   config.parent_address = "127.0.0.1:1";
   absl::StatusOr<std::unique_ptr<FedaggServer>> server = FedaggServer::Start(config);

@@ -2,42 +2,18 @@
 // update's answer is reopened and the update sent again with the same client id, which the
 // server counts once — after a server restart on the same port, after a lost ack, and
 // the status once every attempt has failed.
-#include <filesystem>
 #include <thread>
 
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "tests/integration/tcp_relay.h"
 #include "tests/integration/test_cluster.h"
+#include "tests/temp_dir.h"
 
 namespace fedagg::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-class TempDirectory {
- public:
-  TempDirectory() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "fedagg-reconnect-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDirectory() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-v1::AggregationSpec SumSpec(const std::string& id) {
-  return MakeSpec(id, {{"w", "int64[2]", Intrinsic::kFederatedSum}});
-}
-
-UpdateView Update(const std::vector<int64_t>& values) {
-  return UpdateView{{FieldValue::Dense<int64_t>(values)}, std::nullopt};
-}
 
 int64_t ContributionsAt(int port, const std::string& aggregation_id) {
   absl::StatusOr<v1::AggregationStatus> status = ControlClient(Connect(port)).Get(aggregation_id);
@@ -46,20 +22,20 @@ int64_t ContributionsAt(int port, const std::string& aggregation_id) {
 }
 
 TEST(ReconnectTest, StreamReconnectsToServerRestartedOnSamePort) {
-  TempDirectory dir;
+  TempDir dir;
   ServerConfig config = LoopbackConfig();
   config.checkpoint_dir = dir.path();
   absl::StatusOr<std::unique_ptr<FedaggServer>> server = FedaggServer::Start(config);
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
   ControlClient control(Connect(port));
-  const v1::AggregationSpec first = SumSpec("restart-1"), second = SumSpec("restart-2");
+  const v1::AggregationSpec first = Int64SumSpec("restart-1"), second = Int64SumSpec("restart-2");
   ASSERT_TRUE(control.Create(first).ok());
   ASSERT_TRUE(control.Create(second).ok());
 
   absl::StatusOr<std::unique_ptr<ContributeStream>> stream = ContributeStream::Open(Connect(port), "alice");
   ASSERT_TRUE(stream.ok()) << stream.status();
-  absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(first, Update({1, 10}));
+  absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(first, Int64Update({1, 10}));
   ASSERT_TRUE(ack.ok()) << ack.status();
 
   (*server)->Shutdown(absl::Milliseconds(100));  // checkpoints both aggregations, breaks the stream
@@ -70,11 +46,11 @@ TEST(ReconnectTest, StreamReconnectsToServerRestartedOnSamePort) {
   ASSERT_EQ((*server)->restored_aggregations(), 2);
 
   // The old stream object reopens its stream to the new server and sends the update there.
-  ack = (*stream)->Contribute(second, Update({2, 20}));
+  ack = (*stream)->Contribute(second, Int64Update({2, 20}));
   ASSERT_TRUE(ack.ok()) << ack.status();
   EXPECT_EQ(ack->contributions(), 1);
   // The reopened stream is an ordinary one: alice's first update is still counted once.
-  ack = (*stream)->Contribute(first, Update({1, 10}));
+  ack = (*stream)->Contribute(first, Int64Update({1, 10}));
   EXPECT_EQ(ack.status().code(), absl::StatusCode::kAlreadyExists) << ack.status();
   EXPECT_TRUE((*stream)->Close().ok());
   EXPECT_EQ(ContributionsAt(port, first.aggregation_id()), 1);
@@ -94,7 +70,7 @@ TEST(ReconnectTest, ResendAfterLostAckIsCountedOnce) {
   std::unique_ptr<Cluster> cluster = Cluster::Start(/*intermediates=*/0);
   ASSERT_NE(cluster, nullptr);
   const int port = cluster->root->port();
-  const v1::AggregationSpec spec = SumSpec("lost-ack");
+  const v1::AggregationSpec spec = Int64SumSpec("lost-ack");
   ASSERT_TRUE(ControlClient(Connect(port)).Create(spec).ok());
   TcpRelay relay(port);
   ASSERT_NE(relay.port(), 0);
@@ -103,7 +79,7 @@ TEST(ReconnectTest, ResendAfterLostAckIsCountedOnce) {
   ASSERT_TRUE(stream.ok()) << stream.status();
   relay.set_drop_server_bytes(true);  // the server's ack never reaches the client
   absl::StatusOr<v1::Ack> ack;
-  std::thread contributor([&] { ack = (*stream)->Contribute(spec, Update({3, 30})); });
+  std::thread contributor([&] { ack = (*stream)->Contribute(spec, Int64Update({3, 30})); });
   // Wait until the server has counted the update, then break the connection.
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
   while (ContributionsAt(port, spec.aggregation_id()) < 1 && absl::Now() < give_up) {
@@ -124,7 +100,7 @@ TEST(ReconnectTest, ResendAfterLostAckIsCountedOnce) {
 TEST(ReconnectTest, GivesUpAfterMaxAttemptsNamingThemAndTheLastError) {
   std::unique_ptr<Cluster> cluster = Cluster::Start(/*intermediates=*/0);
   ASSERT_NE(cluster, nullptr);
-  const v1::AggregationSpec spec = SumSpec("gone");
+  const v1::AggregationSpec spec = Int64SumSpec("gone");
   ASSERT_TRUE(ControlClient(Connect(cluster->root->port())).Create(spec).ok());
   CallOptions options;
   options.max_attempts = 3;
@@ -135,7 +111,7 @@ TEST(ReconnectTest, GivesUpAfterMaxAttemptsNamingThemAndTheLastError) {
   cluster->root->Shutdown(absl::Milliseconds(100));
   cluster->root.reset();  // nothing listens on the port any more
 
-  absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(spec, Update({4, 40}));
+  absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(spec, Int64Update({4, 40}));
   EXPECT_EQ(ack.status().code(), absl::StatusCode::kUnavailable) << ack.status();
   EXPECT_THAT(ack.status().message(),
               HasSubstr("the update to aggregation 'gone' was not acknowledged after 3 attempts; the last error: "));
@@ -147,7 +123,7 @@ TEST(ReconnectTest, FinalRefusalsAreReturnedAtOnce) {
   absl::StatusOr<std::unique_ptr<ContributeStream>> stream =
       ContributeStream::Open(Connect(cluster->root->port()), "dave");
   ASSERT_TRUE(stream.ok()) << stream.status();
-  absl::StatusOr<v1::Ack> ack = (*stream)->ContributeUnchecked("no-such-aggregation", Update({1, 1}));
+  absl::StatusOr<v1::Ack> ack = (*stream)->ContributeUnchecked("no-such-aggregation", Int64Update({1, 1}));
   EXPECT_EQ(ack.status().code(), absl::StatusCode::kNotFound) << ack.status();
   EXPECT_EQ(ack.status().message(), "no aggregation 'no-such-aggregation' on this server");
 }

@@ -78,6 +78,15 @@ inline v1::AggregationSpec MakeSpec(const std::string& id, const std::vector<Fie
   return spec;
 }
 
+// A one-field int64[2] federated_sum: exact, so tests compare results with ==.
+inline v1::AggregationSpec Int64SumSpec(const std::string& id) {
+  return MakeSpec(id, {{"w", "int64[2]", Intrinsic::kFederatedSum}});
+}
+
+inline UpdateView Int64Update(const std::vector<int64_t>& values) {
+  return UpdateView{{FieldValue::Dense<int64_t>(values)}, std::nullopt};
+}
+
 inline std::shared_ptr<const ReductionSpec> ReductionOf(const v1::AggregationSpec& spec) {
   absl::StatusOr<AggregationConfig> config = ConfigFromProto(spec);
   EXPECT_TRUE(config.ok()) << config.status();

@@ -6,12 +6,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "service/core/update_buffer.h"
 #include "service/rounds/spec_conversion.h"
+#include "tests/temp_dir.h"
 
 namespace fedagg::testing {
 
@@ -43,23 +43,6 @@ T ValueOrDie(absl::StatusOr<T> status_or) {
   }
   return *std::move(status_or);
 }
-
-// A fresh directory, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "fedagg-rounds-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 }  // namespace fedagg::testing
 
