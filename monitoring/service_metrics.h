@@ -2,7 +2,8 @@
 // their names, registered once on a MetricsRegistry. The RPC layer, the rounds layer (via
 // AggregationOptions::on_batch_reduced and CheckpointerOptions::on_written) and the tier
 // link update them; gauges that
-// describe state (aggregations by state, process memory) are read at scrape time.
+// describe state (aggregations by state, queue depth, memory, GPU memory) are read at
+// scrape time and registered by FedaggServer (service/server.cc).
 #ifndef FEDAGG_MONITORING_SERVICE_METRICS_H_
 #define FEDAGG_MONITORING_SERVICE_METRICS_H_
 

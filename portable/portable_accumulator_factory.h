@@ -17,15 +17,20 @@ namespace fedagg {
 
 class PortableAccumulatorFactory final : public AccumulatorFactory {
  public:
-  PortableAccumulatorFactory(std::string name, portable::ReducerMakers makers)
-      : name_(std::move(name)), makers_(makers) {}
+  // `device_monitor` (optional, must outlive the factory) reports the devices the
+  // reducers run on; null for reducers in host memory.
+  PortableAccumulatorFactory(std::string name, portable::ReducerMakers makers,
+                             const DeviceMonitor* device_monitor = nullptr)
+      : name_(std::move(name)), makers_(makers), device_monitor_(device_monitor) {}
 
   absl::string_view name() const override { return name_; }
   std::unique_ptr<FieldAccumulator> Make(const FieldSpec& field) const override;
+  const DeviceMonitor* device_monitor() const override { return device_monitor_; }
 
  private:
   std::string name_;
   portable::ReducerMakers makers_;
+  const DeviceMonitor* device_monitor_;
 };
 
 // The reducer spec of a field (exposed for tests).

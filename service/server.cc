@@ -72,6 +72,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   options.child_grace = config.child_grace;
   options.backend = config.backend;
   server->backend_name_ = std::string(config.backend != nullptr ? config.backend->name() : "cpu");
+  server->device_monitor_ = config.backend != nullptr ? config.backend->device_monitor() : nullptr;
   if (!config.checkpoint_dir.empty() && !config.parent_address.empty()) {
     return absl::InvalidArgumentError(
         "--checkpoint_dir is for the root: an intermediate aggregator writes no checkpoints (its "
@@ -213,6 +214,24 @@ void FedaggServer::RegisterStateGauges() {
         }
         return samples;
       });
+  // Queue depth, as node totals over every aggregation held (one series per node):
+  // what waits for reduction, and what is being received.
+  const auto node_total = [registry](int64_t (Aggregation::*count)() const) {
+    return [registry, count] {
+      int64_t total = 0;
+      for (const auto& aggregation : registry->List()) total += ((*aggregation).*count)();
+      return MetricsRegistry::GaugeSamples{{{}, static_cast<double>(total)}};
+    };
+  };
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_pending_updates",
+      "Updates validated and counted, waiting in pending batches to be reduced (all aggregations).", {},
+      node_total(&Aggregation::pending_updates));
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_updates_in_flight",
+      "Updates whose header was accepted and that are not yet counted or discarded (all aggregations).", {},
+      node_total(&Aggregation::updates_in_flight));
+  if (device_monitor_ != nullptr) RegisterDeviceGauges(*device_monitor_);
   const std::string backend = backend_name_;
   MemoryBudget* budget = memory_budget_.get();
   metrics_registry_->AddGaugeCallback(
@@ -227,6 +246,30 @@ void FedaggServer::RegisterStateGauges() {
   metrics_registry_->AddGaugeCallback(
       "fedagg_process_resident_memory_bytes", "Resident memory of the fedagg-server process.", {},
       [] { return MetricsRegistry::GaugeSamples{{{}, ProcessResidentBytes()}}; });
+}
+
+void FedaggServer::RegisterDeviceGauges(const DeviceMonitor& monitor) {
+  // Each scrape reads the devices afresh; a device that cannot be read leaves both
+  // families without series (absent), rather than reporting a stale or made-up value.
+  const DeviceMonitor* devices = &monitor;  // the backend's: outlives the server
+  const auto device_memory = [devices](uint64_t DeviceMemoryReading::*bytes) {
+    return [devices, bytes] {
+      MetricsRegistry::GaugeSamples samples;
+      absl::StatusOr<std::vector<DeviceMemoryReading>> readings = devices->ReadMemory();
+      if (!readings.ok()) return samples;
+      for (const DeviceMemoryReading& reading : *readings) {
+        samples.push_back({{absl::StrCat(reading.device)}, static_cast<double>(reading.*bytes)});
+      }
+      return samples;
+    };
+  };
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_gpu_memory_used_bytes",
+      "Memory in use on each device the backend reduces on, by every process (total minus free).",
+      {"device"}, device_memory(&DeviceMemoryReading::used_bytes));
+  metrics_registry_->AddGaugeCallback("fedagg_gpu_memory_total_bytes",
+                                      "Memory of each device the backend reduces on.", {"device"},
+                                      device_memory(&DeviceMemoryReading::total_bytes));
 }
 
 void FedaggServer::Shutdown(absl::Duration grace) {

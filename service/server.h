@@ -93,8 +93,11 @@ class FedaggServer {
   FedaggServer() = default;
 
   void RegisterStateGauges();
+  // fedagg_gpu_memory_*: only for a backend that reduces on devices.
+  void RegisterDeviceGauges(const DeviceMonitor& monitor);
 
   std::string backend_name_;  // for fedagg_backend_info
+  const DeviceMonitor* device_monitor_ = nullptr;  // the backend's; null: host memory only
 
   std::unique_ptr<MetricsRegistry> metrics_registry_ = std::make_unique<MetricsRegistry>();
   std::unique_ptr<ServiceMetrics> metrics_ = std::make_unique<ServiceMetrics>(*metrics_registry_);

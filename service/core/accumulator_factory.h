@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/strings/string_view.h"
+#include "service/core/device_monitor.h"
 #include "service/core/field_accumulator.h"
 #include "service/core/reduction_spec.h"
 
@@ -24,6 +25,9 @@ class AccumulatorFactory {
   // A fresh accumulator for `field` (which must outlive it). Cannot fail: a device
   // backend allocates device memory on first use and reports failure from there.
   virtual std::unique_ptr<FieldAccumulator> Make(const FieldSpec& field) const = 0;
+  // The devices this backend reduces on, read at scrape time for the GPU metrics; null
+  // (the default) for a backend that reduces in host memory. Lives as long as the factory.
+  virtual const DeviceMonitor* device_monitor() const { return nullptr; }
 };
 
 }  // namespace fedagg

@@ -518,6 +518,16 @@ bool Aggregation::HasCounted(const std::string& client_id) const {
   return counted_.contains(client_id);
 }
 
+int64_t Aggregation::pending_updates() const {
+  MutexLock lock(&mu_);
+  return static_cast<int64_t>(pending_.size());
+}
+
+int64_t Aggregation::updates_in_flight() const {
+  MutexLock lock(&mu_);
+  return static_cast<int64_t>(in_flight_.size());
+}
+
 v1::AggregationState Aggregation::state() const {
   MutexLock lock(&mu_);
   return state_;

@@ -153,6 +153,12 @@ class Aggregation {
   // The last sequence from `child_id` that the last checkpoint on disk holds.
   uint64_t DurableChildSequence(const std::string& child_id) const;
 
+  // Queue depth, for metrics: updates counted and waiting in the pending batch to be
+  // reduced (a batch being reduced no longer waits), and updates begun (header accepted)
+  // whose commit or abandonment has not happened yet.
+  int64_t pending_updates() const;
+  int64_t updates_in_flight() const;
+
   // Whether an update from `client_id` was counted here.
   bool HasCounted(const std::string& client_id) const;
   v1::AggregationStatus Status() const;

@@ -1,5 +1,8 @@
 // The /metrics, /healthz and /readyz endpoint of a live server: the counters move with
-// real traffic, the exposition passes `promtool check metrics` (Prometheus's own linter).
+// real traffic, the queue-depth gauges show updates pending and in flight, the GPU
+// gauges show what the backend's DeviceMonitor reads (a fake one here: no GPU is needed)
+// and are absent with the CPU backend, and the exposition passes `promtool check metrics`
+// (Prometheus's own linter).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -8,8 +11,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 
-#include "tests/integration/test_cluster.h"
+#include "service/core/cpu_accumulator_factory.h"
+#include "service/core/mutex.h"
+#include "tests/integration/raw_streams.h"
 
 namespace fedagg::testing {
 namespace {
@@ -35,6 +41,28 @@ std::string HttpGet(int port, const std::string& path) {
 
 bool HasLine(const std::string& text, const std::string& line) {
   return text.find("\n" + line + "\n") != std::string::npos;
+}
+
+// The body of GET /metrics ("" when the answer is not 200).
+std::string Scrape(int port) {
+  const std::string response = HttpGet(port, "/metrics");
+  if (response.rfind("HTTP/1.1 200 OK", 0) != 0) return "";
+  return response.substr(response.find("\r\n\r\n") + 4);
+}
+
+// `promtool check metrics` on an exposition: its output and whether it passed; nullopt
+// when promtool is not installed.
+struct Lint {
+  bool passed = false;
+  std::string output;
+};
+std::optional<Lint> PromtoolCheck(const std::string& body) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) return std::nullopt;
+  const std::string path = ::testing::TempDir() + "/fedagg-metrics.txt";
+  std::ofstream(path) << body;
+  const std::string command = "promtool check metrics < " + path + " > " + path + ".lint 2>&1";
+  const bool passed = std::system(command.c_str()) == 0;
+  return Lint{passed, ReadFile(path + ".lint").value_or("")};
 }
 
 TEST(MetricsTest, CountersFollowTrafficAndTheExpositionLints) {
@@ -69,15 +97,126 @@ TEST(MetricsTest, CountersFollowTrafficAndTheExpositionLints) {
   EXPECT_TRUE(HasLine(body, "fedagg_memory_budget_bytes 0")) << body;
   EXPECT_NE(body.find("\nfedagg_memory_accounted_bytes "), std::string::npos) << body;
   EXPECT_TRUE(HasLine(body, "fedagg_stalled_updates_evicted_total 0")) << body;
+  EXPECT_TRUE(HasLine(body, "# TYPE fedagg_pending_updates gauge")) << body;
+  EXPECT_TRUE(HasLine(body, "fedagg_updates_in_flight 0")) << body;
+  // The CPU backend reduces in host memory: no device metric at all.
+  EXPECT_TRUE(HasLine(body, "fedagg_backend_info{backend=\"cpu\"} 1")) << body;
+  EXPECT_EQ(body.find("fedagg_gpu_"), std::string::npos) << body;
 
   // Prometheus's linter on the live exposition.
-  if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "promtool not installed (scripts/setup.sh installs the 'prometheus' package)";
+  const std::optional<Lint> lint = PromtoolCheck(body);
+  if (!lint.has_value()) GTEST_SKIP() << "promtool not installed (scripts/setup.sh installs the 'prometheus' package)";
+  EXPECT_TRUE(lint->passed) << lint->output;
+}
+
+TEST(MetricsTest, QueueDepthShowsUpdatesPendingAndInFlight) {
+  ServerConfig config = LoopbackConfig();
+  config.batch_size = 100;                     // no batch fills up
+  config.flush_interval = absl::Hours(1);      // and none is reduced for waiting
+  auto cluster = Cluster::Start(0, config);
+  ASSERT_NE(cluster, nullptr);
+  const int port = cluster->root->port();
+  const int metrics_port = cluster->root->metrics_port();
+  ControlClient control(Connect(port));
+  const v1::AggregationSpec spec = MakeSpec("q", {{"w", "float32[4]", Intrinsic::kFederatedSum}});
+  ASSERT_TRUE(control.Create(spec).ok());
+  const std::vector<float> values = {1, 2, 3, 4};
+  const UpdateView update{{FieldValue::Dense<float>(values)}, std::nullopt};
+  for (const char* client : {"a", "b", "c"}) {
+    auto stream = ContributeStream::Open(Connect(port), client);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    ASSERT_TRUE((*stream)->Contribute(spec, update).ok());
   }
-  const std::string path = ::testing::TempDir() + "/fedagg-metrics.txt";
-  std::ofstream(path) << body;
-  const std::string command = "promtool check metrics < " + path + " > " + path + ".lint 2>&1";
-  EXPECT_EQ(std::system(command.c_str()), 0) << ReadFile(path + ".lint").value_or("");
+  std::string body = Scrape(metrics_port);
+  EXPECT_TRUE(HasLine(body, "fedagg_pending_updates 3")) << body;
+  EXPECT_TRUE(HasLine(body, "fedagg_updates_in_flight 0")) << body;
+
+  // A fourth client sends its header and holds the update open: it is in flight.
+  RawContributeStream open_update(port, "d");
+  ASSERT_TRUE(open_update.open());
+  ASSERT_TRUE(open_update.Write(HeaderRequest("q", 1)));
+  EXPECT_TRUE(Eventually([&] { return HasLine(body = Scrape(metrics_port), "fedagg_updates_in_flight 1"); }))
+      << body;
+  EXPECT_TRUE(HasLine(body, "fedagg_pending_updates 3")) << body;
+  // It gives up: discarded, no longer in flight, and nothing new is pending.
+  EXPECT_TRUE(open_update.Close().ok());
+  EXPECT_TRUE(Eventually([&] { return HasLine(body = Scrape(metrics_port), "fedagg_updates_in_flight 0"); }))
+      << body;
+  EXPECT_TRUE(HasLine(body, "fedagg_pending_updates 3")) << body;
+
+  // Finalization reduces the pending batch: the queue is empty.
+  ASSERT_TRUE(control.Seal("q").ok());
+  absl::StatusOr<v1::AggregationStatus> final_status = control.WatchUntilFinal("q");
+  ASSERT_TRUE(final_status.ok()) << final_status.status();
+  EXPECT_EQ(final_status->state(), v1::FINALIZED);
+  EXPECT_EQ(final_status->contributions(), 3);
+  body = Scrape(metrics_port);
+  EXPECT_TRUE(HasLine(body, "fedagg_pending_updates 0")) << body;
+  EXPECT_TRUE(HasLine(body, "fedagg_updates_in_flight 0")) << body;
+}
+
+// A DeviceMonitor whose readings the test sets.
+class FakeDeviceMonitor final : public DeviceMonitor {
+ public:
+  absl::StatusOr<std::vector<DeviceMemoryReading>> ReadMemory() const override {
+    MutexLock lock(&mu_);
+    return readings_;
+  }
+  void Set(absl::StatusOr<std::vector<DeviceMemoryReading>> readings) {
+    MutexLock lock(&mu_);
+    readings_ = std::move(readings);
+  }
+
+ private:
+  mutable Mutex mu_;
+  absl::StatusOr<std::vector<DeviceMemoryReading>> readings_ ABSL_GUARDED_BY(mu_);
+};
+
+// Reduces like the CPU backend and reports the fake monitor's devices.
+class FakeDeviceBackend final : public AccumulatorFactory {
+ public:
+  absl::string_view name() const override { return "fake-device"; }
+  std::unique_ptr<FieldAccumulator> Make(const FieldSpec& field) const override {
+    return CpuAccumulatorFactory::Default().Make(field);
+  }
+  const DeviceMonitor* device_monitor() const override { return &monitor; }
+
+  FakeDeviceMonitor monitor;
+};
+
+TEST(MetricsTest, GpuMemoryGaugesReadTheBackendsDevicesAtScrapeTime) {
+  FakeDeviceBackend backend;
+  backend.monitor.Set(std::vector<DeviceMemoryReading>{{0, 1000, 4000}, {1, 2500, 8000}});
+  ServerConfig config = LoopbackConfig();
+  config.backend = &backend;
+  auto cluster = Cluster::Start(0, config);
+  ASSERT_NE(cluster, nullptr);
+  const int metrics_port = cluster->root->metrics_port();
+
+  std::string body = Scrape(metrics_port);
+  EXPECT_TRUE(HasLine(body, "fedagg_backend_info{backend=\"fake-device\"} 1")) << body;
+  EXPECT_TRUE(HasLine(body, "# TYPE fedagg_gpu_memory_used_bytes gauge")) << body;
+  EXPECT_TRUE(HasLine(body, "fedagg_gpu_memory_used_bytes{device=\"0\"} 1000")) << body;
+  EXPECT_TRUE(HasLine(body, "fedagg_gpu_memory_used_bytes{device=\"1\"} 2500")) << body;
+  EXPECT_TRUE(HasLine(body, "fedagg_gpu_memory_total_bytes{device=\"0\"} 4000")) << body;
+  EXPECT_TRUE(HasLine(body, "fedagg_gpu_memory_total_bytes{device=\"1\"} 8000")) << body;
+  if (const std::optional<Lint> lint = PromtoolCheck(body); lint.has_value()) {
+    EXPECT_TRUE(lint->passed) << lint->output;
+  }
+
+  // Each scrape reads afresh.
+  backend.monitor.Set(std::vector<DeviceMemoryReading>{{0, 3000, 4000}});
+  body = Scrape(metrics_port);
+  EXPECT_TRUE(HasLine(body, "fedagg_gpu_memory_used_bytes{device=\"0\"} 3000")) << body;
+  EXPECT_EQ(body.find("fedagg_gpu_memory_used_bytes{device=\"1\"}"), std::string::npos) << body;
+
+  // A device that cannot be read: no value rather than a stale one.
+  backend.monitor.Set(absl::UnavailableError("the device fell off the bus"));
+  body = Scrape(metrics_port);
+  EXPECT_TRUE(HasLine(body, "# TYPE fedagg_gpu_memory_used_bytes gauge")) << body;
+  EXPECT_EQ(body.find("fedagg_gpu_memory_used_bytes{"), std::string::npos) << body;
+  EXPECT_EQ(body.find("fedagg_gpu_memory_total_bytes{"), std::string::npos) << body;
+  EXPECT_TRUE(HasLine(body, "fedagg_updates_in_flight 0")) << body;  // the rest is served as usual
 }
 
 TEST(MetricsTest, HealthReadinessAndUnknownPaths) {

@@ -1,5 +1,6 @@
 // Test support: starts fedagg servers in-process on loopback ports — a root and any
-// number of intermediate aggregators under it — and builds specs and updates for tests.
+// number of intermediate aggregators under it — builds specs and updates for tests, and
+// waits for what servers do on their own threads.
 #ifndef FEDAGG_TESTS_INTEGRATION_TEST_CLUSTER_H_
 #define FEDAGG_TESTS_INTEGRATION_TEST_CLUSTER_H_
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client_stub/client.h"
 #include "gtest/gtest.h"
 #include "service/rounds/spec_conversion.h"
@@ -51,6 +53,17 @@ struct Cluster {
     return cluster;
   }
 };
+
+// Polls `condition` until it holds or 10 s pass (the server acts on another thread).
+template <typename Condition>
+bool Eventually(Condition condition) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
 
 // A spec with one tensor field per entry of `fields`: (name, type text, intrinsic).
 struct FieldDecl {
