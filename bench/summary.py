@@ -54,7 +54,8 @@ def service_rows(path):
                          ("yes" if r["median_ms"] < 10 and r["checked"] else "NO") if goal else ""))
         elif r["bench"] == "memory":
             ratio = r["peak_over_idle_in_models"]
-            rows.append((f"memory, {r['updates']} updates of {r['model_bytes'] / MB:.3g} MB",
+            rows.append((f"memory, {r['updates']} updates of {r['model_bytes'] / MB:.3g} MB, {r['streams']} stream(s), "
+                         f"--batch_max_mib={r['batch_max_mib']}",
                          f"peak RSS {r['peak_rss_bytes'] / MIB:.0f} MiB, idle {r['idle_rss_bytes'] / MIB:.0f} MiB: "
                          f"idle + {ratio:.1f} x model{checked}",
                          "< 3 x model + idle", "yes" if ratio < 3 and r["checked"] else "NO"))

@@ -143,7 +143,10 @@ absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id,
     if (pending_.empty()) pending_since_ = absl::Now();
     pending_.push_back(std::move(update));
     contributions = ++contributions_;
-    batch_full = static_cast<int>(pending_.size()) >= options_.batch_size;
+    uint64_t pending_bytes = 0;
+    for (const UpdateBuffer& pending : pending_) pending_bytes += pending.total_bytes();
+    batch_full = static_cast<int>(pending_.size()) >= options_.batch_size ||
+                 pending_bytes >= options_.batch_max_bytes;
     if (config_.max_contributions > 0 && contributions_ >= config_.max_contributions) {
       SealLocked(&to_notify);
       sealed_now = true;

@@ -39,6 +39,9 @@ namespace fedagg {
 
 struct AggregationOptions {
   int batch_size = 16;  // updates reduced together
+  // A batch is also full once its updates hold this many payload bytes, so that large
+  // models are reduced a few at a time and do not pile up batch_size copies in memory.
+  uint64_t batch_max_bytes = uint64_t{64} << 20;
   // A batch that has not filled up is reduced anyway once its oldest update waited this long.
   absl::Duration flush_interval = absl::Milliseconds(100);
   // After a seal, how long to wait for child aggregators' final partials.
