@@ -70,12 +70,14 @@ absl::Status Run() {
   for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
     const auto start = std::chrono::steady_clock::now();
     PartialAggregate partial(*spec);
-    for (int64_t first = 0; first < clients; first += batch_size) {
-      // The server closes a batch at the first update that brings it to --batch_max_mib.
-      const int64_t max_bytes = int64_t{absl::GetFlag(FLAGS_batch_max_mib)} << 20;
-      const int64_t by_bytes = std::max<int64_t>(1, (max_bytes + static_cast<int64_t>(update_bytes) - 1) /
-                                                        static_cast<int64_t>(update_bytes));
-      const int64_t count = std::min({int64_t{batch_size}, by_bytes, clients - first});
+    // The server closes a batch at --batch_size updates, or at the first update that brings
+    // it to --batch_max_mib.
+    const int64_t max_bytes = int64_t{absl::GetFlag(FLAGS_batch_max_mib)} << 20;
+    const int64_t per_batch = std::min<int64_t>(
+        batch_size, std::max<int64_t>(1, (max_bytes + static_cast<int64_t>(update_bytes) - 1) /
+                                             static_cast<int64_t>(update_bytes)));
+    for (int64_t first = 0; first < clients; first += per_batch) {
+      const int64_t count = std::min(per_batch, clients - first);
       std::vector<UpdateBuffer> arrived;
       std::vector<UpdateView> views;
       for (int64_t k = 0; k < count; ++k) {

@@ -10,7 +10,9 @@ Client i sends update i % K of a file of K random vectors, with weight 1 + i % 7
                           over FitRes messages carrying serialized parameters
   nvflare-accumulate      nvflare's WeightedAggregationHelper, which the in-time accumulating
                           aggregator adds each arriving update into
-  fedagg-cpu-backend      fedagg's CPU backend alone (build/bench/fedagg-backend-round)
+  fedagg-cpu-backend      fedagg's CPU backend alone (build/bench/fedagg-backend-round), at the
+                          server's default --batch_max_mib=64 and at 1 (each update reduced
+                          as soon as it arrives, the smallest footprint)
   fedagg-service          a fedagg-server on loopback, fed over gRPC by the fedagg Python
                           package (4 threads), create -> submit N -> seal -> result
 Every in-process contender receives each update as a fresh buffer (a copy of the file's
@@ -22,7 +24,7 @@ mean is checked against a float64 reference; a failed check gives no figure.
 Prints one "BENCH {json}" line per contender for bench/summary.py.
 
   peers_bench.py --build BUILD --peer_python PY --fedagg_python PY [--clients=100]
-                 [--elements=4000000] [--distinct=4] [--rounds=3]
+                 [--elements=4000000] [--distinct=4] [--rounds=5]
   peers_bench.py --contender NAME --updates FILE --elements D --clients N --rounds R --out FILE
                  [--server ADDR]      (one contender in its own process; used by the above)
 """
@@ -155,7 +157,7 @@ def wait_for_port(port, process, seconds=30):
 
 def measure(args, work, name, command, reference, server=None):
     """Runs one contender, checks its mean, returns its BENCH record."""
-    out = os.path.join(work, name + ".f32")
+    out = os.path.join(work, name.split()[0] + ".f32")
     report = subprocess.run(command + ["--out", out], check=True, capture_output=True, text=True)
     figures = json.loads(report.stdout.strip().splitlines()[-1])
     if server is not None:  # the server holds the aggregation, not the client process
@@ -186,10 +188,12 @@ def orchestrate(args):
         for name in IN_PROCESS:
             records.append(measure(args, work, name, [args.peer_python, me, "--contender", name] + common,
                                    reference))
-        records.append(measure(args, work, "fedagg-cpu-backend",
-                               [os.path.join(args.build, "bench", "fedagg-backend-round"),
-                                f"--updates_file={updates}", f"--elements={args.elements}",
-                                f"--clients={args.clients}", f"--rounds={args.rounds}"], reference))
+        for batch_max_mib in (64, 1):  # the server's default, and one update per batch
+            records.append(measure(args, work, f"fedagg-cpu-backend --batch_max_mib={batch_max_mib}",
+                                   [os.path.join(args.build, "bench", "fedagg-backend-round"),
+                                    f"--updates_file={updates}", f"--elements={args.elements}",
+                                    f"--clients={args.clients}", f"--rounds={args.rounds}",
+                                    f"--batch_max_mib={batch_max_mib}"], reference))
         port = free_port()
         server = subprocess.Popen([os.path.join(args.build, "service", "fedagg-server"),
                                    f"--listen=127.0.0.1:{port}", "--metrics_address="],
@@ -206,7 +210,7 @@ def orchestrate(args):
             server.terminate()
             server.wait()
     for record in records:
-        print(f"{record['contender']:24s} {record['median_s']:8.3f} s/round (min {record['min_s']:.3f}, "
+        print(f"{record['contender']:40s} {record['median_s']:8.3f} s/round (min {record['min_s']:.3f}, "
               f"max {record['max_s']:.3f}), peak {record['peak_over_idle_bytes'] / 1e6:8.0f} MB above idle, "
               f"error {record['max_relative_error']:.1e}{'' if record['checked'] else '  CHECK FAILED'}")
     for record in records:
@@ -222,7 +226,7 @@ def main():
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--elements", type=int, default=4_000_000)
     parser.add_argument("--distinct", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--contender")
     parser.add_argument("--updates")
     parser.add_argument("--server")

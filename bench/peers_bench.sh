@@ -5,7 +5,7 @@
 #     package index; never part of the tests or CI.
 #   - fedagg: the fedagg Python package (client_stub/python) over Debian's python3-grpcio
 #     and numpy, as the Python client tests install it (no network).
-#   bench/peers_bench.sh BUILD_DIR [--clients=100] [--elements=4000000] [--rounds=3]
+#   bench/peers_bench.sh BUILD_DIR [--clients=100] [--elements=4000000] [--rounds=5]
 set -euo pipefail
 BUILD=$(cd "$1" && pwd); shift
 REPO=$(cd "$(dirname "$0")/.." && pwd)
