@@ -1,12 +1,18 @@
 // LargeAllocation: heap memory for small buffers, 2 MiB-aligned huge-page mappings for
-// large ones.
+// large ones, released mappings cached for reuse.
 #include "service/core/large_allocation.h"
 
 #include <sys/mman.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
+#include <iterator>
 #include <new>
+#include <utility>
+#include <vector>
+
+#include "service/core/mutex.h"
 
 namespace fedagg {
 namespace {
@@ -33,13 +39,64 @@ std::byte* MapAligned(size_t bytes) {
   return reinterpret_cast<std::byte*>(aligned);
 }
 
+// Released mappings kept for the next allocation of the same size. A fresh mapping costs
+// page faults and the kernel's zeroing of every page; updates of one model all have the
+// same size, so the next one can take the memory the last one left, already resident.
+// At most LargeAllocation::kCachedBytes are kept; the oldest are unmapped first.
+class MappingCache {
+ public:
+  static MappingCache& Instance() {
+    static MappingCache& cache = *new MappingCache();  // lives as long as the process
+    return cache;
+  }
+
+  // A cached mapping of exactly `bytes`, or nullptr.
+  std::byte* Take(size_t bytes) {
+    MutexLock lock(&mu_);
+    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+      if (it->second != bytes) continue;
+      std::byte* memory = it->first;
+      cached_bytes_ -= bytes;
+      entries_.erase(std::next(it).base());
+      return memory;
+    }
+    return nullptr;
+  }
+
+  void Give(std::byte* memory, size_t bytes) {
+    std::vector<std::pair<std::byte*, size_t>> evicted;
+    {
+      MutexLock lock(&mu_);
+      if (bytes > LargeAllocation::kCachedBytes) {
+        evicted.emplace_back(memory, bytes);
+      } else {
+        while (cached_bytes_ + bytes > LargeAllocation::kCachedBytes) {
+          evicted.push_back(entries_.front());
+          cached_bytes_ -= entries_.front().second;
+          entries_.pop_front();
+        }
+        entries_.emplace_back(memory, bytes);
+        cached_bytes_ += bytes;
+      }
+    }
+    for (const auto& [unmapped, size] : evicted) munmap(unmapped, size);
+  }
+
+ private:
+  Mutex mu_;
+  std::deque<std::pair<std::byte*, size_t>> entries_ ABSL_GUARDED_BY(mu_);  // oldest first
+  size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 }  // namespace
 
 LargeAllocation::LargeAllocation(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
   if (bytes >= kHugePageBytes) {
     const size_t mapped = RoundUp(bytes, kHugePageBytes);
-    memory_ = std::unique_ptr<std::byte, LargeAllocationRelease>(MapAligned(mapped), LargeAllocationRelease{mapped});
+    std::byte* memory = MappingCache::Instance().Take(mapped);
+    if (memory == nullptr) memory = MapAligned(mapped);
+    memory_ = std::unique_ptr<std::byte, LargeAllocationRelease>(memory, LargeAllocationRelease{mapped});
     return;
   }
   void* memory = std::aligned_alloc(kHeapAlignment, RoundUp(bytes, kHeapAlignment));
@@ -49,7 +106,7 @@ LargeAllocation::LargeAllocation(size_t bytes) : size_(bytes) {
 
 void LargeAllocationRelease::operator()(std::byte* memory) const {
   if (mapped_bytes > 0) {
-    munmap(memory, mapped_bytes);
+    MappingCache::Instance().Give(memory, mapped_bytes);
   } else {
     std::free(memory);
   }

@@ -7,7 +7,10 @@
 // grew with the number of threads that had received an update. So buffers of
 // kHugePageBytes and more are mapped on their own (mmap), aligned to 2 MiB and advised to
 // the kernel as transparent-huge-page candidates (MADV_HUGEPAGE; a no-op where THP is
-// off), and unmapped when freed. Smaller buffers are cache-line-aligned heap memory.
+// off). A released mapping is kept for the next buffer of its size (updates of one model
+// all have one size), which skips the kernel's faults and zeroing of fresh pages; at most
+// kCachedBytes are kept, the oldest unmapped first. Smaller buffers are cache-line-aligned
+// heap memory.
 #ifndef FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
 #define FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
 
@@ -26,6 +29,8 @@ struct LargeAllocationRelease {
 class LargeAllocation {
  public:
   static constexpr size_t kHugePageBytes = size_t{2} << 20;
+  // Released mappings kept for reuse, process-wide (resident: they show in the RSS).
+  static constexpr size_t kCachedBytes = size_t{128} << 20;
 
   LargeAllocation() = default;
   // Uninitialised; throws std::bad_alloc like operator new when memory is exhausted.

@@ -1,5 +1,5 @@
-// LargeAllocation: sizes, alignment (2 MiB for huge-page mappings, 64 bytes otherwise), and
-// memory that holds what is written to every byte of it.
+// LargeAllocation: sizes, alignment (2 MiB for huge-page mappings, 64 bytes otherwise),
+// memory that holds what is written to every byte of it, and reuse of released mappings.
 #include "service/core/large_allocation.h"
 
 #include <cstdint>
@@ -54,6 +54,21 @@ TEST(LargeAllocationTest, MovingTransfersOwnership) {
   EXPECT_EQ(first.size(), 0u);
   second = LargeAllocation(10);  // the mapping is released, the heap buffer taken
   EXPECT_EQ(second.size(), 10u);
+}
+
+TEST(LargeAllocationTest, ReleasedMappingServesTheNextBufferOfItsSize) {
+  const size_t bytes = LargeAllocation::kHugePageBytes * 5 + 1;
+  std::byte* released;
+  {
+    LargeAllocation first(bytes);
+    first.data()[bytes - 1] = std::byte{7};
+    released = first.data();
+  }
+  LargeAllocation other_size(LargeAllocation::kHugePageBytes * 9);
+  EXPECT_NE(other_size.data(), released);
+  LargeAllocation same_size(bytes);
+  EXPECT_EQ(same_size.data(), released);
+  ExpectWritableEverywhere(same_size);
 }
 
 }  // namespace
