@@ -349,8 +349,13 @@ void Aggregation::Tick(absl::Time now) {
   bool sealed_now = false;
   bool sealed = false;
   std::vector<ChildNotifier> to_notify;
+  std::vector<std::function<void()>> join_waits_over;
   {
     MutexLock lock(&mu_);
+    // Join waiters whose deadline passed, or all of them once the aggregation left OPEN.
+    const auto over = state_ == v1::OPEN ? join_waiters_.upper_bound(now) : join_waiters_.end();
+    for (auto it = join_waiters_.begin(); it != over; ++it) join_waits_over.push_back(std::move(it->second));
+    join_waiters_.erase(join_waiters_.begin(), over);
     flush = !pending_.empty() && now - pending_since_ >= options_.flush_interval;
     // A mirror's deadline is its parent's business: the parent sends SEAL.
     if (!options_.forwarding && state_ == v1::OPEN && now >= config_.deadline) {
@@ -359,6 +364,7 @@ void Aggregation::Tick(absl::Time now) {
     }
     sealed = state_ == v1::SEALED;
   }
+  for (const std::function<void()>& run : join_waits_over) run();
   if (flush) ReducePending();
   for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
   if (sealed_now) NotifyWatchers();
@@ -500,8 +506,24 @@ uint64_t Aggregation::DurableChildSequence(const std::string& child_id) const {
 }
 
 void Aggregation::SetJoinedUpstream(bool joined) {
-  MutexLock lock(&mu_);
-  joined_upstream_ = joined;
+  std::multimap<absl::Time, std::function<void()>> ready;
+  {
+    MutexLock lock(&mu_);
+    joined_upstream_ = joined;
+    if (joined) ready.swap(join_waiters_);
+  }
+  for (auto& [deadline, run] : ready) run();
+}
+
+void Aggregation::WhenJoined(absl::Time deadline, std::function<void()> ready) {
+  {
+    MutexLock lock(&mu_);
+    if (options_.forwarding && !joined_upstream_ && state_ == v1::OPEN) {
+      join_waiters_.emplace(deadline, std::move(ready));
+      return;
+    }
+  }
+  ready();
 }
 
 v1::AggregationStatus Aggregation::Status() const {
