@@ -30,7 +30,7 @@ class LargeAllocation {
  public:
   static constexpr size_t kHugePageBytes = size_t{2} << 20;
   // Released mappings kept for reuse, process-wide (resident: they show in the RSS).
-  static constexpr size_t kCachedBytes = size_t{128} << 20;
+  static constexpr size_t kCachedBytes = size_t{32} << 20;
 
   LargeAllocation() = default;
   // Uninitialised; throws std::bad_alloc like operator new when memory is exhausted.
