@@ -6,14 +6,15 @@
 #   bench/service_bench.sh BUILD_DIR ingest [--streams=8] [--updates_1k=20000] [--updates_1m=1000] [--updates_64m=6]
 #   bench/service_bench.sh BUILD_DIR rounds [--rounds_small=20] [--rounds_large=5]
 #   bench/service_bench.sh BUILD_DIR memory [--memory_updates=100,1000] [--model_floats=4000000]
+#                                           [--memory_streams=4] [--memory_batch_max_mib=64]
 #   bench/service_bench.sh BUILD_DIR scale  [--scale_clients=10000] [--scale_concurrency=1000]
 # ingest:  N concurrent streams of 1 KiB, 1 MiB and 64 MiB updates through fedagg-server
 #          (validation, batching, reduction) and through fedagg-raw-sink (a bare gRPC sink
 #          receiving the same chunked messages); payload bytes/s, updates/s and the ratio.
 # rounds:  create -> N tiny contributions through a root and two intermediate aggregators
 #          -> result, repeated; median and p99 latency per round for N = 10 and 1,000.
-# memory:  peak RSS (VmHWM) of a root aggregating M updates of a 16 MB model, against the
-#          model size and the idle server's RSS.
+# memory:  peak RSS (VmHWM) of a root aggregating M updates of a 16 MB model from S concurrent
+#          streams, at the server's --batch_max_mib, against the model size and the idle RSS.
 # scale:   10,000 logical clients through a root and two intermediate aggregators:
 #          updates/s and each server's peak RSS.
 set -euo pipefail
@@ -24,7 +25,7 @@ LOADGEN=$BUILD/client_stub/fedagg-loadgen
 SINK=$BUILD/bench/fedagg-raw-sink
 
 declare -A OPT=([streams]=8 [updates_1k]=20000 [updates_1m]=1000 [updates_64m]=6 [rounds_small]=20 [rounds_large]=5
-                [memory_updates]=100,1000 [model_floats]=4000000 [scale_clients]=10000 [scale_concurrency]=1000)
+                [memory_updates]=100,1000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [scale_clients]=10000 [scale_concurrency]=1000)
 for arg in "$@"; do
   key=${arg#--}; key=${key%%=*}
   [ -n "${OPT[$key]+set}" ] && [[ $arg == --*=* ]] || { echo "unknown option $arg" >&2; exit 2; }
@@ -97,14 +98,15 @@ rounds)
 memory)
   IFS=, read -ra ms <<<"${OPT[memory_updates]}"
   for m in "${ms[@]}"; do
-    start_root
+    start_root --batch_max_mib="${OPT[memory_batch_max_mib]}"
     idle=$(rss_kib "$ROOT_PID" VmRSS)
-    loadgen "$E2E_DIR/memory-$m.json" --control="127.0.0.1:$ROOT" --clients="$m" --concurrency=4 --channels=2 \
+    loadgen "$E2E_DIR/memory-$m.json" --control="127.0.0.1:$ROOT" --clients="$m" \
+        --concurrency="${OPT[memory_streams]}" --channels="$(( OPT[memory_streams] < 2 ? 1 : 2 ))" \
         --distinct_updates=2 --type="<w=float32[${OPT[model_floats]}]>" --intrinsics=federated_sum
     peak=$(rss_kib "$ROOT_PID" VmHWM)
     stop_all
-    emit "$(python3 -c 'import json,sys; m,idle,peak,model=map(int,sys.argv[1:5]); print(json.dumps({"bench": "memory", "updates": m, "model_bytes": model, "idle_rss_bytes": idle*1024, "peak_rss_bytes": peak*1024, "peak_over_idle_in_models": (peak-idle)*1024/model, "checked": json.load(open(sys.argv[5]))["passed"]}))' \
-        "$m" "$idle" "$peak" $((OPT[model_floats] * 4)) "$E2E_DIR/memory-$m.json")"
+    emit "$(python3 -c 'import json,sys; m,idle,peak,model,streams,batch=map(int,sys.argv[1:7]); print(json.dumps({"bench": "memory", "updates": m, "model_bytes": model, "streams": streams, "batch_max_mib": batch, "idle_rss_bytes": idle*1024, "peak_rss_bytes": peak*1024, "peak_over_idle_in_models": (peak-idle)*1024/model, "checked": json.load(open(sys.argv[7]))["passed"]}))' \
+        "$m" "$idle" "$peak" $((OPT[model_floats] * 4)) "${OPT[memory_streams]}" "${OPT[memory_batch_max_mib]}" "$E2E_DIR/memory-$m.json")"
   done ;;
 scale)
   start_tree

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Prints scripts/bench.sh's one summary table: the core reduction against the memory
 bandwidth baseline (Google Benchmark's JSON output), then the service benchmarks' BENCH
-lines (bench/service_bench.sh), each figure beside its goal and whether it was met.
+lines (bench/service_bench.sh, bench/peers_bench.py), each figure beside its goal and
+whether it was met. Repeated runs of one case are reported as median [min-max].
 Usage: summary.py CORE_JSON SERVICE_LOG"""
 import json
+import statistics
 import sys
 
 MB = 1e6
@@ -30,40 +32,91 @@ def core_rows(path):
     return rows
 
 
+def spread(records, key, scale=1.0, fmt="{:.1f}"):
+    """Median of `key` over repeated runs, with [min-max] when there was more than one."""
+    values = sorted(r[key] * scale for r in records)
+    text = fmt.format(statistics.median(values))
+    return text if len(values) == 1 else f"{text} [{fmt.format(values[0])}-{fmt.format(values[-1])}]"
+
+
+def grouped(path):
+    """BENCH records of repeated runs, grouped by what they measured (in first-seen order)."""
+    groups = {}
+    for line in open(path):
+        if line.startswith("BENCH "):
+            r = json.loads(line[len("BENCH "):])
+            key = (r["bench"], r.get("size"), r.get("clients"), r.get("updates") if r["bench"] == "memory" else None,
+                   r.get("streams"), r.get("batch_max_mib"), r.get("contender"))
+            groups.setdefault(key, []).append(r)
+    return groups.values()
+
+
 def service_rows(path):
     rows = []
-    for line in open(path):
-        if not line.startswith("BENCH "):
-            continue
-        r = json.loads(line[len("BENCH "):])
-        checked = "" if r.get("checked") else " (RESULT CHECK FAILED)"
+    for runs in grouped(path):
+        r = runs[0]
+        checked = all(x["checked"] for x in runs)
+        failed = "" if checked else " (RESULT CHECK FAILED)"
+        n = f"{len(runs)} run(s)"
         if r["bench"] == "ingest":
             goal = r["size"] != "1k"
-            figure = (f"fedagg {r['fedagg_bytes_per_s'] / MB:.1f} MB/s, {r['fedagg_updates_per_s']:.0f} upd/s; "
-                      f"sink {r['sink_bytes_per_s'] / MB:.1f} MB/s, {r['sink_updates_per_s']:.0f} upd/s; "
-                      f"ratio {100 * r['ratio']:.0f}%{checked}")
+            ratio = statistics.median(x["ratio"] for x in runs)
+            figure = (f"fedagg {spread(runs, 'fedagg_bytes_per_s', 1 / MB)} MB/s, "
+                      f"{spread(runs, 'fedagg_updates_per_s', fmt='{:.0f}')} upd/s; "
+                      f"sink {spread(runs, 'sink_bytes_per_s', 1 / MB)} MB/s; "
+                      f"ratio {spread(runs, 'ratio', 100, '{:.0f}')}%{failed}")
             size = {"1k": "1 KiB", "1m": "1 MiB", "64m": "64 MiB"}.get(r["size"], r["size"])
-            rows.append((f"ingest {size} x {r['updates']}, {r['streams']} streams", figure,
+            rows.append((f"ingest {size} x {r['updates']}, {r['streams']} streams, {n}", figure,
                          ">= 70% of sink" if goal else "(reported)",
-                         ("yes" if r["ratio"] >= 0.7 and r["checked"] else "NO") if goal else ""))
+                         ("yes" if ratio >= 0.7 and checked else "NO") if goal else ""))
         elif r["bench"] == "rounds":
             goal = r["clients"] == 10
-            rows.append((f"round, N = {r['clients']} ({r['rounds']} round(s), root + 2 intermediates)",
-                         f"median {r['median_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms{checked}",
+            median = statistics.median(x["median_ms"] for x in runs)
+            rows.append((f"round, N = {r['clients']} ({r['rounds']} rounds x {n}, root + 2 intermediates)",
+                         f"median {spread(runs, 'median_ms')} ms, p99 {spread(runs, 'p99_ms')} ms{failed}",
                          "median < 10 ms" if goal else "(reported)",
-                         ("yes" if r["median_ms"] < 10 and r["checked"] else "NO") if goal else ""))
+                         ("yes" if median < 10 and checked else "NO") if goal else ""))
         elif r["bench"] == "memory":
-            ratio = r["peak_over_idle_in_models"]
-            rows.append((f"memory, {r['updates']} updates of {r['model_bytes'] / MB:.3g} MB",
-                         f"peak RSS {r['peak_rss_bytes'] / MIB:.0f} MiB, idle {r['idle_rss_bytes'] / MIB:.0f} MiB: "
-                         f"idle + {ratio:.1f} x model{checked}",
-                         "< 3 x model + idle", "yes" if ratio < 3 and r["checked"] else "NO"))
+            ratio = statistics.median(x["peak_over_idle_in_models"] for x in runs)
+            rows.append((f"memory, {r['updates']} updates of {r['model_bytes'] / MB:.3g} MB, {r.get('streams', '?')} stream(s), "
+                         f"--batch_max_mib={r.get('batch_max_mib', '?')}, {n}",
+                         f"peak RSS {spread(runs, 'peak_rss_bytes', 1 / MIB, '{:.0f}')} MiB, idle "
+                         f"{spread(runs, 'idle_rss_bytes', 1 / MIB, '{:.0f}')} MiB: idle + "
+                         f"{spread(runs, 'peak_over_idle_in_models')} x model{failed}",
+                         "< 3 x model + idle", "yes" if ratio < 3 and checked else "NO"))
         elif r["bench"] == "scale":
-            mids = ", ".join(f"{b / MIB:.0f}" for b in r["intermediate_peak_rss_bytes"])
-            rows.append((f"scale, {r['clients']} clients through root + 2 intermediates",
-                         f"{r['updates_per_s']:.0f} upd/s, p99 {r['latency_p99_ms']:.0f} ms; peak RSS root "
-                         f"{r['root_peak_rss_bytes'] / MIB:.0f} MiB, intermediates {mids} MiB{checked}",
-                         "(reported)", ""))
+            mids = [max(x["intermediate_peak_rss_bytes"]) for x in runs]
+            rows.append((f"scale, {r['clients']} clients through root + 2 intermediates, {n}",
+                         f"{spread(runs, 'updates_per_s', fmt='{:.0f}')} upd/s, p99 "
+                         f"{spread(runs, 'latency_p99_ms', fmt='{:.0f}')} ms; peak RSS root "
+                         f"{spread(runs, 'root_peak_rss_bytes', 1 / MIB, '{:.0f}')} MiB, largest intermediate "
+                         f"{statistics.median(mids) / MIB:.0f} MiB{failed}", "(reported)", ""))
+        elif r["bench"] == "peers":
+            fedagg = r["contender"].startswith("fedagg")
+            rows.append((f"peers: {r['contender']}, {r['clients']} x {r['model_bytes'] / MB:.3g} MB weighted mean",
+                         f"{r['median_s']:.3f} s/round [{r['min_s']:.3f}-{r['max_s']:.3f}] over {r['rounds']} rounds, "
+                         f"peak {r['peak_over_idle_bytes'] / MB:.0f} MB above idle{failed}",
+                         "fedagg ahead on both" if fedagg else "(peer)", ""))
+    rows += peer_verdicts(path)
+    return rows
+
+
+def peer_verdicts(path):
+    """One row per fedagg contender: is it ahead of every peer on time and on memory?"""
+    peers = [runs[0] for runs in grouped(path) if runs[0]["bench"] == "peers"]
+    others = [p for p in peers if not p["contender"].startswith("fedagg")]
+    rows = []
+    for mine in (p for p in peers if p["contender"].startswith("fedagg")):
+        if not others:
+            break
+        fastest = min(others, key=lambda p: p["median_s"])
+        leanest = min(others, key=lambda p: p["peak_over_idle_bytes"])
+        time_ratio = mine["median_s"] / fastest["median_s"]
+        memory_ratio = mine["peak_over_idle_bytes"] / max(leanest["peak_over_idle_bytes"], 1)
+        rows.append((f"peers verdict: {mine['contender']}",
+                     f"time {time_ratio:.2f}x the fastest peer's ({fastest['contender']}), "
+                     f"memory {memory_ratio:.2f}x the leanest peer's ({leanest['contender']})",
+                     "ahead on both (< 1x)", "yes" if time_ratio < 1 and memory_ratio < 1 else "NO"))
     return rows
 
 

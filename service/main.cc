@@ -1,6 +1,7 @@
 // fedagg-server: the aggregation service. Without --parent it is the root (the server
 // placement); with --parent it is an intermediate aggregator. Every flag can also come
 // from a file: --flagfile=/etc/fedagg/server.flags (one --flag=value per line).
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -20,6 +21,9 @@ ABSL_FLAG(std::string, node_id, "",
           "this node's name at its parent (default: listen address#port); the parent sees "
           "<node_id>@<start time>, so a restarted node is a new child");
 ABSL_FLAG(int, batch_size, 16, "client updates reduced together in one pass");
+ABSL_FLAG(int, batch_max_mib, 64,
+          "a batch is reduced once its updates hold this many MiB, even if it has fewer than "
+          "--batch_size (large models are then reduced a few at a time)");
 ABSL_FLAG(int64_t, flush_interval_ms, 100,
           "a batch that has not filled up is reduced once its oldest update waited this long");
 ABSL_FLAG(int, retain_finished, 1000,
@@ -99,6 +103,7 @@ int main(int argc, char** argv) {
   config.parent_address = absl::GetFlag(FLAGS_parent);
   config.node_id = absl::GetFlag(FLAGS_node_id);
   config.batch_size = absl::GetFlag(FLAGS_batch_size);
+  config.batch_max_bytes = static_cast<uint64_t>(std::max(absl::GetFlag(FLAGS_batch_max_mib), 0)) << 20;
   config.retain_finished = absl::GetFlag(FLAGS_retain_finished);
   config.flush_interval = absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
   config.max_update_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_update_mib)) << 20;

@@ -55,9 +55,11 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(con
 
 absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerConfig& config) {
   if (config.batch_size < 1) return absl::InvalidArgumentError("--batch_size must be >= 1");
+  if (config.batch_max_bytes < 1) return absl::InvalidArgumentError("--batch_max_mib must be >= 1");
   std::unique_ptr<FedaggServer> server(new FedaggServer());
   AggregationOptions options;
   options.batch_size = config.batch_size;
+  options.batch_max_bytes = config.batch_max_bytes;
   options.flush_interval = config.flush_interval;
   options.retain_finished = config.retain_finished;
   server->memory_budget_ = std::make_unique<MemoryBudget>(config.memory_budget_bytes);

@@ -41,6 +41,7 @@ struct ServerConfig {
   std::string parent_address;  // empty: this is the root (server placement)
   std::string node_id;         // name at the parent; default: the listen address
   int batch_size = 16;
+  uint64_t batch_max_bytes = uint64_t{64} << 20;  // a batch is also full at this many payload bytes
   absl::Duration flush_interval = absl::Milliseconds(100);
   int retain_finished = 1000;
   uint64_t max_update_bytes = uint64_t{1} << 30;

@@ -63,15 +63,13 @@ absl::StatusOr<UpdateBuffer> UpdateBuffer::Create(const ReductionSpec& spec,
     const FieldSpec& field = spec.fields()[f];
     FieldStorage& storage = buffer.fields_[f];
     storage.num_indices = sizes[f].first;
-    storage.value_bytes = sizes[f].second;
-    if (storage.num_indices > 0) storage.indices = std::make_unique<int64_t[]>(storage.num_indices);
-    const size_t words = (storage.value_bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
-    if (words > 0) storage.values = std::make_unique_for_overwrite<std::max_align_t[]>(words);
+    storage.indices = LargeAllocation(storage.num_indices * sizeof(int64_t));
+    storage.values = LargeAllocation(sizes[f].second);
     buffer.view_.fields.push_back(FieldValue{
         field.encoding, field.type.dtype,
-        absl::MakeConstSpan(storage.indices.get(), storage.num_indices),
-        absl::MakeConstSpan(reinterpret_cast<const std::byte*>(storage.values.get()),
-                            storage.value_bytes)});
+        absl::MakeConstSpan(reinterpret_cast<const int64_t*>(storage.indices.data()),
+                            storage.num_indices),
+        absl::MakeConstSpan(storage.values.data(), storage.values.size())});
   }
   buffer.total_bytes_ = total;
   return buffer;
@@ -79,18 +77,15 @@ absl::StatusOr<UpdateBuffer> UpdateBuffer::Create(const ReductionSpec& spec,
 
 absl::Span<std::byte> UpdateBuffer::section(size_t field, Section section) {
   FieldStorage& storage = fields_[field];
-  if (section == Section::kIndices) {
-    return absl::MakeSpan(reinterpret_cast<std::byte*>(storage.indices.get()),
-                          storage.num_indices * sizeof(int64_t));
-  }
-  return absl::MakeSpan(reinterpret_cast<std::byte*>(storage.values.get()), storage.value_bytes);
+  const LargeAllocation& bytes = section == Section::kIndices ? storage.indices : storage.values;
+  return absl::MakeSpan(bytes.data(), bytes.size());
 }
 
 uint32_t UpdateBuffer::Crc32c() const {
   uint32_t crc = 0;
   for (const FieldStorage& storage : fields_) {
-    crc = Crc32cExtend(crc, storage.indices.get(), storage.num_indices * sizeof(int64_t));
-    crc = Crc32cExtend(crc, storage.values.get(), storage.value_bytes);
+    crc = Crc32cExtend(crc, storage.indices.data(), storage.indices.size());
+    crc = Crc32cExtend(crc, storage.values.data(), storage.values.size());
   }
   return crc;
 }

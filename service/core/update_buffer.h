@@ -7,13 +7,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "service/core/field_value.h"
+#include "service/core/large_allocation.h"
 #include "service/core/memory_budget.h"
 #include "service/core/reduction_spec.h"
 
@@ -43,10 +43,9 @@ class UpdateBuffer {
 
  private:
   struct FieldStorage {
-    std::unique_ptr<int64_t[]> indices;
+    LargeAllocation indices;  // num_indices int64 values
     size_t num_indices = 0;
-    std::unique_ptr<std::max_align_t[]> values;  // aligned for any dtype
-    size_t value_bytes = 0;
+    LargeAllocation values;   // aligned for any dtype
   };
   std::vector<FieldStorage> fields_;
   UpdateView view_;

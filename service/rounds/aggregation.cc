@@ -143,7 +143,10 @@ absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id,
     if (pending_.empty()) pending_since_ = absl::Now();
     pending_.push_back(std::move(update));
     contributions = ++contributions_;
-    batch_full = static_cast<int>(pending_.size()) >= options_.batch_size;
+    uint64_t pending_bytes = 0;
+    for (const UpdateBuffer& pending : pending_) pending_bytes += pending.total_bytes();
+    batch_full = static_cast<int>(pending_.size()) >= options_.batch_size ||
+                 pending_bytes >= options_.batch_max_bytes;
     if (config_.max_contributions > 0 && contributions_ >= config_.max_contributions) {
       SealLocked(&to_notify);
       sealed_now = true;
@@ -346,8 +349,13 @@ void Aggregation::Tick(absl::Time now) {
   bool sealed_now = false;
   bool sealed = false;
   std::vector<ChildNotifier> to_notify;
+  std::vector<std::function<void()>> join_waits_over;
   {
     MutexLock lock(&mu_);
+    // Join waiters whose deadline passed, or all of them once the aggregation left OPEN.
+    const auto over = state_ == v1::OPEN ? join_waiters_.upper_bound(now) : join_waiters_.end();
+    for (auto it = join_waiters_.begin(); it != over; ++it) join_waits_over.push_back(std::move(it->second));
+    join_waiters_.erase(join_waiters_.begin(), over);
     flush = !pending_.empty() && now - pending_since_ >= options_.flush_interval;
     // A mirror's deadline is its parent's business: the parent sends SEAL.
     if (!options_.forwarding && state_ == v1::OPEN && now >= config_.deadline) {
@@ -356,6 +364,7 @@ void Aggregation::Tick(absl::Time now) {
     }
     sealed = state_ == v1::SEALED;
   }
+  for (const std::function<void()>& run : join_waits_over) run();
   if (flush) ReducePending();
   for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
   if (sealed_now) NotifyWatchers();
@@ -497,8 +506,24 @@ uint64_t Aggregation::DurableChildSequence(const std::string& child_id) const {
 }
 
 void Aggregation::SetJoinedUpstream(bool joined) {
-  MutexLock lock(&mu_);
-  joined_upstream_ = joined;
+  std::multimap<absl::Time, std::function<void()>> ready;
+  {
+    MutexLock lock(&mu_);
+    joined_upstream_ = joined;
+    if (joined) ready.swap(join_waiters_);
+  }
+  for (auto& [deadline, run] : ready) run();
+}
+
+void Aggregation::WhenJoined(absl::Time deadline, std::function<void()> ready) {
+  {
+    MutexLock lock(&mu_);
+    if (options_.forwarding && !joined_upstream_ && state_ == v1::OPEN) {
+      join_waiters_.emplace(deadline, std::move(ready));
+      return;
+    }
+  }
+  ready();
 }
 
 v1::AggregationStatus Aggregation::Status() const {

@@ -39,6 +39,9 @@ namespace fedagg {
 
 struct AggregationOptions {
   int batch_size = 16;  // updates reduced together
+  // A batch is also full once its updates hold this many payload bytes, so that large
+  // models are reduced a few at a time and do not pile up batch_size copies in memory.
+  uint64_t batch_max_bytes = uint64_t{64} << 20;
   // A batch that has not filled up is reduced anyway once its oldest update waited this long.
   absl::Duration flush_interval = absl::Milliseconds(100);
   // After a seal, how long to wait for child aggregators' final partials.
@@ -130,7 +133,15 @@ class Aggregation {
   void MarkForwarded(const absl::Status& delivered);
   // Forwarding mirrors: whether the parent has registered this node as a child. Updates
   // are accepted only while joined, so the parent always waits for what this node acked.
+  // Joining releases the WhenJoined waiters.
   void SetJoinedUpstream(bool joined);
+  // Runs `ready()` once this node may take updates for the aggregation: at once unless
+  // this is an OPEN mirror not yet joined at its parent; otherwise when it joins, when it
+  // leaves OPEN, or at the first tick after `deadline` (BeginUpdate then refuses the update
+  // with UNAVAILABLE as before). So a client that names an aggregation its intermediate
+  // has just learnt waits for the join instead of being refused and retrying. Runs outside
+  // this aggregation's locks; must not block.
+  void WhenJoined(absl::Time deadline, std::function<void()> ready);
 
   // A consistent copy of everything counted so far (pending updates reduced first), for
   // the Checkpointer; nullopt when nothing changed since the last MarkDurable. Fails
@@ -211,6 +222,7 @@ class Aggregation {
   uint64_t durable_version_ ABSL_GUARDED_BY(mu_) = 0;
   bool durability_stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::multimap<uint64_t, std::function<void(bool)>> durable_waiters_ ABSL_GUARDED_BY(mu_);
+  std::multimap<absl::Time, std::function<void()>> join_waiters_ ABSL_GUARDED_BY(mu_);  // by deadline
   struct Child {
     ChildNotifier notifier;
     uint64_t last_sequence = 0;

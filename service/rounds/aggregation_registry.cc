@@ -9,6 +9,8 @@
 namespace fedagg {
 namespace {
 constexpr absl::Duration kTickInterval = absl::Milliseconds(20);
+// How long a client update waits for its intermediate to join a mirror it just learnt.
+constexpr absl::Duration kJoinWait = absl::Seconds(1);
 }  // namespace
 
 AggregationRegistry::AggregationRegistry(AggregationOptions options)
@@ -95,17 +97,29 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Find(const std
 
 void AggregationRegistry::GetAsync(const std::string& id, Lookup done) {
   absl::StatusOr<std::shared_ptr<Aggregation>> found = Find(id);
-  if (found.ok() || !is_intermediate()) {
+  if (!is_intermediate()) {
     done(std::move(found));
     return;
   }
-  upstream_->FetchSpec(id, [this, done = std::move(done)](absl::StatusOr<v1::AggregationSpec> spec) {
-    if (!spec.ok()) {
-      done(spec.status());
+  if (found.ok()) {
+    AnswerOnceJoined(*std::move(found), std::move(done));
+    return;
+  }
+  upstream_->FetchSpec(id, [this, done = std::move(done)](absl::StatusOr<v1::AggregationSpec> spec) mutable {
+    absl::StatusOr<std::shared_ptr<Aggregation>> mirror =
+        spec.ok() ? GetOrMirror(*spec) : absl::StatusOr<std::shared_ptr<Aggregation>>(spec.status());
+    if (!mirror.ok()) {
+      done(mirror.status());
       return;
     }
-    done(GetOrMirror(*spec));
+    AnswerOnceJoined(*std::move(mirror), std::move(done));
   });
+}
+
+void AggregationRegistry::AnswerOnceJoined(std::shared_ptr<Aggregation> mirror, Lookup done) {
+  Aggregation* waiting = mirror.get();
+  waiting->WhenJoined(absl::Now() + kJoinWait,
+                      [mirror = std::move(mirror), done = std::move(done)]() mutable { done(std::move(mirror)); });
 }
 
 std::vector<std::shared_ptr<Aggregation>> AggregationRegistry::List() const {

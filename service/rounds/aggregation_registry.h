@@ -63,8 +63,9 @@ class AggregationRegistry {
   absl::Status Adopt(std::shared_ptr<Aggregation> aggregation);
   using Lookup = std::function<void(absl::StatusOr<std::shared_ptr<Aggregation>>)>;
   // Finds `id`; on an intermediate aggregator an unknown id is learned from the parent
-  // first. `done` runs inline when the id is known, later on another thread otherwise;
-  // never blocks. NOT_FOUND for an id nobody knows.
+  // first, and a mirror not yet joined at the parent is answered once it joins (at most
+  // kJoinWait, 1 s). `done` runs inline when the id is known and ready, later on another
+  // thread otherwise; never blocks. NOT_FOUND for an id nobody knows.
   void GetAsync(const std::string& id, Lookup done);
   // NOT_FOUND for an id this node does not hold (never asks the parent).
   absl::StatusOr<std::shared_ptr<Aggregation>> Find(const std::string& id) const;
@@ -78,6 +79,9 @@ class AggregationRegistry {
 
  private:
   void TickerLoop();
+  // Answers `done` with `mirror` once it may take updates (Aggregation::WhenJoined), or
+  // after kJoinWait.
+  void AnswerOnceJoined(std::shared_ptr<Aggregation> mirror, Lookup done);
   // Forgets the oldest finished aggregations beyond options_.retain_finished.
   void ForgetOldFinished();
 

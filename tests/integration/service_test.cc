@@ -5,6 +5,7 @@
 
 #include "service/backend/backend_choice.h"
 #include "service/core/reference_reducer.h"
+#include "tests/integration/raw_streams.h"
 #include "tests/integration/test_cluster.h"
 
 namespace fedagg::testing {
@@ -362,6 +363,37 @@ TEST(ServiceTest, StreamCutMidUpdateCountsNothingAndFreesTheClient) {
 
 namespace fedagg::testing {
 namespace {
+
+// The first update an intermediate sees for a new aggregation makes it learn and join the
+// aggregation; the update waits for that join instead of being refused. Raw streams:
+// nothing retries, so a refusal would show.
+TEST(TierTest, FirstUpdateToANewAggregationWaitsForTheJoin) {
+  ServerConfig config = LoopbackConfig();
+  config.forward_interval = absl::Milliseconds(20);
+  auto cluster = Cluster::Start(1, config);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  for (int round = 0; round < 5; ++round) {
+    const std::string id = absl::StrCat("fresh-", round);
+    const v1::AggregationSpec spec = MakeSpec(id, {{"w", "float32[2]", Intrinsic::kFederatedSum}}, 1);
+    ASSERT_TRUE(control.Create(spec).ok());
+    RawContributeStream stream(cluster->intermediates[0]->port(), "client");
+    ASSERT_TRUE(stream.open());
+    const std::string bytes = BytesOf({1.5f, float(round)});
+    ASSERT_TRUE(stream.Write(HeaderRequest(id, 1)));
+    ASSERT_TRUE(stream.Write(ChunkRequest(0, 0, bytes)));
+    ASSERT_TRUE(stream.Write(EndRequest(bytes)));
+    absl::StatusOr<v1::ContributeResponse> answer = stream.Read();
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    ASSERT_TRUE(answer->has_ack()) << answer->DebugString();
+    const v1::AggregationStatus final = SealAndWait(control, id);
+    ASSERT_EQ(final.state(), v1::FINALIZED) << final.detail();
+    absl::StatusOr<AggregateResult> result = control.GetResult(id);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->contributions, 1);
+    EXPECT_EQ(result->fields[0].value.values<float>()[1], float(round));
+  }
+}
 
 TEST(TierTest, RestartedIntermediateRejoinsAnOpenAggregation) {
   auto cluster = Cluster::Start(1);

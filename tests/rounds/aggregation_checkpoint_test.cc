@@ -16,6 +16,7 @@ namespace fedagg {
 namespace {
 
 using testing::BackendFailures;
+using testing::Contribute;
 using testing::CountingSpec;
 using testing::CountingUpdate;
 using testing::FailingBackend;
@@ -29,14 +30,7 @@ AggregationOptions Checkpointed() {
 }
 
 std::shared_ptr<Aggregation> NewAggregation(const std::string& id, AggregationOptions options = Checkpointed()) {
-  absl::StatusOr<AggregationConfig> config = ConfigFromProto(CountingSpec(id));
-  EXPECT_TRUE(config.ok()) << config.status();
-  return std::make_shared<Aggregation>(*std::move(config), options);
-}
-
-void Contribute(Aggregation& aggregation, const std::string& client_id, int64_t value) {
-  ASSERT_TRUE(aggregation.BeginUpdate(client_id).ok());
-  ASSERT_TRUE(aggregation.CommitUpdate(client_id, CountingUpdate(aggregation.reduction(), value)).ok());
+  return testing::NewCountingAggregation(id, options);
 }
 
 // A child's partial holding one update [1, value].

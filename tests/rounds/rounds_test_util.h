@@ -1,15 +1,17 @@
 // Helpers for the tests of service/rounds: a small spec (two int64 coordinates summed, so
-// every result is exact), client updates for it, and a temporary directory.
+// every result is exact), aggregations of it, client updates for it, and a temporary directory.
 #ifndef FEDAGG_TESTS_ROUNDS_ROUNDS_TEST_UTIL_H_
 #define FEDAGG_TESTS_ROUNDS_ROUNDS_TEST_UTIL_H_
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "service/core/update_buffer.h"
+#include "service/rounds/aggregation.h"
 #include "service/rounds/spec_conversion.h"
 #include "tests/temp_dir.h"
 
@@ -33,6 +35,20 @@ inline UpdateBuffer CountingUpdate(const ReductionSpec& spec, int64_t value) {
   const int64_t values[2] = {1, value};
   std::memcpy(buffer->section(0, UpdateBuffer::Section::kValues).data(), values, sizeof(values));
   return *std::move(buffer);
+}
+
+// An aggregation of CountingSpec(id).
+inline std::shared_ptr<Aggregation> NewCountingAggregation(const std::string& id,
+                                                           const AggregationOptions& options) {
+  absl::StatusOr<AggregationConfig> config = ConfigFromProto(CountingSpec(id));
+  EXPECT_TRUE(config.ok()) << config.status();
+  return std::make_shared<Aggregation>(*std::move(config), options);
+}
+
+// Counts client `client_id`'s update [1, value] (asserting that it is accepted).
+inline void Contribute(Aggregation& aggregation, const std::string& client_id, int64_t value) {
+  ASSERT_TRUE(aggregation.BeginUpdate(client_id).ok());
+  ASSERT_TRUE(aggregation.CommitUpdate(client_id, CountingUpdate(aggregation.reduction(), value)).ok());
 }
 
 template <typename T>

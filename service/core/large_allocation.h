@@ -1,0 +1,57 @@
+// LargeAllocation: an owned, uninitialised byte buffer for update payloads (values and
+// indices). An update of a large model is received into fresh memory, touched once and
+// freed. Two costs of doing that through the heap dominated receiving large updates
+// (docs/BENCHMARKS.md, "What each optimisation changed"): with 4 KiB pages a 16 MB
+// update takes ~3,900 page faults before a byte of it is written, and a freed buffer
+// stays resident in the heap arena of the thread that freed it, so a server's peak RSS
+// grew with the number of threads that had received an update. So buffers of
+// kHugePageBytes and more are mapped on their own (mmap), aligned to 2 MiB and advised to
+// the kernel as transparent-huge-page candidates (MADV_HUGEPAGE; a no-op where THP is
+// off). A released mapping is kept for the next buffer of its size (updates of one model
+// all have one size), which skips the kernel's faults and zeroing of fresh pages; at most
+// kCachedBytes are kept, the oldest unmapped first. Smaller buffers are cache-line-aligned
+// heap memory.
+#ifndef FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
+#define FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+
+namespace fedagg {
+
+// Frees what LargeAllocation holds: unmaps a mapping, frees heap memory.
+struct LargeAllocationRelease {
+  size_t mapped_bytes = 0;  // 0: heap memory
+  void operator()(std::byte* memory) const;
+};
+
+class LargeAllocation {
+ public:
+  static constexpr size_t kHugePageBytes = size_t{2} << 20;
+  // Released mappings kept for reuse, process-wide (resident: they show in the RSS).
+  static constexpr size_t kCachedBytes = size_t{32} << 20;
+
+  LargeAllocation() = default;
+  // Uninitialised; throws std::bad_alloc like operator new when memory is exhausted.
+  // Zero bytes gives an empty allocation (data() == nullptr).
+  explicit LargeAllocation(size_t bytes);
+  LargeAllocation(LargeAllocation&& other) noexcept
+      : memory_(std::move(other.memory_)), size_(std::exchange(other.size_, 0)) {}
+  LargeAllocation& operator=(LargeAllocation&& other) noexcept {
+    memory_ = std::move(other.memory_);
+    size_ = std::exchange(other.size_, 0);
+    return *this;
+  }
+
+  std::byte* data() const { return memory_.get(); }
+  size_t size() const { return size_; }
+
+ private:
+  std::unique_ptr<std::byte, LargeAllocationRelease> memory_;
+  size_t size_ = 0;
+};
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
