@@ -11,17 +11,6 @@ namespace {
 constexpr int kElements = 1024;  // float32[1024]: 4096 bytes per update
 constexpr uint64_t kUpdateBytes = kElements * sizeof(float);
 
-// Polls `condition` until it holds or 10 s pass (the server acts on another thread).
-template <typename Condition>
-bool Eventually(Condition condition) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!condition()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
-
 v1::AggregationSpec BudgetSpec() {
   return MakeSpec("mem", {{"w", absl::StrCat("float32[", kElements, "]"), Intrinsic::kFederatedSum}});
 }

@@ -1,5 +1,6 @@
 // Test support: starts fedagg servers in-process on loopback ports — a root and any
-// number of intermediate aggregators under it — and builds specs and updates for tests.
+// number of intermediate aggregators under it — builds specs and updates for tests, and
+// waits for what a server does on its own threads.
 #ifndef FEDAGG_TESTS_INTEGRATION_TEST_CLUSTER_H_
 #define FEDAGG_TESTS_INTEGRATION_TEST_CLUSTER_H_
 
@@ -8,12 +9,24 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client_stub/client.h"
 #include "gtest/gtest.h"
 #include "service/rounds/spec_conversion.h"
 #include "service/server.h"
 
 namespace fedagg::testing {
+
+// Polls `condition` until it holds or `timeout` passes (the server acts on other threads).
+template <typename Condition>
+bool Eventually(Condition condition, absl::Duration timeout = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
 
 inline std::shared_ptr<grpc::Channel> Connect(int port) {
   return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());

@@ -1,5 +1,6 @@
 // Helpers for the tests of service/rounds: a small spec (two int64 coordinates summed, so
-// every result is exact), client updates for it, and a temporary directory.
+// every result is exact), client updates and child partials for it, its result, and a
+// temporary directory.
 #ifndef FEDAGG_TESTS_ROUNDS_ROUNDS_TEST_UTIL_H_
 #define FEDAGG_TESTS_ROUNDS_ROUNDS_TEST_UTIL_H_
 
@@ -7,9 +8,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "service/core/partial_aggregate.h"
 #include "service/core/update_buffer.h"
+#include "service/rounds/aggregation.h"
 #include "service/rounds/spec_conversion.h"
 #include "tests/temp_dir.h"
 
@@ -33,6 +37,27 @@ inline UpdateBuffer CountingUpdate(const ReductionSpec& spec, int64_t value) {
   const int64_t values[2] = {1, value};
   std::memcpy(buffer->section(0, UpdateBuffer::Section::kValues).data(), values, sizeof(values));
   return *std::move(buffer);
+}
+
+// A child's partial holding one update [1, value].
+inline std::string ChildPartial(const Aggregation& aggregation, int64_t value) {
+  PartialAggregate partial(aggregation.config().reduction);
+  UpdateBuffer update = CountingUpdate(aggregation.reduction(), value);
+  EXPECT_TRUE(partial.Accumulate(update.view()).ok());
+  absl::StatusOr<std::string> bytes = partial.Serialize();
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.ok() ? *std::move(bytes) : std::string();
+}
+
+// The result's w as [count, sum].
+inline std::vector<int64_t> ResultOf(const Aggregation& aggregation) {
+  absl::StatusOr<std::shared_ptr<const AggregateResult>> result = aggregation.Result();
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return {};
+  const Tensor& w = (*result)->fields.at(0).value;
+  std::vector<int64_t> out(2);
+  std::memcpy(out.data(), w.bytes.data(), sizeof(int64_t) * 2);
+  return out;
 }
 
 template <typename T>
