@@ -10,6 +10,7 @@
 //  - the server still serves another client, and the result holds exactly the two updates.
 #include <cstring>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -44,13 +45,16 @@ std::vector<Disconnect> EveryDisconnect() {
   return all;
 }
 
-std::string NameOf(const ::testing::TestParamInfo<Disconnect>& info) {
+std::string Name(const Disconnect& disconnect) {
   static const char* const kSteps[] = {"BeforeAnyMessage", "AfterHello",     "AfterHeader",
                                        "AfterFirstChunk",  "AfterLastChunk", "AfterUpdateEnd"};
-  return absl::StrCat(info.param.call == Call::kContribute ? "Contribute" : "Submit",
-                      kSteps[static_cast<int>(info.param.step)],
-                      info.param.cut == Cut::kClientCancels ? "ClientCancels" : "ConnectionLost");
+  return absl::StrCat(disconnect.call == Call::kContribute ? "Contribute" : "Submit",
+                      kSteps[static_cast<int>(disconnect.step)],
+                      disconnect.cut == Cut::kClientCancels ? "ClientCancels" : "ConnectionLost");
 }
+std::string NameOf(const ::testing::TestParamInfo<Disconnect>& info) { return Name(info.param); }
+// How gtest (and ctest's test list) shows a case.
+void PrintTo(const Disconnect& disconnect, std::ostream* os) { *os << Name(disconnect); }
 
 // One Contribute or Submit call driven message by message, cut when the test says.
 class CutCall {
