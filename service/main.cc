@@ -44,6 +44,10 @@ ABSL_FLAG(int64_t, child_grace_ms, 10000,
           "(give each tier a longer grace than the tiers below it)");
 ABSL_FLAG(int64_t, forward_interval_ms, 1000,
           "intermediate aggregators: how often partial aggregates are forwarded up");
+ABSL_FLAG(int64_t, parent_keepalive_ms, 10000,
+          "intermediate aggregators: ping the parent after this long without traffic and drop "
+          "the connection when a ping is not answered within this long again (at least 1000); "
+          "the node then refuses updates with UNAVAILABLE until it has rejoined");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "root only: directory for one checkpoint file per aggregation, resumed after a restart; "
           "enables DURABLE acks (empty: no checkpoints)");
@@ -116,6 +120,7 @@ int main(int argc, char** argv) {
   config.max_streams_per_identity = absl::GetFlag(FLAGS_max_streams_per_identity);
   config.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
   config.forward_interval = absl::Milliseconds(absl::GetFlag(FLAGS_forward_interval_ms));
+  config.parent_keepalive = absl::Milliseconds(absl::GetFlag(FLAGS_parent_keepalive_ms));
   config.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   config.checkpoint_interval = absl::GetFlag(FLAGS_checkpoint_interval);
   config.tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_client_ca)};

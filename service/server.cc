@@ -113,6 +113,10 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   builder.AddListeningPort(config.listen_address, credentials, &server->port_);
   // A chunk is at most 4 MiB; leave room for the message around it.
   builder.SetMaxReceiveMessageSize(static_cast<int>(UpdateAssembler::kMaxChunkBytes + (64 << 10)));
+  // Children ping their parent while a Join stream is idle (ServerConfig::parent_keepalive);
+  // gRPC's default answers pings more often than every 5 minutes with GOAWAY.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(kMinParentKeepalive / 2)));
   builder.RegisterService(server->aggregation_service_.get());
   builder.RegisterService(server->control_service_.get());
   builder.RegisterService(server->tier_service_.get());
@@ -126,8 +130,19 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
                             ChannelCredentials(config.parent_tls));
     ParentLinkOptions link;
     link.metrics = server->metrics_.get();
+    if (config.parent_keepalive < kMinParentKeepalive) {
+      return absl::InvalidArgumentError(absl::StrCat("--parent_keepalive_ms must be at least ",
+                                                     absl::ToInt64Milliseconds(kMinParentKeepalive)));
+    }
     grpc::ChannelArguments channel_args;
     channel_args.SetMaxReceiveMessageSize(-1);  // listings of many aggregations may be large
+    // A parent that stops answering keeps its TCP connection open (a frozen process, a
+    // network that drops packets): without pings the Join streams would stay up and this
+    // node would go on acknowledging updates it cannot forward.
+    const int keepalive_ms = static_cast<int>(absl::ToInt64Milliseconds(config.parent_keepalive));
+    channel_args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, keepalive_ms);
+    channel_args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, keepalive_ms);
+    channel_args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // an idle Join stream sends no data
     link.channel = grpc::CreateCustomChannel(config.parent_address, parent_credentials, channel_args);
     link.token = config.parent_token;
     // The incarnation suffix makes a restarted node a new child at the parent: its

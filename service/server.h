@@ -55,6 +55,11 @@ struct ServerConfig {
   absl::Duration stall_timeout = absl::Seconds(60);
   absl::Duration child_grace = absl::Seconds(10);
   absl::Duration forward_interval = absl::Seconds(1);
+  // Intermediate aggregators: the connection to the parent is pinged after this long
+  // without traffic, and dropped when a ping is not answered within this long again, so a
+  // parent that stopped answering (frozen, or cut off by the network) is noticed and its
+  // Join streams end. At least kMinParentKeepalive.
+  absl::Duration parent_keepalive = absl::Seconds(10);
   // Root only: where each aggregation's checkpoint is written (empty: no checkpoints, no
   // DURABLE acks), and how often changed aggregations are written.
   std::string checkpoint_dir;
@@ -75,6 +80,10 @@ struct ServerConfig {
 
 class FedaggServer {
  public:
+  // The shortest ServerConfig::parent_keepalive: every fedagg server accepts keepalive
+  // pings from its children this often (half of it, for timer jitter).
+  static constexpr absl::Duration kMinParentKeepalive = absl::Seconds(1);
+
   static absl::StatusOr<std::unique_ptr<FedaggServer>> Start(const ServerConfig& config);
   ~FedaggServer();
 

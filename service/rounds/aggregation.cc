@@ -90,9 +90,15 @@ absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
         " and accepts no more updates; ask GetTask for an open one"));
   }
   if (options_.forwarding && !joined_upstream_) {
+    if (upstream_error_.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          "this intermediate aggregator is not joined to aggregation '", id(),
+          "' at its parent yet (joining, or the parent is unreachable); retry shortly"));
+    }
     return absl::UnavailableError(absl::StrCat(
         "this intermediate aggregator is not joined to aggregation '", id(),
-        "' at its parent yet (joining, or the parent is unreachable); retry shortly"));
+        "' at its parent: the link to the parent aggregator ended with ", upstream_error_.ToString(),
+        " and it is rejoining; retry shortly, or send the update to another aggregator"));
   }
   if (counted_.contains(client_id)) {
     return absl::AlreadyExistsError(absl::StrCat("client '", client_id,
@@ -243,15 +249,15 @@ Aggregation::ChildRegistration Aggregation::ChildJoined(const std::string& child
   Child& child = children_[child_id];
   child.notifier = std::move(notifier);
   child.connected = true;
-  return ChildRegistration{child.last_sequence, state_ != v1::OPEN};
+  return ChildRegistration{child.last_sequence, state_ != v1::OPEN, ++child.joins};
 }
 
-void Aggregation::ChildLeft(const std::string& child_id) {
+void Aggregation::ChildLeft(const std::string& child_id, uint64_t join) {
   bool sealed = false;
   {
     MutexLock lock(&mu_);
     auto it = children_.find(child_id);
-    if (it == children_.end()) return;
+    if (it == children_.end() || it->second.joins != join) return;
     it->second.connected = false;
     it->second.notifier = nullptr;
     sealed = state_ == v1::SEALED;
@@ -505,11 +511,12 @@ uint64_t Aggregation::DurableChildSequence(const std::string& child_id) const {
   return it == children_.end() ? 0 : it->second.durable_sequence;
 }
 
-void Aggregation::SetJoinedUpstream(bool joined) {
+void Aggregation::SetJoinedUpstream(bool joined, const absl::Status& why_not) {
   std::multimap<absl::Time, std::function<void()>> ready;
   {
     MutexLock lock(&mu_);
     joined_upstream_ = joined;
+    upstream_error_ = joined ? absl::OkStatus() : why_not;
     if (joined) ready.swap(join_waiters_);
   }
   for (auto& [deadline, run] : ready) run();

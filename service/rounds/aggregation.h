@@ -101,13 +101,18 @@ class Aggregation {
                                             bool final, absl::string_view bytes);
   // What a joining child learns: the last sequence merged from it (lower than what it
   // pushed when this node restarted from a checkpoint), and whether the aggregation is
-  // already sealed (the caller then sends SEAL at once).
+  // already sealed (the caller then sends SEAL at once); `join` numbers this join of the
+  // child, for ChildLeft.
   struct ChildRegistration {
     uint64_t last_sequence = 0;
     bool sealed = false;
+    uint64_t join = 0;
   };
   ChildRegistration ChildJoined(const std::string& child_id, ChildNotifier notifier);
-  void ChildLeft(const std::string& child_id);
+  // The Join stream of registration `join` ended. Ignored when the child has joined again
+  // since: a child that rejoined (its old stream ending late, as after a network outage)
+  // is still waited for and still gets SEAL.
+  void ChildLeft(const std::string& child_id, uint64_t join);
 
   absl::Status Seal();
   absl::Status Cancel(const std::string& reason);
@@ -133,8 +138,9 @@ class Aggregation {
   void MarkForwarded(const absl::Status& delivered);
   // Forwarding mirrors: whether the parent has registered this node as a child. Updates
   // are accepted only while joined, so the parent always waits for what this node acked.
+  // `why_not`: how the last Join attempt or stream ended (told to refused clients).
   // Joining releases the WhenJoined waiters.
-  void SetJoinedUpstream(bool joined);
+  void SetJoinedUpstream(bool joined, const absl::Status& why_not = absl::OkStatus());
   // Runs `ready()` once this node may take updates for the aggregation: at once unless
   // this is an OPEN mirror not yet joined at its parent; otherwise when it joins, when it
   // leaves OPEN, or at the first tick after `deadline` (BeginUpdate then refuses the update
@@ -214,6 +220,7 @@ class Aggregation {
   absl::Time pending_since_ ABSL_GUARDED_BY(mu_);  // when the oldest pending update arrived
   int64_t contributions_ ABSL_GUARDED_BY(mu_) = 0;
   bool joined_upstream_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status upstream_error_ ABSL_GUARDED_BY(mu_);  // why not joined; OK: not tried yet
   bool final_delta_taken_ ABSL_GUARDED_BY(mu_) = false;
   double weight_sum_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time sealed_at_ ABSL_GUARDED_BY(mu_);
@@ -229,6 +236,7 @@ class Aggregation {
     uint64_t durable_sequence = 0;  // last_sequence in the last checkpoint on disk
     bool connected = false;
     bool final_received = false;
+    uint64_t joins = 0;  // ChildJoined calls so far; the last one's stream is the live one
   };
   std::map<std::string, Child> children_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const AggregateResult> result_ ABSL_GUARDED_BY(mu_);

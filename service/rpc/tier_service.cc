@@ -1,6 +1,8 @@
 // The fedagg.v1.Tier service (parent side).
 #include "service/rpc/tier_service.h"
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 #include "service/rpc/grpc_status.h"
 #include "service/rpc/push_stream.h"
@@ -141,8 +143,11 @@ grpc::ServerWriteReactor<v1::TierCommand>* TierService::Join(grpc::CallbackServe
   std::weak_ptr<PushStream<v1::TierCommand>> weak_stream = stream;
   std::weak_ptr<Aggregation> weak_aggregation = *found;
   const std::string child_id = request->child_id();
-  stream->SetOnDone([weak_aggregation, child_id] {
-    if (std::shared_ptr<Aggregation> a = weak_aggregation.lock()) a->ChildLeft(child_id);
+  // This join's number, set below. A stream that ends before (a join numbered 0) leaves the
+  // child registered, to be waited for until it joins again or its grace period ends.
+  auto join = std::make_shared<std::atomic<uint64_t>>(0);
+  stream->SetOnDone([weak_aggregation, child_id, join] {
+    if (std::shared_ptr<Aggregation> a = weak_aggregation.lock()) a->ChildLeft(child_id, join->load());
   });
   const Aggregation::ChildRegistration registration =
       (*found)->ChildJoined(child_id, [weak_stream](Aggregation::ChildCommand command) {
@@ -153,6 +158,7 @@ grpc::ServerWriteReactor<v1::TierCommand>* TierService::Join(grpc::CallbackServe
           s->Push(std::move(message));
         }
       });
+  join->store(registration.join);
   // The first command tells the child what this node holds from it, so that after a
   // restart from a checkpoint it pushes the missing deltas again.
   auto command = [&registration, &found](v1::TierCommand::Kind kind) {

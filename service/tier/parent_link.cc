@@ -108,6 +108,8 @@ void ParentLink::JoinLoop(MirrorLink* link) {
   // FAILED_PRECONDITION twice in a row, with a rejoin in between (which corrects a
   // sequence a restarted parent no longer holds): the parent will not take the partial.
   int refusals = 0;
+  // Whether the link was lost after a JOINED, and not regained yet (logged once each way).
+  bool lost = false;
   while (true) {
     {
       MutexLock lock(&link->push_mu);
@@ -131,6 +133,7 @@ void ParentLink::JoinLoop(MirrorLink* link) {
     std::unique_ptr<grpc::ClientReader<v1::TierCommand>> reader = tier_->Join(&context, request);
     v1::TierCommand command;
     bool first = true;
+    bool joined = false;  // on this stream
     bool sealed = false;
     while (reader->Read(&command)) {
       if (first) {
@@ -139,6 +142,9 @@ void ParentLink::JoinLoop(MirrorLink* link) {
       }
       if (command.kind() == v1::TierCommand::JOINED) {
         link->mirror->SetJoinedUpstream(true);
+        joined = true;
+        if (lost) std::fprintf(stderr, "fedagg-server: rejoined aggregation '%s' at the parent aggregator\n", id.c_str());
+        lost = false;
         continue;
       }
       if (command.kind() == v1::TierCommand::SEAL) {
@@ -160,9 +166,19 @@ void ParentLink::JoinLoop(MirrorLink* link) {
       delivered = final_error.ok();
       refusals = final_error.code() == absl::StatusCode::kFailedPrecondition ? refusals + 1 : 0;
     }
-    link->mirror->SetJoinedUpstream(false);
-    context.TryCancel();
-    (void)reader->Finish();
+    // After SEAL this side ends the stream; otherwise it ended by itself (the parent went
+    // away, refused the join, or stopped answering its keepalive pings).
+    if (sealed) context.TryCancel();
+    const absl::Status ended = FromGrpcStatus(reader->Finish());
+    link->mirror->SetJoinedUpstream(false, sealed ? absl::OkStatus() : ended);
+    if (!sealed && joined && !WaitStopping(absl::ZeroDuration())) {
+      lost = true;
+      std::fprintf(stderr,
+                   "fedagg-server: lost the link to the parent aggregator for aggregation '%s' (%s); "
+                   "refusing its updates with UNAVAILABLE and rejoining every %lld ms\n",
+                   id.c_str(), ended.ToString().c_str(),
+                   static_cast<long long>(absl::ToInt64Milliseconds(kRejoinBackoff)));
+    }
     {
       MutexLock lock(&link->join_mu);
       link->join_context = nullptr;

@@ -18,22 +18,11 @@ ROOT_PID=${E2E_PIDS[-1]}
 e2e_start_server "$SERVER" intermediate-a "$A" $((A + 5)) --parent="127.0.0.1:$ROOT"
 e2e_start_server "$SERVER" intermediate-b "$B" $((B + 5)) --parent="127.0.0.1:$ROOT"
 cli() { local port=$1; shift; "$CLIENT" --server="127.0.0.1:$port" "$@"; }
-contributions() {  # contributions PORT -> what d1 counts there
-  cli "$1" --json status d1 | python3 -c 'import json,sys; print(json.load(sys.stdin).get("contributions", "0"))'
-}
-wait_for_contributions() {  # wait_for_contributions PORT N
-  for _ in $(seq 300); do
-    [ "$(contributions "$1" 2>/dev/null || echo -1)" = "$2" ] && return 0
-    sleep 0.1
-  done
-  echo "port $1 never counted $2 contributions (last: $(contributions "$1" || true))" >&2
-  return 1
-}
+contributions() { e2e_contributions "$CLIENT" "$1" d1; }  # contributions PORT -> what d1 counts there
+wait_for_contributions() { e2e_wait_for_contributions "$CLIENT" "$1" d1 "$2"; }  # wait_for_contributions PORT N
 
 cli "$ROOT" create d1 --type='<w=int64[2]>' --intrinsics=federated_sum --min_contributions=1
-for port in "$A" "$B"; do
-  for _ in $(seq 100); do cli "$port" status d1 >/dev/null 2>&1 && break; sleep 0.1; done  # mirrored
-done
+for port in "$A" "$B"; do e2e_wait_mirrored "$CLIENT" "$port" d1; done
 expected_sum=0
 for i in $(seq "$CLIENTS_PER_INTERMEDIATE"); do
   for port in "$A" "$B"; do

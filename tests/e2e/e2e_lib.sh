@@ -8,6 +8,7 @@ E2E_PIDS=()
 e2e_cleanup() {
   local rc=$?
   kill "${E2E_PIDS[@]}" 2>/dev/null || true
+  kill -CONT "${E2E_PIDS[@]}" 2>/dev/null || true  # a stopped process acts on SIGTERM only once resumed
   wait 2>/dev/null || true
   if [ "$rc" -ne 0 ]; then
     echo "--- logs ($E2E_DIR) ---"
@@ -40,6 +41,28 @@ e2e_start_server() {  # e2e_start_server BINARY NAME GRPC_PORT METRICS_PORT [fla
 
 e2e_metric() {  # e2e_metric METRICS_PORT NAME -> the sample's value (0 when absent)
   curl -sf "http://127.0.0.1:$1/metrics" | awk -v name="$2" '$1 == name {print $2; found=1} END {if (!found) print 0}'
+}
+
+e2e_contributions() {  # e2e_contributions FEDAGG_CLIENT PORT ID -> contributions counted for ID at PORT
+  "$1" --server="127.0.0.1:$2" --json status "$3" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("contributions", "0"))'
+}
+
+e2e_wait_for_contributions() {  # e2e_wait_for_contributions FEDAGG_CLIENT PORT ID N (30 s at most)
+  for _ in $(seq 300); do
+    [ "$(e2e_contributions "$1" "$2" "$3" 2>/dev/null || echo -1)" = "$4" ] && return 0
+    sleep 0.1
+  done
+  echo "port $2 never counted $4 contributions to $3 (last: $(e2e_contributions "$1" "$2" "$3" || true))" >&2
+  return 1
+}
+
+e2e_wait_mirrored() {  # e2e_wait_mirrored FEDAGG_CLIENT PORT ID: until the intermediate at PORT knows ID
+  for _ in $(seq 100); do
+    "$1" --server="127.0.0.1:$2" status "$3" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "port $2 never mirrored $3" >&2
+  return 1
 }
 
 e2e_make_certificates() {  # e2e_make_certificates DIR: ca.pem, server.{pem,key}, client.{pem,key} for 127.0.0.1

@@ -3,10 +3,6 @@
 // gauges show what the backend's DeviceMonitor reads (a fake one here: no GPU is needed)
 // and are absent with the CPU backend, and the exposition passes `promtool check metrics`
 // (Prometheus's own linter).
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,28 +12,11 @@
 #include "service/core/cpu_accumulator_factory.h"
 #include "service/core/mutex.h"
 #include "tests/integration/raw_streams.h"
+#include "tests/integration/http_get.h"
+#include "tests/integration/test_cluster.h"
 
 namespace fedagg::testing {
 namespace {
-
-// GET `path` from 127.0.0.1:port; returns the whole HTTP response.
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
-    (void)::send(fd, request.data(), request.size(), 0);
-    char buffer[4096];
-    ssize_t n;
-    while ((n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return response;
-}
 
 bool HasLine(const std::string& text, const std::string& line) {
   return text.find("\n" + line + "\n") != std::string::npos;

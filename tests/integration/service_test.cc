@@ -320,44 +320,6 @@ TEST(ServiceTest, KilledIntermediateLosesOnlyWhatItHadNotForwarded) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(result->fields[0].value.values<int64_t>()[i], expected[i]);
 }
 
-TEST(ServiceTest, StreamCutMidUpdateCountsNothingAndFreesTheClient) {
-  auto cluster = Cluster::Start(0);
-  ASSERT_NE(cluster, nullptr);
-  ControlClient control(Connect(cluster->root->port()));
-  const v1::AggregationSpec spec = MakeSpec("cut", {{"w", "float32[4]", Intrinsic::kFederatedSum}});
-  ASSERT_TRUE(control.Create(spec).ok());
-  {
-    auto channel = Connect(cluster->root->port());
-    auto stub = v1::Aggregation::NewStub(channel);
-    grpc::ClientContext context;
-    auto stream = stub->Contribute(&context);
-    v1::ContributeRequest request;
-    request.mutable_hello()->set_protocol_version(1);
-    request.mutable_hello()->set_client_id("flaky");
-    ASSERT_TRUE(stream->Write(request));
-    v1::ContributeResponse welcome;
-    ASSERT_TRUE(stream->Read(&welcome));
-    request.Clear();
-    request.mutable_header()->set_aggregation_id("cut");
-    request.mutable_header()->add_fields();
-    ASSERT_TRUE(stream->Write(request));
-    request.Clear();
-    request.mutable_chunk()->set_section(v1::VALUES);
-    request.mutable_chunk()->set_data(std::string(8, '\0'));  // half of the values
-    ASSERT_TRUE(stream->Write(request));
-    context.TryCancel();
-    (void)stream->Finish();
-  }
-  // The cut update is not counted, and the client may send its update again.
-  absl::SleepFor(absl::Milliseconds(100));
-  EXPECT_EQ(Contributions(control, "cut"), 0);
-  auto stream = ContributeStream::Open(Connect(cluster->root->port()), "flaky");
-  ASSERT_TRUE(stream.ok());
-  absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(spec, DenseFloats({1, 2, 3, 4}));
-  ASSERT_TRUE(ack.ok()) << ack.status();
-  EXPECT_EQ(ack->contributions(), 1);
-}
-
 }  // namespace
 }  // namespace fedagg::testing
 

@@ -17,6 +17,17 @@
 
 namespace fedagg::testing {
 
+// Polls `condition` until it holds or `timeout` passes (the server acts on other threads).
+template <typename Condition>
+bool Eventually(Condition condition, absl::Duration timeout = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
 inline std::shared_ptr<grpc::Channel> Connect(int port) {
   return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
 }
@@ -53,17 +64,6 @@ struct Cluster {
     return cluster;
   }
 };
-
-// Polls `condition` until it holds or 10 s pass (the server acts on another thread).
-template <typename Condition>
-bool Eventually(Condition condition) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!condition()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
 
 // A spec with one tensor field per entry of `fields`: (name, type text, intrinsic).
 struct FieldDecl {

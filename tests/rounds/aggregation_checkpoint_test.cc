@@ -16,10 +16,12 @@ namespace fedagg {
 namespace {
 
 using testing::BackendFailures;
+using testing::ChildPartial;
 using testing::Contribute;
 using testing::CountingSpec;
 using testing::CountingUpdate;
 using testing::FailingBackend;
+using testing::ResultOf;
 using testing::TempDir;
 
 AggregationOptions Checkpointed() {
@@ -33,32 +35,11 @@ std::shared_ptr<Aggregation> NewAggregation(const std::string& id, AggregationOp
   return testing::NewCountingAggregation(id, options);
 }
 
-// A child's partial holding one update [1, value].
-std::string ChildPartial(const Aggregation& aggregation, int64_t value) {
-  PartialAggregate partial(aggregation.config().reduction);
-  UpdateBuffer update = CountingUpdate(aggregation.reduction(), value);
-  EXPECT_TRUE(partial.Accumulate(update.view()).ok());
-  absl::StatusOr<std::string> bytes = partial.Serialize();
-  EXPECT_TRUE(bytes.ok()) << bytes.status();
-  return bytes.ok() ? *std::move(bytes) : std::string();
-}
-
 // The aggregation's snapshot, which must be taken without error.
 std::optional<Aggregation::Snapshot> SnapshotOf(Aggregation& aggregation) {
   absl::StatusOr<std::optional<Aggregation::Snapshot>> snapshot = aggregation.TakeSnapshot();
   EXPECT_TRUE(snapshot.ok()) << snapshot.status();
   return snapshot.ok() ? *std::move(snapshot) : std::nullopt;
-}
-
-// The result's w as [count, sum].
-std::vector<int64_t> ResultOf(const Aggregation& aggregation) {
-  absl::StatusOr<std::shared_ptr<const AggregateResult>> result = aggregation.Result();
-  EXPECT_TRUE(result.ok()) << result.status();
-  if (!result.ok()) return {};
-  const Tensor& w = (*result)->fields.at(0).value;
-  std::vector<int64_t> out(2);
-  std::memcpy(out.data(), w.bytes.data(), sizeof(int64_t) * 2);
-  return out;
 }
 
 TEST(AggregationCheckpointTest, RestoreKeepsCountedClientsAndChildSequences) {

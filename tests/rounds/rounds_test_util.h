@@ -1,5 +1,6 @@
 // Helpers for the tests of service/rounds: a small spec (two int64 coordinates summed, so
-// every result is exact), aggregations of it, client updates for it, and a temporary directory.
+// every result is exact), aggregations of it, client updates and child partials for it, its
+// result, and a temporary directory.
 #ifndef FEDAGG_TESTS_ROUNDS_ROUNDS_TEST_UTIL_H_
 #define FEDAGG_TESTS_ROUNDS_ROUNDS_TEST_UTIL_H_
 
@@ -8,8 +9,10 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "service/core/partial_aggregate.h"
 #include "service/core/update_buffer.h"
 #include "service/rounds/aggregation.h"
 #include "service/rounds/spec_conversion.h"
@@ -49,6 +52,27 @@ inline std::shared_ptr<Aggregation> NewCountingAggregation(const std::string& id
 inline void Contribute(Aggregation& aggregation, const std::string& client_id, int64_t value) {
   ASSERT_TRUE(aggregation.BeginUpdate(client_id).ok());
   ASSERT_TRUE(aggregation.CommitUpdate(client_id, CountingUpdate(aggregation.reduction(), value)).ok());
+}
+
+// A child's partial holding one update [1, value].
+inline std::string ChildPartial(const Aggregation& aggregation, int64_t value) {
+  PartialAggregate partial(aggregation.config().reduction);
+  UpdateBuffer update = CountingUpdate(aggregation.reduction(), value);
+  EXPECT_TRUE(partial.Accumulate(update.view()).ok());
+  absl::StatusOr<std::string> bytes = partial.Serialize();
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.ok() ? *std::move(bytes) : std::string();
+}
+
+// The result's w as [count, sum].
+inline std::vector<int64_t> ResultOf(const Aggregation& aggregation) {
+  absl::StatusOr<std::shared_ptr<const AggregateResult>> result = aggregation.Result();
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return {};
+  const Tensor& w = (*result)->fields.at(0).value;
+  std::vector<int64_t> out(2);
+  std::memcpy(out.data(), w.bytes.data(), sizeof(int64_t) * 2);
+  return out;
 }
 
 template <typename T>

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# kill -9 of intermediate aggregators in the middle of an aggregation (docs/PROTOCOL.md,
+# section 6.3). A root and three intermediates: A forwards every 200 ms, B survives, and
+# C forwards nothing before the seal (a forward interval of an hour), so what C acks is
+# exactly what its crash loses.
+#  1. Clients 1-4 send through A, clients 5-8 through C; the test waits until the root has
+#     merged A's pushes (4 contributions), then kills A and C with SIGKILL.
+#  2. The root still counts A's 4 and none of C's: C acknowledged 4 updates that are lost.
+#  3. Clients 9-12 try A, get UNAVAILABLE, and go to B; clients 5-8, lost with C, send
+#     their updates again through B (the root never counted them, so B accepts them).
+#  4. Sealed at the root, whose --child_grace_ms (10 minutes) is longer than this test may
+#     run: it finalizes because the dead children left and B delivered its final push, not
+#     because a grace period ran out, with each of the 12 updates exactly once. Every client
+#     sends [1, 1000 + its number] as int64, so a lost or doubled update shows in the sum.
+# Usage: intermediate_kill_test.sh FEDAGG_SERVER FEDAGG_CLIENT
+set -euo pipefail
+source "$(dirname "$0")/e2e_lib.sh"
+SERVER=$1 CLIENT=$2
+ROOT=$E2E_BASE A=$((E2E_BASE + 1)) B=$((E2E_BASE + 2)) C=$((E2E_BASE + 3))
+
+e2e_start_server "$SERVER" root "$ROOT" $((ROOT + 5)) --child_grace_ms=600000
+e2e_start_server "$SERVER" intermediate-a "$A" $((A + 5)) --parent="127.0.0.1:$ROOT"
+A_PID=${E2E_PIDS[-1]}
+e2e_start_server "$SERVER" intermediate-b "$B" $((B + 5)) --parent="127.0.0.1:$ROOT"
+e2e_start_server "$SERVER" intermediate-c "$C" $((C + 5)) --parent="127.0.0.1:$ROOT" --forward_interval_ms=3600000
+C_PID=${E2E_PIDS[-1]}
+cli() { local port=$1; shift; "$CLIENT" --server="127.0.0.1:$port" "$@"; }
+contributions() { e2e_contributions "$CLIENT" "$1" k1; }
+
+cli "$ROOT" create k1 --type='<w=int64[2]>' --intrinsics=federated_sum --min_contributions=1 >/dev/null
+for port in "$A" "$B" "$C"; do e2e_wait_mirrored "$CLIENT" "$port" k1; done
+
+submit() {  # submit PORT N: client N's update [1, 1000 + N] through PORT (fails as the CLI does)
+  npy "$E2E_DIR/u$2.npy" "<i8" "1,$((1000 + $2))"
+  cli "$1" submit k1 --client_id="client-$2" w="$E2E_DIR/u$2.npy" >/dev/null
+}
+for n in 1 2 3 4; do submit "$A" "$n"; done
+for n in 5 6 7 8; do submit "$C" "$n"; done
+e2e_wait_for_contributions "$CLIENT" "$ROOT" k1 4  # A's updates are merged at the root
+[ "$(contributions "$C")" = 4 ]                    # C acked its 4, and pushed nothing
+kill -9 "$A_PID" "$C_PID"
+wait "$A_PID" "$C_PID" 2>/dev/null || true
+
+[ "$(contributions "$ROOT")" = 4 ]  # A's pushes stay merged; C's acked updates are lost
+for n in 9 10 11 12; do
+  if submit "$A" "$n" 2>"$E2E_DIR/refused.txt"; then echo "a dead intermediate accepted an update" >&2; exit 1; fi
+  grep -q UNAVAILABLE "$E2E_DIR/refused.txt" || { cat "$E2E_DIR/refused.txt" >&2; exit 1; }
+  submit "$B" "$n"
+done
+for n in 5 6 7 8; do submit "$B" "$n"; done  # sent again: the root never counted them
+e2e_wait_for_contributions "$CLIENT" "$ROOT" k1 12
+
+cli "$ROOT" seal k1 >/dev/null
+cli "$ROOT" watch k1 | tail -n 1 | grep -q FINALIZED
+[ "$(contributions "$ROOT")" = 12 ]
+mkdir -p "$E2E_DIR/out"
+cli "$ROOT" result k1 --out="$E2E_DIR/out" >/dev/null
+expected_sum=0
+for n in $(seq 12); do expected_sum=$((expected_sum + 1000 + n)); done
+w=$(npy_read "$E2E_DIR/out/w.npy")
+echo "result w=$w (expected 12,$expected_sum)"
+[ "$w" = "12,$expected_sum" ]
+cli "$B" status k1 | grep -q FINALIZED  # B's final partial was delivered
+echo "kill -9 of intermediate aggregators: ok"

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A parent that stops answering for a few seconds (docs/RELIABILITY.md, "Faults"): the
+# root is stopped with SIGSTOP while clients keep sending to an intermediate aggregator,
+# then resumed with SIGCONT. The pause is shorter than the intermediate's
+# --parent_keepalive_ms, so its link to the root holds: it acknowledges the updates sent
+# meanwhile, keeps them (its pushes wait, and one that fails is sent again under its
+# sequence number) and forwards them once the root answers again. The result at the root
+# counts every acknowledged update exactly once; int64 values distinct per client make a
+# lost or doubled update show in the sum.
+# Usage: parent_paused_test.sh FEDAGG_SERVER FEDAGG_CLIENT
+set -euo pipefail
+source "$(dirname "$0")/e2e_lib.sh"
+SERVER=$1 CLIENT=$2
+ROOT=$E2E_BASE I=$((E2E_BASE + 1))
+
+e2e_start_server "$SERVER" root "$ROOT" $((ROOT + 5))
+ROOT_PID=${E2E_PIDS[-1]}
+e2e_start_server "$SERVER" intermediate "$I" $((I + 5)) --parent="127.0.0.1:$ROOT" --parent_keepalive_ms=10000
+cli() { local port=$1; shift; "$CLIENT" --server="127.0.0.1:$port" "$@"; }
+
+cli "$ROOT" create p1 --type='<w=int64[2]>' --intrinsics=federated_sum --min_contributions=1 >/dev/null
+e2e_wait_mirrored "$CLIENT" "$I" p1
+submit() {  # submit N: client N's update [1, 1000 + N] through the intermediate; it must be acked
+  npy "$E2E_DIR/u$1.npy" "<i8" "1,$((1000 + $1))"
+  cli "$I" submit p1 --client_id="client-$1" w="$E2E_DIR/u$1.npy" >/dev/null
+}
+
+for n in 1 2 3; do submit "$n"; done
+e2e_wait_for_contributions "$CLIENT" "$ROOT" p1 3
+kill -STOP "$ROOT_PID"
+for n in 4 5 6; do submit "$n"; done  # acked by the intermediate while the root is stopped
+sleep 2
+kill -CONT "$ROOT_PID"
+for n in 7 8; do submit "$n"; done
+e2e_wait_for_contributions "$CLIENT" "$ROOT" p1 8  # nothing the intermediate acked was lost
+
+cli "$ROOT" seal p1 >/dev/null
+cli "$ROOT" watch p1 | tail -n 1 | grep -q FINALIZED
+[ "$(e2e_contributions "$CLIENT" "$ROOT" p1)" = 8 ]
+mkdir -p "$E2E_DIR/out"
+cli "$ROOT" result p1 --out="$E2E_DIR/out" >/dev/null
+expected_sum=0
+for n in $(seq 8); do expected_sum=$((expected_sum + 1000 + n)); done
+w=$(npy_read "$E2E_DIR/out/w.npy")
+echo "result w=$w (expected 8,$expected_sum)"
+[ "$w" = "8,$expected_sum" ]
+cli "$I" status p1 | grep -q FINALIZED
+echo "a parent paused for a few seconds: ok"
