@@ -47,6 +47,21 @@ e2e_contributions() {  # e2e_contributions FEDAGG_CLIENT PORT ID -> contribution
   "$1" --server="127.0.0.1:$2" --json status "$3" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("contributions", "0"))'
 }
 
+e2e_finish_counting_round() {  # e2e_finish_counting_round FEDAGG_CLIENT ROOT_PORT ID N
+  # Seals ID at the root, waits for FINALIZED, and requires N contributions and the int64
+  # result w = [N, sum of 1000 + n for n = 1..N]: what clients 1..N sending [1, 1000 + n] add up to.
+  local client=$1 port=$2 id=$3 n=$4 expected=0 k w
+  "$client" --server="127.0.0.1:$port" seal "$id" >/dev/null
+  "$client" --server="127.0.0.1:$port" watch "$id" | tail -n 1 | grep -q FINALIZED
+  [ "$(e2e_contributions "$client" "$port" "$id")" = "$n" ]
+  mkdir -p "$E2E_DIR/result-$id"
+  "$client" --server="127.0.0.1:$port" result "$id" --out="$E2E_DIR/result-$id" >/dev/null
+  for k in $(seq "$n"); do expected=$((expected + 1000 + k)); done
+  w=$(npy_read "$E2E_DIR/result-$id/w.npy")
+  echo "result w=$w (expected $n,$expected)"
+  [ "$w" = "$n,$expected" ]
+}
+
 e2e_wait_for_contributions() {  # e2e_wait_for_contributions FEDAGG_CLIENT PORT ID N (30 s at most)
   for _ in $(seq 300); do
     [ "$(e2e_contributions "$1" "$2" "$3" 2>/dev/null || echo -1)" = "$4" ] && return 0
