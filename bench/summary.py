@@ -52,8 +52,9 @@ def grouped(path):
 
 
 def service_rows(path):
+    groups = list(grouped(path))
     rows = []
-    for runs in grouped(path):
+    for runs in groups:
         r = runs[0]
         checked = all(x["checked"] for x in runs)
         failed = "" if checked else " (RESULT CHECK FAILED)"
@@ -97,14 +98,14 @@ def service_rows(path):
                          f"{r['median_s']:.3f} s/round [{r['min_s']:.3f}-{r['max_s']:.3f}] over {r['rounds']} rounds, "
                          f"peak {r['peak_over_idle_bytes'] / MB:.0f} MB above idle{failed}",
                          "fedagg ahead on both" if fedagg else "(peer)", ""))
-    rows += peer_verdicts(path)
+    rows += peer_verdicts(groups)
     return rows
 
 
-def peer_verdicts(path):
+def peer_verdicts(groups):
     """One row per fedagg contender: is it ahead of every peer on time and on memory, by a
     wide margin (at most half the fastest peer's time and half the leanest peer's memory)?"""
-    peers = [runs[0] for runs in grouped(path) if runs[0]["bench"] == "peers"]
+    peers = [runs[0] for runs in groups if runs[0]["bench"] == "peers"]
     others = [p for p in peers if not p["contender"].startswith("fedagg")]
     rows = []
     for mine in (p for p in peers if p["contender"].startswith("fedagg")):

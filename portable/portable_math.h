@@ -1,7 +1,8 @@
 // Element arithmetic shared by the host and device code of the portable reducers:
 // float16 / bfloat16 decoding, wrapping int64 addition, and max/min with NaN propagation,
 // each callable from a CUDA kernel and from plain C++ (C++17, no Thrust, no Abseil).
-// They match service/core/half_float.h and service/core/cpu_kernels.h bit for bit.
+// They match service/core/half_float.h bit for bit; the CPU kernels
+// (service/core/cpu_kernels.h) use Extreme from here.
 #ifndef FEDAGG_PORTABLE_PORTABLE_MATH_H_
 #define FEDAGG_PORTABLE_PORTABLE_MATH_H_
 
@@ -65,7 +66,8 @@ FEDAGG_HOST_DEVICE inline Acc Add(Acc a, Acc b) {
   }
 }
 
-// The better of a running extreme and a new value; a NaN wins and stays.
+// The better of a running extreme and a new value; a NaN wins and stays. Selects without
+// branches, so CPU loops over it vectorise.
 template <bool kMax, typename Acc>
 FEDAGG_HOST_DEVICE inline Acc Extreme(Acc running, Acc x) {
   const Acc best = (kMax ? (x > running) : (x < running)) ? x : running;

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "service/core/dtype.h"
+#include "portable/portable_math.h"
 #include "service/core/half_float.h"
 
 namespace fedagg::cpu {
@@ -108,18 +109,9 @@ FEDAGG_VECTOR_CLONES void AddRows(Acc* __restrict acc, const In* const* rows, co
   }
 }
 
-// The better of a running extreme and a new value; NaN wins, so it propagates. Written
-// as selects without branches so the loop vectorises.
-template <bool kMax, typename Acc>
-inline Acc Extreme(Acc running, Acc x) {
-  const Acc best = (kMax ? (x > running) : (x < running)) ? x : running;
-  if constexpr (std::is_floating_point_v<Acc>) {
-    const Acc with_new_nan = (x != x) ? x : best;
-    return (running != running) ? running : with_new_nan;
-  } else {
-    return best;
-  }
-}
+// The better of a running extreme and a new value (NaN wins, so it propagates), written
+// as selects without branches so the loop vectorises: the device reducers' own function.
+using portable::Extreme;
 
 template <bool kMax, typename Acc, typename In>
 FEDAGG_VECTOR_CLONES void ExtremeRows(Acc* __restrict acc, const In* const* rows, size_t num_rows,

@@ -62,13 +62,12 @@ absl::StatusOr<UpdateBuffer> UpdateBuffer::Create(const ReductionSpec& spec,
   for (size_t f = 0; f < nnz.size(); ++f) {
     const FieldSpec& field = spec.fields()[f];
     FieldStorage& storage = buffer.fields_[f];
-    storage.num_indices = sizes[f].first;
-    storage.indices = LargeAllocation(storage.num_indices * sizeof(int64_t));
+    storage.indices = LargeAllocation(sizes[f].first * sizeof(int64_t));
     storage.values = LargeAllocation(sizes[f].second);
     buffer.view_.fields.push_back(FieldValue{
         field.encoding, field.type.dtype,
         absl::MakeConstSpan(reinterpret_cast<const int64_t*>(storage.indices.data()),
-                            storage.num_indices),
+                            sizes[f].first),
         absl::MakeConstSpan(storage.values.data(), storage.values.size())});
   }
   buffer.total_bytes_ = total;

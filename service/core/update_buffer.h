@@ -43,8 +43,7 @@ class UpdateBuffer {
 
  private:
   struct FieldStorage {
-    LargeAllocation indices;  // num_indices int64 values
-    size_t num_indices = 0;
+    LargeAllocation indices;  // int64 values
     LargeAllocation values;   // aligned for any dtype
   };
   std::vector<FieldStorage> fields_;
