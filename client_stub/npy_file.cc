@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "service/core/read_file.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -139,10 +140,7 @@ absl::Status WriteNpy(const std::string& path, DType dtype, const std::vector<in
                       const void* data, size_t bytes) {
   absl::StatusOr<std::string> encoded = EncodeNpy(dtype, shape, data, bytes);
   if (!encoded.ok()) return encoded.status();
-  std::ofstream out(path, std::ios::binary);
-  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write '", path, "'"));
-  out.write(encoded->data(), static_cast<std::streamsize>(encoded->size()));
-  return out ? absl::OkStatus() : absl::DataLossError(absl::StrCat("failed writing '", path, "'"));
+  return WriteFile(path, *encoded);
 }
 
 }  // namespace fedagg

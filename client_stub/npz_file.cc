@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "service/core/read_file.h"
 #include "client_stub/npy_file.h"
 
 namespace fedagg {
@@ -169,10 +170,7 @@ absl::Status WriteNpz(const std::string& path, const std::vector<std::pair<std::
   PutLittle(archive, central.size(), 4);
   PutLittle(archive, central_offset, 4);
   PutLittle(archive, 0, 2);
-  std::ofstream out(path, std::ios::binary);
-  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write '", path, "'"));
-  out.write(archive.data(), static_cast<std::streamsize>(archive.size()));
-  return out ? absl::OkStatus() : absl::DataLossError(absl::StrCat("failed writing '", path, "'"));
+  return WriteFile(path, archive);
 }
 
 }  // namespace fedagg

@@ -63,8 +63,9 @@ ABSL_FLAG(std::string, parent_tls_key, "", "PEM private key for --parent_tls_cer
 ABSL_FLAG(std::string, auth_tokens_file, "",
           "file with one accepted bearer token per line; calls without one get UNAUTHENTICATED");
 ABSL_FLAG(std::string, parent_token_file, "", "file holding the bearer token for the parent");
-ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
-          "host:port serving Prometheus /metrics, /healthz and /readyz over HTTP; empty: off");
+ABSL_FLAG(std::string, metrics_address, std::string(fedagg::kMetricsAddressAuto),
+          "host:port serving Prometheus /metrics, /healthz and /readyz over HTTP; 'auto': the "
+          "--listen host on a free port (logged at start); empty: off");
 ABSL_FLAG(std::string, backend, "auto",
           "reduction backend: auto (cuda when a CUDA device is found, else cpu), cpu, cuda, or "
           "thrust-omp (the CUDA backend's code on the CPU's cores, for checking); docs/GPU.md");
@@ -147,8 +148,8 @@ int main(int argc, char** argv) {
                 (*server)->restored_aggregations());
   }
   if ((*server)->metrics_port() != 0) {
-    std::printf("fedagg-server metrics on http://%s -> port %d (/metrics, /healthz, /readyz)\n",
-                config.metrics_address.c_str(), (*server)->metrics_port());
+    std::printf("fedagg-server metrics on port %d (--metrics_address=%s): /metrics, /healthz, /readyz\n",
+                (*server)->metrics_port(), config.metrics_address.c_str());
   }
   std::printf("fedagg-server listening on port %d as %s (backend: %s)\n", (*server)->port(),
               config.parent_address.empty() ? "root" : ("intermediate under " + config.parent_address).c_str(),

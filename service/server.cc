@@ -51,6 +51,14 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(con
   return grpc::SslCredentials(options);
 }
 
+// The address the HTTP endpoint listens on: ServerConfig::metrics_address, with
+// kMetricsAddressAuto resolved to the host of the gRPC listener and port 0 (a free port).
+std::string MetricsAddress(const ServerConfig& config) {
+  if (config.metrics_address != kMetricsAddressAuto) return config.metrics_address;
+  const size_t colon = config.listen_address.rfind(':');
+  return absl::StrCat(colon == std::string::npos ? "" : config.listen_address.substr(0, colon), ":0");
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerConfig& config) {
@@ -174,8 +182,16 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
            return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};
          }},
     };
-    FEDAGG_ASSIGN_OR_RETURN(server->metrics_endpoint_,
-                            HttpEndpoint::Start(config.metrics_address, std::move(handlers)));
+    const std::string metrics_address = MetricsAddress(config);
+    absl::StatusOr<std::unique_ptr<HttpEndpoint>> endpoint = HttpEndpoint::Start(metrics_address, std::move(handlers));
+    if (!endpoint.ok()) {
+      return absl::Status(endpoint.status().code(),
+                          absl::StrCat(endpoint.status().message(),
+                                       "; give each server on a host its own --metrics_address port, leave it "
+                                       "at 'auto' (the --listen host, a free port) or set it empty to serve no "
+                                       "metrics"));
+    }
+    server->metrics_endpoint_ = *std::move(endpoint);
   }
   return server;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "monitoring/http_endpoint.h"
 #include "monitoring/metrics_registry.h"
@@ -35,6 +36,9 @@ struct TlsFiles {
   std::string key;        // PEM private key
   std::string ca;         // PEM roots that verify the other side
 };
+
+// ServerConfig::metrics_address that serves metrics beside the gRPC listener.
+inline constexpr absl::string_view kMetricsAddressAuto = "auto";
 
 struct ServerConfig {
   std::string listen_address = "0.0.0.0:50051";
@@ -71,8 +75,11 @@ struct ServerConfig {
   TlsFiles parent_tls;
   std::vector<std::string> auth_tokens;  // accepted bearer tokens; empty: no token check
   std::string parent_token;
-  // host:port of the HTTP endpoint serving /metrics, /healthz and /readyz; empty: none.
-  std::string metrics_address = "0.0.0.0:9464";
+  // host:port of the HTTP endpoint serving /metrics, /healthz and /readyz; empty: none;
+  // kMetricsAddressAuto: the host of listen_address on a port the system picks (so two
+  // servers on one host never clash, and metrics are not served on more interfaces than
+  // gRPC is); metrics_port() tells which.
+  std::string metrics_address = std::string(kMetricsAddressAuto);
   // The reduction backend (service/backend/backend_choice.h); null: the CPU backend.
   // Must outlive the server.
   const AccumulatorFactory* backend = nullptr;

@@ -6,6 +6,7 @@
 // 1 the server refused or could not be reached (its status code and message are printed),
 // 2 a usage or local input error.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -44,7 +45,7 @@ ABSL_FLAG(std::string, wait, "received",
           "the server's checkpoint on disk; needs a server with --checkpoint_dir)");
 ABSL_FLAG(double, weight, 0, "submit: the update's weight (weighted aggregations; > 0)");
 ABSL_FLAG(std::string, reason, "", "cancel: why");
-ABSL_FLAG(std::string, out, "", "result: directory to write FIELD.npy (and FIELD.indices.npy, FIELD.counts.npy), or FILE.npz to write one archive");
+ABSL_FLAG(std::string, out, "", "result: directory (created if missing) to write FIELD.npy (and FIELD.indices.npy, FIELD.counts.npy), or FILE.npz to write one archive");
 
 namespace fedagg {
 namespace {
@@ -225,6 +226,12 @@ int WriteResultNpz(const AggregateResult& result, const std::string& path) {
 int WriteResult(const AggregateResult& result, const std::string& dir) {
   if (dir.empty()) return Fail(kUsageError, absl::InvalidArgumentError("result needs --out=DIRECTORY or --out=FILE.npz"));
   if (absl::EndsWith(dir, ".npz")) return WriteResultNpz(result, dir);
+  std::error_code created;
+  std::filesystem::create_directories(dir, created);
+  if (created) {
+    return Fail(kUsageError, absl::FailedPreconditionError(absl::StrCat(
+                                 "cannot create the --out directory '", dir, "': ", created.message())));
+  }
   std::string json = absl::StrCat("{\"contributions\": ", result.contributions, ", \"weight_sum\": ",
                                   result.weight_sum, ", \"fields\": [");
   for (size_t f = 0; f < result.fields.size(); ++f) {

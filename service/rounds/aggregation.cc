@@ -87,6 +87,7 @@ absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
   if (state_ != v1::OPEN) {
     return absl::FailedPreconditionError(absl::StrCat(
         "aggregation '", id(), "' is ", v1::AggregationState_Name(state_),
+        detail_.empty() ? "" : absl::StrCat(" (", detail_, ")"),
         " and accepts no more updates; ask GetTask for an open one"));
   }
   if (options_.forwarding && !joined_upstream_) {
@@ -125,12 +126,102 @@ void Aggregation::AbandonUpdate(const std::string& client_id) {
   in_flight_.erase(client_id);
 }
 
-absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id,
-                                                  UpdateBuffer update) {
-  if (absl::Status valid = ValidateUpdate(reduction(), update.view()); !valid.ok()) {
+absl::StatusOr<Aggregation::ValidatedUpdate> Aggregation::Validate(UpdateBuffer update) const {
+  FEDAGG_RETURN_IF_ERROR(ValidateUpdate(reduction(), update.view()));
+  return ValidatedUpdate(std::move(update));
+}
+
+absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id, UpdateBuffer update) {
+  absl::StatusOr<ValidatedUpdate> valid = Validate(std::move(update));
+  if (!valid.ok()) {
     AbandonUpdate(client_id);
-    return valid;
+    return valid.status();
   }
+  return CommitUpdate(client_id, *std::move(valid));
+}
+
+void Aggregation::ClaimAndCommit(const std::string& client_id, ValidatedUpdate update,
+                                 std::function<void(absl::StatusOr<int64_t>)> done) {
+  auto held = std::make_shared<ValidatedUpdate>(std::move(update));
+  auto contributions = std::make_shared<int64_t>(0);
+  ClaimUpstream(
+      client_id,
+      [this, client_id, held, contributions]() -> absl::Status {
+        FEDAGG_ASSIGN_OR_RETURN(*contributions, CommitUpdate(client_id, std::move(*held)));
+        return absl::OkStatus();
+      },
+      [done = std::move(done), contributions](absl::Status committed) {
+        if (committed.ok()) {
+          done(*contributions);
+        } else {
+          done(committed);
+        }
+      });
+}
+
+void Aggregation::ClaimForChild(const std::string& child_id, const std::string& client_id,
+                                std::function<void(absl::Status)> done) {
+  if (absl::Status begun = BeginUpdate(client_id); !begun.ok()) {
+    done(begun);
+    return;
+  }
+  ClaimUpstream(
+      client_id, [this, child_id, client_id] { return CommitChildClaim(child_id, client_id); },
+      std::move(done));
+}
+
+void Aggregation::ClaimUpstream(const std::string& client_id, std::function<absl::Status()> commit,
+                                std::function<void(absl::Status)> done) {
+  if (!options_.forwarding || options_.claims == nullptr) {
+    done(commit());
+    return;
+  }
+  // The aggregation outlives the claim: its owner (a stream's update, a child's claim
+  // call) holds it until `done` has run.
+  options_.claims->Claim(
+      id(), config_.proto.incarnation(), client_id,
+      [this, client_id, commit = std::move(commit), done = std::move(done)](absl::Status granted) {
+        if (!granted.ok()) {
+          AbandonUpdate(client_id);
+          done(granted);
+          return;
+        }
+        absl::Status committed = commit();
+        if (!committed.ok()) options_.claims->Release(id(), config_.proto.incarnation(), client_id);
+        done(committed);
+      });
+}
+
+absl::Status Aggregation::CommitChildClaim(const std::string& child_id, const std::string& client_id) {
+  MutexLock lock(&mu_);
+  in_flight_.erase(client_id);
+  if (state_ != v1::OPEN) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "aggregation '", id(), "' became ", v1::AggregationState_Name(state_),
+        " while the claim was in flight; the update may not be counted"));
+  }
+  counted_.insert(client_id);
+  claimed_by_child_[client_id] = child_id;
+  ++version_;
+  return absl::OkStatus();
+}
+
+void Aggregation::ReleaseChildClaim(const std::string& child_id, const std::string& client_id) {
+  {
+    MutexLock lock(&mu_);
+    auto it = claimed_by_child_.find(client_id);
+    if (it == claimed_by_child_.end() || it->second != child_id) return;
+    claimed_by_child_.erase(it);
+    counted_.erase(client_id);
+    ++version_;
+  }
+  if (options_.forwarding && options_.claims != nullptr) {
+    options_.claims->Release(id(), config_.proto.incarnation(), client_id);
+  }
+}
+
+absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id, ValidatedUpdate validated) {
+  UpdateBuffer update = std::move(validated.buffer_);
   int64_t contributions = 0;
   bool batch_full = false;
   bool sealed_now = false;

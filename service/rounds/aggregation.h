@@ -33,6 +33,7 @@
 #include "service/core/partial_aggregate.h"
 #include "service/core/update_buffer.h"
 #include "service/rounds/checkpoint_file.h"
+#include "service/rounds/client_claims.h"
 #include "service/rounds/spec_conversion.h"
 
 namespace fedagg {
@@ -56,6 +57,10 @@ struct AggregationOptions {
   const AccumulatorFactory* backend = nullptr;
   // A Checkpointer writes this aggregation to disk, so clients may ask for DURABLE acks.
   bool checkpointed = false;
+  // Forwarding mirrors: where client ids are claimed before an update is counted, so that
+  // each client is counted once in the whole tree (the parent link). Must outlive the
+  // aggregation; null: this node decides alone (a root, or tests).
+  ClientClaims* claims = nullptr;
   // Called after each batch is reduced, with its duration and size (metrics).
   std::function<void(absl::Duration, size_t)> on_batch_reduced;
   // The node's memory budget (optional): the partial aggregate's accumulators are
@@ -91,9 +96,42 @@ class Aggregation {
   absl::Status BeginUpdate(const std::string& client_id);
   // Drops an update begun but not committed (stream cut, bad chunk): nothing is counted.
   void AbandonUpdate(const std::string& client_id);
-  // Validates the assembled update completely and counts it (returns the contributions
-  // after it); on error it is not counted and the client may send a corrected update.
+  // An update that passed Validate: the only kind CommitUpdate counts.
+  class ValidatedUpdate {
+   public:
+    UpdateBuffer& buffer() { return buffer_; }
+
+   private:
+    friend class Aggregation;
+    explicit ValidatedUpdate(UpdateBuffer buffer) : buffer_(std::move(buffer)) {}
+    UpdateBuffer buffer_;
+  };
+  // Checks the assembled update completely against the spec (types, bounds, finiteness).
+  absl::StatusOr<ValidatedUpdate> Validate(UpdateBuffer update) const;
+  // Counts a validated update begun by BeginUpdate (returns the contributions after it).
+  // On a forwarding mirror, only after its claim was granted (ClaimAndCommit).
+  absl::StatusOr<int64_t> CommitUpdate(const std::string& client_id, ValidatedUpdate update);
+  // Validate, then CommitUpdate: for a node that decides alone. On error the update is
+  // not counted and the client may send a corrected update.
   absl::StatusOr<int64_t> CommitUpdate(const std::string& client_id, UpdateBuffer update);
+  // Counts a validated update the way the tree requires: a forwarding mirror with claims
+  // first claims the client id at its parent (the root decides) and commits once granted;
+  // otherwise it commits at once. `done` runs inline or on the claims' thread; a refused
+  // claim abandons the update with the parent's status.
+  void ClaimAndCommit(const std::string& client_id, ValidatedUpdate update,
+                      std::function<void(absl::StatusOr<int64_t>)> done);
+
+  // A child aggregator claims `client_id` before counting its update: the same checks as
+  // BeginUpdate (ALREADY_EXISTS when counted anywhere below this node, ABORTED when in
+  // flight, ...), then — on a forwarding mirror — the claim at this node's own parent.
+  // Granted, the client counts as contributed here (its update arrives with the child's
+  // partial). `done` runs inline or on the claims' thread.
+  void ClaimForChild(const std::string& child_id, const std::string& client_id,
+                     std::function<void(absl::Status)> done);
+  // The child gives back a claim it was granted but did not use (its update was refused
+  // or cut off): the client id is free again, here and up the tree. Ignored unless
+  // `child_id` holds the claim.
+  void ReleaseChildClaim(const std::string& child_id, const std::string& client_id);
 
   // A child's partial aggregate since its previous push. A repeated (child, sequence) is
   // acknowledged without merging again.
@@ -188,6 +226,12 @@ class Aggregation {
   void RemoveWatcher(int handle);
 
  private:
+  // The claim at the parent (forwarding mirrors with claims), then `commit`; a granted
+  // claim whose commit fails is released again. Without claims, `commit` runs at once.
+  void ClaimUpstream(const std::string& client_id, std::function<absl::Status()> commit,
+                     std::function<void(absl::Status)> done);
+  // A granted child claim becomes a counted client id.
+  absl::Status CommitChildClaim(const std::string& child_id, const std::string& client_id);
   // Moves the pending batch into the partial aggregate. Call without mu_.
   void ReducePending();
   // Accumulates `batch` into the partial aggregate and empties it.
@@ -216,6 +260,9 @@ class Aggregation {
   std::string detail_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> counted_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
+  // Client ids in counted_ that a child claimed (ClaimForChild), with the child: only that
+  // child may release them.
+  std::map<std::string, std::string> claimed_by_child_ ABSL_GUARDED_BY(mu_);
   std::vector<UpdateBuffer> pending_ ABSL_GUARDED_BY(mu_);
   absl::Time pending_since_ ABSL_GUARDED_BY(mu_);  // when the oldest pending update arrived
   int64_t contributions_ ABSL_GUARDED_BY(mu_) = 0;

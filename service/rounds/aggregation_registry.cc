@@ -31,7 +31,10 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(
         "this is an intermediate aggregator: create aggregations at the root, which is the "
         "server placement; this node learns them from its parent");
   }
-  FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(spec));
+  // The incarnation tells this aggregation from any earlier one of the same id.
+  v1::AggregationSpec accepted = spec;
+  accepted.set_incarnation(absl::StrCat(absl::ToUnixNanos(absl::Now())));
+  FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(accepted));
   auto aggregation = std::make_shared<Aggregation>(std::move(config), options_);
   const std::string& id = aggregation->id();
   {
@@ -71,16 +74,29 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::GetOrMirror(
     const v1::AggregationSpec& spec) {
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(spec));
   std::shared_ptr<Aggregation> mirror;
+  std::shared_ptr<Aggregation> replaced;
   {
     MutexLock lock(&mu_);
     auto it = by_id_.find(config.id);
-    if (it != by_id_.end()) return it->second;
+    if (it != by_id_.end()) {
+      if (it->second->config().proto.incarnation() == spec.incarnation()) return it->second;
+      replaced = it->second;
+      std::erase(creation_order_, config.id);
+    }
     AggregationOptions options = options_;
     options.forwarding = true;
     options.checkpointed = false;  // a mirror's updates are kept by its parent
+    options.claims = upstream_;
     mirror = std::make_shared<Aggregation>(std::move(config), options);
     by_id_[mirror->id()] = mirror;
     creation_order_.push_back(mirror->id());
+  }
+  if (replaced != nullptr) {
+    replaced->MarkForwarded(absl::NotFoundError(absl::StrCat(
+        "the parent aggregator now holds another aggregation '", replaced->id(), "' (incarnation ",
+        spec.incarnation(), ", this mirror's was ", replaced->config().proto.incarnation(),
+        "): it restarted without checkpoints and the id was created again; what this node counted "
+        "for the old one is lost, send those updates to the new one")));
   }
   upstream_->MirrorCreated(mirror);
   return mirror;

@@ -17,13 +17,13 @@
 #include "absl/status/statusor.h"
 #include "service/core/mutex.h"
 #include "service/rounds/aggregation.h"
+#include "service/rounds/client_claims.h"
 
 namespace fedagg {
 
-// Where an intermediate aggregator learns specs: its parent.
-class UpstreamSource {
+// Where an intermediate aggregator learns specs, and claims client ids: its parent.
+class UpstreamSource : public ClientClaims {
  public:
-  virtual ~UpstreamSource() = default;
   // Asks the parent for a spec without blocking; `done` runs on another thread.
   virtual void FetchSpec(const std::string& id,
                          std::function<void(absl::StatusOr<v1::AggregationSpec>)> done) = 0;
@@ -74,7 +74,9 @@ class AggregationRegistry {
   // contributed to (the task path and Welcome hand these out).
   std::vector<std::shared_ptr<Aggregation>> OpenAggregations(int max, const std::string& client_id);
   // Intermediate aggregators: the local mirror of a parent's aggregation, created (and
-  // announced to the UpstreamSource) on first use.
+  // announced to the UpstreamSource) on first use. A mirror of an earlier incarnation of
+  // the id (the root restarted without checkpoints and created the id again) is failed,
+  // if still running, and replaced.
   absl::StatusOr<std::shared_ptr<Aggregation>> GetOrMirror(const v1::AggregationSpec& spec);
 
  private:

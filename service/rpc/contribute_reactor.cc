@@ -155,26 +155,36 @@ ContributeReactor::Outcome ContributeReactor::Handle(const v1::ContributeRequest
         return {};
       }
       const std::string aggregation_id = assembler_.aggregation_id();
-      absl::StatusOr<int64_t> counted = assembler_.End(request.end());
-      phase_ = Phase::kIdle;
-      if (!counted.ok()) {
-        Reject(counted.status(), aggregation_id);
-        return {};
-      }
       {
         MutexLock lock(&mu_);
         ++awaiting_acks_;
       }
-      assembler_.AwaitAckLevel([this, aggregation_id, contributions = *counted](v1::AckLevel level) {
-        v1::ContributeResponse response;
-        response.mutable_ack()->set_aggregation_id(aggregation_id);
-        response.mutable_ack()->set_contributions(contributions);
-        response.mutable_ack()->set_level(level);
-        MutexLock lock(&mu_);
-        --awaiting_acks_;
-        SendLocked(std::move(response));
-        MaybeFinishLocked();
-      });
+      // The answer comes when the update is counted (after the parent's claim on an
+      // intermediate aggregator, after a checkpoint for DURABLE), while this stream goes
+      // on reading the next update.
+      absl::Status ended = assembler_.End(
+          request.end(), [this, aggregation_id](absl::StatusOr<UpdateAssembler::Counted> counted) {
+            v1::ContributeResponse response;
+            if (counted.ok()) {
+              response.mutable_ack()->set_aggregation_id(aggregation_id);
+              response.mutable_ack()->set_contributions(counted->contributions);
+              response.mutable_ack()->set_level(counted->level);
+            } else {
+              response = RejectionOf(counted.status(), aggregation_id);
+            }
+            MutexLock lock(&mu_);
+            --awaiting_acks_;
+            SendLocked(std::move(response));
+            MaybeFinishLocked();
+          });
+      phase_ = Phase::kIdle;
+      if (!ended.ok()) {
+        {
+          MutexLock lock(&mu_);
+          --awaiting_acks_;
+        }
+        Reject(ended, aggregation_id);
+      }
       return {};
     }
     default:
@@ -183,13 +193,17 @@ ContributeReactor::Outcome ContributeReactor::Handle(const v1::ContributeRequest
   }
 }
 
-void ContributeReactor::Reject(const absl::Status& status, const std::string& aggregation_id) {
+v1::ContributeResponse ContributeReactor::RejectionOf(const absl::Status& status, const std::string& aggregation_id) {
   v1::ContributeResponse response;
   v1::Rejection* rejection = response.mutable_rejection();
   rejection->set_aggregation_id(aggregation_id);
   rejection->set_code(static_cast<int32_t>(status.code()));
   rejection->set_message(std::string(status.message()));
-  Send(std::move(response));
+  return response;
+}
+
+void ContributeReactor::Reject(const absl::Status& status, const std::string& aggregation_id) {
+  Send(RejectionOf(status, aggregation_id));
 }
 
 void ContributeReactor::Send(v1::ContributeResponse response) {

@@ -2,8 +2,9 @@
 // at a time (so gRPC flow control pushes back on fast senders), keeps one write in
 // flight, and never blocks: hello -> welcome; per update header, chunks, end -> ack or
 // rejection. A rejected update's remaining chunks are skipped; the stream stays usable.
-// An ack that waits for a checkpoint (DURABLE) is sent when it comes, while the stream
-// goes on reading the next update.
+// An update's answer that waits (for its claim at the parent on an intermediate
+// aggregator, for a checkpoint when DURABLE) is sent when it comes, while the stream goes
+// on reading the next update: answers carry their aggregation id.
 // A stream cut mid-update discards that update whole; so does a request that is not a
 // valid protobuf, which ends the stream with INVALID_ARGUMENT. The call is refused when its caller
 // already holds --max_streams_per_identity streams; an update whose client stops sending
@@ -48,6 +49,7 @@ class ContributeReactor final
   Outcome Handle(const v1::ContributeRequest& request);
   // Starts the next read, or pauses reading while too many responses are queued.
   void ContinueReading();
+  static v1::ContributeResponse RejectionOf(const absl::Status& status, const std::string& aggregation_id);
   void Reject(const absl::Status& status, const std::string& aggregation_id);
   // Queues a response; starts writing when no write is in flight.
   void Send(v1::ContributeResponse response);
@@ -73,7 +75,7 @@ class ContributeReactor final
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  // Acks waiting for a checkpoint (DURABLE asked for); the stream finishes after them.
+  // Updates whose answer is still to come (End's completion); the stream finishes after them.
   int awaiting_acks_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

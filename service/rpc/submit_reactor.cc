@@ -78,22 +78,23 @@ bool SubmitReactor::Handle() {
       break;
     case v1::SubmitRequest::kEnd: {
       const std::string aggregation_id = assembler_.aggregation_id();
-      absl::StatusOr<int64_t> counted = assembler_.End(request_.end());
-      if (!counted.ok()) {
-        status = counted.status();
-        break;
-      }
-      v1::SubmitResponse response;
-      response.mutable_ack()->set_aggregation_id(aggregation_id);
-      response.mutable_ack()->set_contributions(*counted);
       stall_.UpdateClosed();
-      // The call is answered when the ack's level is known (after a checkpoint, for
-      // DURABLE); nothing more is read: the update is complete.
-      assembler_.AwaitAckLevel([this, response = std::move(response)](v1::AckLevel level) mutable {
-        response.mutable_ack()->set_level(level);
+      // The call is answered when the update is counted (after the parent's claim on an
+      // intermediate aggregator, after a checkpoint for DURABLE); nothing more is read.
+      status = assembler_.End(request_.end(), [this, aggregation_id](
+                                                  absl::StatusOr<UpdateAssembler::Counted> counted) {
+        if (!counted.ok()) {
+          End(ToGrpcStatus(counted.status()));
+          return;
+        }
+        v1::SubmitResponse response;
+        response.mutable_ack()->set_aggregation_id(aggregation_id);
+        response.mutable_ack()->set_contributions(counted->contributions);
+        response.mutable_ack()->set_level(counted->level);
         *response_ = SerializeRawMessage(response);
         End(grpc::Status::OK);
       });
+      if (!status.ok()) break;
       return false;
     }
     default:

@@ -13,6 +13,32 @@ namespace {
 // Largest serialized partial aggregate a child may push.
 constexpr uint64_t kMaxPartialBytes = uint64_t{16} << 30;
 
+// The aggregation `id` of `incarnation` (empty: any) that a child means. NOT_FOUND when
+// this node holds none, or another incarnation (it restarted without checkpoints and the
+// id was created again); UNAVAILABLE on an intermediate aggregator that has not learnt
+// the id from its own parent yet.
+absl::StatusOr<std::shared_ptr<Aggregation>> FindForChild(const AggregationRegistry& registry,
+                                                          const std::string& id,
+                                                          const std::string& incarnation) {
+  absl::StatusOr<std::shared_ptr<Aggregation>> found = registry.Find(id);
+  if (!found.ok()) {
+    if (registry.is_intermediate()) {
+      return absl::UnavailableError(absl::StrCat(
+          "this intermediate aggregator does not know aggregation '", id,
+          "' yet (it learns aggregations from its parent); try again shortly"));
+    }
+    return found.status();
+  }
+  const std::string& held = (*found)->config().proto.incarnation();
+  if (!incarnation.empty() && incarnation != held) {
+    return absl::NotFoundError(absl::StrCat(
+        "aggregation '", id, "' here is incarnation ", held, ", not ", incarnation,
+        ": this server restarted without checkpoints and the id was created again; the "
+        "aggregation you mean is gone"));
+  }
+  return found;
+}
+
 // Reassembles one pushed partial, then merges it when the child half-closes.
 class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk> {
  public:
@@ -98,7 +124,7 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
                                                      header_.total_bytes(), " bytes"));
     }
     absl::StatusOr<std::shared_ptr<Aggregation>> aggregation =
-        service_.registry.Find(header_.aggregation_id());
+        FindForChild(service_.registry, header_.aggregation_id(), header_.incarnation());
     if (!aggregation.ok()) return aggregation.status();
     if (header_.wait_durable() && !(*aggregation)->checkpointed()) {
       return absl::FailedPreconditionError(
@@ -135,7 +161,7 @@ grpc::ServerWriteReactor<v1::TierCommand>* TierService::Join(grpc::CallbackServe
     return stream.get();
   }
   absl::StatusOr<std::shared_ptr<Aggregation>> found =
-      context_.registry.Find(request->aggregation_id());
+      FindForChild(context_.registry, request->aggregation_id(), request->incarnation());
   if (!found.ok()) {
     stream->Close(ToGrpcStatus(found.status()));
     return stream.get();
@@ -177,6 +203,57 @@ grpc::ServerWriteReactor<v1::TierCommand>* TierService::Join(grpc::CallbackServe
 grpc::ServerReadReactor<v1::PartialChunk>* TierService::PushPartial(
     grpc::CallbackServerContext* context, v1::PushPartialResponse* response) {
   return new PushPartialReactor(context, context_, response);
+}
+
+grpc::ServerUnaryReactor* TierService::ClaimClients(grpc::CallbackServerContext* context,
+                                                    const v1::ClaimClientsRequest* request,
+                                                    v1::ClaimClientsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status auth = context_.authenticator.Check(*context); !auth.ok()) {
+    reactor->Finish(ToGrpcStatus(auth));
+    return reactor;
+  }
+  if (request->child_id().empty()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "ClaimClientsRequest.child_id is empty"));
+    return reactor;
+  }
+  absl::StatusOr<std::shared_ptr<Aggregation>> found =
+      FindForChild(context_.registry, request->aggregation_id(), request->incarnation());
+  if (!found.ok()) {
+    reactor->Finish(ToGrpcStatus(found.status()));
+    return reactor;
+  }
+  std::shared_ptr<Aggregation> aggregation = *std::move(found);
+  for (const std::string& client_id : request->released_client_ids()) {
+    aggregation->ReleaseChildClaim(request->child_id(), client_id);
+  }
+  const int claims = request->client_ids_size();
+  for (int i = 0; i < claims; ++i) response->add_results();
+  if (claims == 0) {
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  // Each claim may wait for this node's own parent; the call is answered when the last
+  // one is decided. The request, response and aggregation live until then.
+  auto remaining = std::make_shared<std::atomic<int>>(claims);
+  for (int i = 0; i < claims; ++i) {
+    const std::string& client_id = request->client_ids(i);
+    if (client_id.empty()) {
+      v1::ClaimResult* result = response->mutable_results(i);
+      result->set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
+      result->set_message("a claimed client id is empty");
+      if (remaining->fetch_sub(1) == 1) reactor->Finish(grpc::Status::OK);
+      continue;
+    }
+    aggregation->ClaimForChild(request->child_id(), client_id,
+                               [reactor, response, remaining, i, aggregation](absl::Status granted) {
+                                 v1::ClaimResult* result = response->mutable_results(i);
+                                 result->set_code(static_cast<int>(granted.code()));
+                                 result->set_message(std::string(granted.message()));
+                                 if (remaining->fetch_sub(1) == 1) reactor->Finish(grpc::Status::OK);
+                               });
+  }
+  return reactor;
 }
 
 }  // namespace fedagg

@@ -1,6 +1,8 @@
 // The fedagg.v1.Tier service, on the parent side of a tier link: child aggregators Join
-// an aggregation (and hear SEAL / FLUSH on that stream) and PushPartial their partial
-// aggregates, which are merged exactly once per (child, sequence).
+// an aggregation (and hear SEAL / FLUSH on that stream), ClaimClients before they count a
+// client's update (so each client is counted once in the whole tree), and PushPartial
+// their partial aggregates, which are merged exactly once per (child, sequence). Each call
+// names the incarnation of the aggregation it means; another incarnation is NOT_FOUND.
 #ifndef FEDAGG_SERVICE_RPC_TIER_SERVICE_H_
 #define FEDAGG_SERVICE_RPC_TIER_SERVICE_H_
 
@@ -17,6 +19,9 @@ class TierService final : public v1::Tier::CallbackService {
                                                   const v1::JoinRequest* request) override;
   grpc::ServerReadReactor<v1::PartialChunk>* PushPartial(
       grpc::CallbackServerContext* context, v1::PushPartialResponse* response) override;
+  grpc::ServerUnaryReactor* ClaimClients(grpc::CallbackServerContext* context,
+                                         const v1::ClaimClientsRequest* request,
+                                         v1::ClaimClientsResponse* response) override;
 
  private:
   ServiceContext& context_;

@@ -93,14 +93,15 @@ absl::Status UpdateAssembler::AddChunk(const v1::Chunk& chunk) {
   uint64_t& received = received_[chunk.field() * 2 + (indices ? 1 : 0)];
   if (chunk.offset() != received) {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "chunk for field ", chunk.field(), " ", v1::Section_Name(chunk.section()), " at offset ",
-        chunk.offset(), " is out of order: ", received,
+        "chunk for ", SectionName(chunk.field(), indices), " at offset ", chunk.offset(),
+        " is out of order: ", received,
         " bytes of that section were received; send chunks in order, without gaps or overlaps")));
   }
   if (chunk.data().size() > target.size() - received) {
+    const uint64_t would_be = received + chunk.data().size();
     return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "chunk overruns field ", chunk.field(), " ", v1::Section_Name(chunk.section()), ": the header declares ",
-        target.size(), " bytes, this chunk would bring it to ", received + chunk.data().size())));
+        "chunk overruns ", SectionName(chunk.field(), indices), ": the header declares ", target.size(),
+        " bytes, this chunk would bring it to ", would_be, SizeHint(chunk.field(), indices, target.size(), would_be))));
   }
   if (!chunk.data().empty()) std::memcpy(target.data() + received, chunk.data().data(), chunk.data().size());
   received += chunk.data().size();
@@ -108,7 +109,8 @@ absl::Status UpdateAssembler::AddChunk(const v1::Chunk& chunk) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> UpdateAssembler::End(const v1::UpdateEnd& end) {
+absl::Status UpdateAssembler::End(const v1::UpdateEnd& end,
+                                  std::function<void(absl::StatusOr<Counted>)> done) {
   if (!active()) {
     return absl::FailedPreconditionError("update end without an update: send a header first");
   }
@@ -119,8 +121,8 @@ absl::StatusOr<int64_t> UpdateAssembler::End(const v1::UpdateEnd& end) {
       const uint64_t got = received_[f * 2 + (indices ? 1 : 0)];
       if (got != expected) {
         return Fail(absl::InvalidArgumentError(absl::StrCat(
-            "update ended with field ", f, " ", indices ? "INDICES" : "VALUES", " incomplete: ",
-            got, " of ", expected, " bytes received")));
+            "update ended with ", SectionName(f, indices), " incomplete: ", got, " of ", expected,
+            " bytes received", SizeHint(f, indices, expected, got))));
       }
     }
   }
@@ -130,26 +132,34 @@ absl::StatusOr<int64_t> UpdateAssembler::End(const v1::UpdateEnd& end) {
         "update checksum mismatch: sent CRC-32C ", end.crc32c(), ", computed ", crc,
         " over the received bytes; the update was corrupted in transit, send it again")));
   }
+  absl::StatusOr<Aggregation::ValidatedUpdate> valid = aggregation_->Validate(std::move(*buffer_));
+  buffer_.reset();
+  if (!valid.ok()) return Fail(valid.status());
+  // From here on the update belongs to the commit; the assembler takes the next one.
   std::shared_ptr<Aggregation> aggregation = std::move(aggregation_);
   aggregation_ = nullptr;
-  UpdateBuffer buffer = std::move(*buffer_);
-  buffer_.reset();
-  absl::StatusOr<int64_t> counted = aggregation->CommitUpdate(client_id_, std::move(buffer));
-  if (!counted.ok()) return Fail(counted.status());
-  committed_ = std::move(aggregation);
-  metrics_.updates_accepted.Increment();
-  metrics_.update_latency.Observe(absl::ToDoubleSeconds(absl::Now() - started_));
-  return counted;
-}
-
-void UpdateAssembler::AwaitAckLevel(std::function<void(v1::AckLevel)> done) {
-  std::shared_ptr<Aggregation> aggregation = std::move(committed_);
-  committed_ = nullptr;
-  if (ack_level_ != v1::DURABLE || aggregation == nullptr) {
-    done(v1::RECEIVED);
-    return;
-  }
-  aggregation->WhenDurable([done = std::move(done)](bool durable) { done(durable ? v1::DURABLE : v1::RECEIVED); });
+  const bool durable = ack_level_ == v1::DURABLE;
+  Aggregation* committing = aggregation.get();
+  committing->ClaimAndCommit(
+      client_id_, *std::move(valid),
+      [aggregation = std::move(aggregation), durable, metrics = &metrics_, started = started_,
+       done = std::move(done)](absl::StatusOr<int64_t> counted) {
+        if (!counted.ok()) {
+          CountRejection(*metrics, counted.status());
+          done(counted.status());
+          return;
+        }
+        metrics->updates_accepted.Increment();
+        metrics->update_latency.Observe(absl::ToDoubleSeconds(absl::Now() - started));
+        if (!durable) {
+          done(Counted{*counted, v1::RECEIVED});
+          return;
+        }
+        aggregation->WhenDurable([contributions = *counted, done](bool on_disk) {
+          done(Counted{contributions, on_disk ? v1::DURABLE : v1::RECEIVED});
+        });
+      });
+  return absl::OkStatus();
 }
 
 void UpdateAssembler::Abandon() {
@@ -158,10 +168,38 @@ void UpdateAssembler::Abandon() {
   buffer_.reset();
 }
 
+std::string UpdateAssembler::SectionName(size_t field, bool indices) const {
+  const FieldSpec& spec = aggregation_->reduction().fields()[field];
+  return absl::StrCat("field '", spec.path, "' (", spec.type.ToString(), ", field ", field, ") ",
+                      indices ? (spec.encoding == Encoding::kRowSparse ? "row ids" : "indices") : "values");
+}
+
+std::string UpdateAssembler::SizeHint(size_t field, bool indices, uint64_t declared, uint64_t sent) const {
+  if (declared == 0 || sent == 0 || declared == sent) return "";
+  const size_t element = indices ? sizeof(int64_t) : DTypeSize(aggregation_->reduction().fields()[field].type.dtype);
+  const std::string element_type =
+      indices ? std::string("int64") : std::string(DTypeName(aggregation_->reduction().fields()[field].type.dtype));
+  if (sent % declared == 0 && sent / declared <= 8) {
+    return absl::StrCat(" (", sent / declared, "x the declared size: were ", element * (sent / declared),
+                        "-byte elements sent where the field declares ", element, "-byte ", element_type,
+                        "? convert the array to ", element_type, " before sending)");
+  }
+  if (declared % sent == 0 && declared / sent <= 8 && element % (declared / sent) == 0) {
+    return absl::StrCat(" (1/", declared / sent, " of the declared size: were ", element / (declared / sent),
+                        "-byte elements sent where the field declares ", element, "-byte ", element_type,
+                        "? convert the array to ", element_type, " before sending)");
+  }
+  return "";
+}
+
 absl::Status UpdateAssembler::Fail(absl::Status status) {
   Abandon();
-  metrics_.updates_rejected.WithLabels({absl::StatusCodeToString(status.code())}).Increment();
+  CountRejection(metrics_, status);
   return status;
+}
+
+void UpdateAssembler::CountRejection(ServiceMetrics& metrics, const absl::Status& status) {
+  metrics.updates_rejected.WithLabels({absl::StatusCodeToString(status.code())}).Increment();
 }
 
 }  // namespace fedagg

@@ -5,9 +5,11 @@
 //            allocates the UpdateBuffer, reserves the client id
 //   AddChunk — copies a chunk straight into its place; chunks of a section arrive in
 //              order, without gaps or overlaps, within the declared size
-//   End    — checks every section is complete and the CRC-32C, then commits
-//   AwaitAckLevel — the level the ack reports: RECEIVED at once, or DURABLE once a
-//              checkpoint holds the update, when the header asked for it
+//   End    — checks every section is complete, the CRC-32C and the values, then hands
+//            the update over to be counted (on an intermediate aggregator once its parent
+//            granted the client's claim, Aggregation::ClaimAndCommit) and reports the ack:
+//            RECEIVED, or DURABLE once a checkpoint holds the update when the header asked
+//            for it. The assembler is free for the next update as soon as End returns.
 // Any error abandons the update: nothing of it is counted, and the client id is free.
 #ifndef FEDAGG_SERVICE_RPC_UPDATE_ASSEMBLER_H_
 #define FEDAGG_SERVICE_RPC_UPDATE_ASSEMBLER_H_
@@ -46,12 +48,19 @@ class UpdateAssembler {
   void Begin(const v1::UpdateHeader& header, const std::string& client_id,
              std::function<void(absl::Status)> done);
   absl::Status AddChunk(const v1::Chunk& chunk);
-  // Contributions counted at this node after the update.
-  absl::StatusOr<int64_t> End(const v1::UpdateEnd& end);
-  // After a successful End: `done` receives the level the ack reports — RECEIVED inline
-  // when that was asked for; when DURABLE was asked for, DURABLE once a checkpoint on disk
-  // holds the update (on the checkpointer's thread), or RECEIVED if none will (shutdown).
-  void AwaitAckLevel(std::function<void(v1::AckLevel)> done);
+  // What an ack reports: the contributions counted at this node after the update, and
+  // its level — DURABLE when asked for and a checkpoint on disk holds the update, else
+  // RECEIVED (also when no checkpoint will: shutdown).
+  struct Counted {
+    int64_t contributions = 0;
+    v1::AckLevel level = v1::RECEIVED;
+  };
+  // Ends the update. A refusal found here (incomplete, checksum, invalid values) is
+  // returned and `done` never runs. Otherwise `done` runs once — inline, or later on
+  // another thread (the parent's claim answer, a checkpoint) — with the ack or the
+  // refusal (a claim refused up the tree, the aggregation closed meanwhile). `done` must
+  // not touch the assembler: it is free for the next update from the moment End returns.
+  absl::Status End(const v1::UpdateEnd& end, std::function<void(absl::StatusOr<Counted>)> done);
   // Drops an update in progress (no-op when none).
   void Abandon();
 
@@ -62,8 +71,14 @@ class UpdateAssembler {
   // Second half of Begin, once the aggregation is known.
   absl::Status BeginWith(std::shared_ptr<Aggregation> aggregation, const v1::UpdateHeader& header,
                          const std::string& client_id);
+  // "field 'w' (float32[3], field 0) values", for messages about one section of the update.
+  std::string SectionName(size_t field, bool indices) const;
+  // For a section whose byte count is not the declared one: a hint at a dtype mix-up when
+  // one is a small multiple of the other (float64 sent for float32, ...), else empty.
+  std::string SizeHint(size_t field, bool indices, uint64_t declared, uint64_t sent) const;
   // Abandons the update, counts the rejection, and returns `status`.
   absl::Status Fail(absl::Status status);
+  static void CountRejection(ServiceMetrics& metrics, const absl::Status& status);
 
   AggregationRegistry& registry_;
   ServiceMetrics& metrics_;
@@ -74,7 +89,6 @@ class UpdateAssembler {
   std::string aggregation_id_;
   std::string client_id_;
   v1::AckLevel ack_level_ = v1::RECEIVED;  // asked for by the header
-  std::shared_ptr<Aggregation> committed_;  // the aggregation of the last committed update
   std::optional<UpdateBuffer> buffer_;
   // Bytes received so far per (field, section): [field * 2 + (section == INDICES)].
   std::vector<uint64_t> received_;

@@ -17,7 +17,9 @@ ParentLink::ParentLink(ParentLinkOptions options, AggregationRegistry& registry)
     : options_(std::move(options)),
       registry_(registry),
       control_(v1::Control::NewStub(options_.channel)),
-      tier_(v1::Tier::NewStub(options_.channel)) {
+      tier_(v1::Tier::NewStub(options_.channel)),
+      claims_(*tier_, options_.child_id,
+              [this](grpc::ClientContext& context) { PrepareContext(context, /*with_deadline=*/true); }) {
   sync_thread_ = std::thread([this] { SyncLoop(); });
   forward_thread_ = std::thread([this] { ForwardLoop(); });
 }
@@ -91,7 +93,7 @@ void ParentLink::MirrorCreated(std::shared_ptr<Aggregation> mirror) {
   auto link = std::make_unique<MirrorLink>();
   link->mirror = std::move(mirror);
   MirrorLink* raw = link.get();
-  links_[raw->mirror->id()] = std::move(link);
+  links_[absl::StrCat(raw->mirror->id(), "@", raw->mirror->config().proto.incarnation())] = std::move(link);
   raw->join_thread = std::thread([this, raw] {
     JoinLoop(raw);
     MutexLock lock(&mu_);
@@ -130,6 +132,7 @@ void ParentLink::JoinLoop(MirrorLink* link) {
     v1::JoinRequest request;
     request.set_aggregation_id(id);
     request.set_child_id(options_.child_id);
+    request.set_incarnation(link->mirror->config().proto.incarnation());
     std::unique_ptr<grpc::ClientReader<v1::TierCommand>> reader = tier_->Join(&context, request);
     v1::TierCommand command;
     bool first = true;
@@ -183,6 +186,17 @@ void ParentLink::JoinLoop(MirrorLink* link) {
       MutexLock lock(&link->join_mu);
       link->join_context = nullptr;
     }
+    if (!sealed && ended.code() == absl::StatusCode::kNotFound) {
+      // The parent does not hold this aggregation (any more): it restarted without
+      // checkpoints. Nothing counted here can reach the root; say so to the clients.
+      std::fprintf(stderr, "fedagg-server: the parent aggregator no longer holds aggregation '%s' (%s); "
+                   "failing its mirror here\n", id.c_str(), ended.ToString().c_str());
+      link->mirror->MarkForwarded(absl::NotFoundError(absl::StrCat(
+          "the parent aggregator no longer holds this aggregation (it restarted without checkpoints?): ",
+          ended.message(), "; updates counted here since the last push are lost, send them to the "
+          "parent's current aggregations")));
+      return;
+    }
     if (delivered || refusals >= 2) {
       link->mirror->MarkForwarded(final_error);
       return;
@@ -230,7 +244,6 @@ absl::Status ParentLink::Forward(MirrorLink* link, bool final) {
 }
 
 absl::Status ParentLink::PushKept(MirrorLink* link) {
-  const std::string& id = link->mirror->id();
   for (auto it = link->kept.upper_bound(link->parent_holds); it != link->kept.end();
        it = link->kept.upper_bound(link->parent_holds)) {
     const uint64_t sequence = it->first;
@@ -238,7 +251,7 @@ absl::Status ParentLink::PushKept(MirrorLink* link) {
     // nothing of this node's is left to send again.
     const bool wait_durable = it->second.final && link->parent_checkpoints;
     absl::StatusOr<v1::PushPartialResponse> response =
-        Push(id, sequence, it->second.final, wait_durable, it->second.bytes);
+        Push(*link->mirror, sequence, it->second.final, wait_durable, it->second.bytes);
     if (!response.ok()) return response.status();
     link->parent_holds = sequence;
     const uint64_t releasable = link->parent_checkpoints ? response->durable_sequence() : sequence;
@@ -247,8 +260,8 @@ absl::Status ParentLink::PushKept(MirrorLink* link) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::PushPartialResponse> ParentLink::Push(const std::string& aggregation_id,
-                                                         uint64_t sequence, bool final, bool wait_durable,
+absl::StatusOr<v1::PushPartialResponse> ParentLink::Push(const Aggregation& mirror, uint64_t sequence,
+                                                         bool final, bool wait_durable,
                                                          const std::string& bytes) {
   grpc::ClientContext context;
   PrepareContext(context, /*with_deadline=*/true);
@@ -260,7 +273,8 @@ absl::StatusOr<v1::PushPartialResponse> ParentLink::Push(const std::string& aggr
   do {
     v1::PartialChunk chunk;
     if (offset == 0) {
-      chunk.set_aggregation_id(aggregation_id);
+      chunk.set_aggregation_id(mirror.id());
+      chunk.set_incarnation(mirror.config().proto.incarnation());
       chunk.set_child_id(options_.child_id);
       chunk.set_sequence(sequence);
       chunk.set_final(final);
@@ -293,7 +307,10 @@ void ParentLink::SyncLoop() {
       }
       // Closed at the parent: a mirror still open here stops accepting.
       absl::StatusOr<std::shared_ptr<Aggregation>> mirror = registry_.Find(status.spec().aggregation_id());
-      if (mirror.ok() && (*mirror)->state() == v1::OPEN) (void)(*mirror)->Seal();
+      if (mirror.ok() && (*mirror)->state() == v1::OPEN &&
+          (*mirror)->config().proto.incarnation() == status.spec().incarnation()) {
+        (void)(*mirror)->Seal();
+      }
     }
   }
 }

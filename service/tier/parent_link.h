@@ -4,6 +4,10 @@
 //  - keeps a local mirror per aggregation, joins it at the parent (Tier.Join), and
 //    forwards the mirror's partial aggregate up as deltas (Tier.PushPartial) every
 //    forward interval and, finally, when the parent says SEAL;
+//  - claims each client id at the parent before its update is counted here (batched,
+//    ClaimBatcher), so a client is counted once in the whole tree;
+//  - gives up a mirror whose aggregation the parent no longer holds (a parent restarted
+//    without checkpoints): the mirror ends FAILED saying so, and refuses updates;
 //  - never loses a delta: a failed push is retried with the same sequence number, and
 //    the parent merges each (child, sequence) once. When the parent writes checkpoints,
 //    every delta is kept until the parent reports it durable; a parent that restarted
@@ -27,6 +31,7 @@
 #include "fedagg/v1/tier.grpc.pb.h"
 #include "monitoring/service_metrics.h"
 #include "service/rounds/aggregation_registry.h"
+#include "service/tier/claim_batcher.h"
 
 namespace fedagg {
 
@@ -50,6 +55,14 @@ class ParentLink final : public UpstreamSource {
   void FetchSpec(const std::string& id,
                  std::function<void(absl::StatusOr<v1::AggregationSpec>)> done) override;
   void MirrorCreated(std::shared_ptr<Aggregation> mirror) override;
+  void Claim(const std::string& aggregation_id, const std::string& incarnation, const std::string& client_id,
+             std::function<void(absl::Status)> done) override {
+    claims_.Claim(aggregation_id, incarnation, client_id, std::move(done));
+  }
+  void Release(const std::string& aggregation_id, const std::string& incarnation,
+               const std::string& client_id) override {
+    claims_.Release(aggregation_id, incarnation, client_id);
+  }
   // Whether the last poll of the parent succeeded (readiness of an intermediate aggregator).
   bool parent_reachable() const { return parent_reachable_; }
 
@@ -89,8 +102,8 @@ class ParentLink final : public UpstreamSource {
   absl::Status PushKept(MirrorLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->push_mu);
   // What the parent said on (re-)join: the last sequence it holds from us.
   void ParentReported(MirrorLink* link, const v1::TierCommand& command);
-  absl::StatusOr<v1::PushPartialResponse> Push(const std::string& aggregation_id, uint64_t sequence,
-                                               bool final, bool wait_durable, const std::string& bytes);
+  absl::StatusOr<v1::PushPartialResponse> Push(const Aggregation& mirror, uint64_t sequence, bool final,
+                                               bool wait_durable, const std::string& bytes);
   void SyncLoop();
   void ForwardLoop();
   bool WaitStopping(absl::Duration timeout);
@@ -99,10 +112,12 @@ class ParentLink final : public UpstreamSource {
   AggregationRegistry& registry_;
   std::unique_ptr<v1::Control::Stub> control_;
   std::unique_ptr<v1::Tier::Stub> tier_;
+  ClaimBatcher claims_;
 
   Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // One per mirror until its join thread finishes; only the forward loop removes links.
+  // One per mirror (by id and incarnation) until its join thread finishes; only the
+  // forward loop removes links.
   std::map<std::string, std::unique_ptr<MirrorLink>> links_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> parent_reachable_{false};
   std::thread sync_thread_;

@@ -34,10 +34,10 @@ echo "missing file: exit $missing ($(cat "$E2E_DIR/missing.err"))"
 cli seal r1
 cli watch r1 | tail -n 1 | grep -q FINALIZED
 cli --json status r1 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["state"] == "FINALIZED" and d["contributions"] == "2", d'
-mkdir -p "$E2E_DIR/out"
-cli result r1 --out="$E2E_DIR/out"
-w=$(npy_read "$E2E_DIR/out/w.npy"); idx=$(npy_read "$E2E_DIR/out/tokens.indices.npy")
-vals=$(npy_read "$E2E_DIR/out/tokens.npy"); counts=$(npy_read "$E2E_DIR/out/tokens.counts.npy")
+# --out names a directory that does not exist yet: it is created.
+cli result r1 --out="$E2E_DIR/out/r1"
+w=$(npy_read "$E2E_DIR/out/r1/w.npy"); idx=$(npy_read "$E2E_DIR/out/r1/tokens.indices.npy")
+vals=$(npy_read "$E2E_DIR/out/r1/tokens.npy"); counts=$(npy_read "$E2E_DIR/out/r1/tokens.counts.npy")
 echo "w=$w tokens: indices=$idx values=$vals counts=$counts"
 [ "$w" = "2,3,4" ] && [ "$idx" = "2,7" ] && [ "$vals" = "25,10" ] && [ "$counts" = "2,1" ]
 
@@ -66,6 +66,13 @@ echo "compressed .npz: exit $compressed ($(cat "$E2E_DIR/compressed.err"))"
 cli submit r2 --client_id=b "$E2E_DIR/u2.npz"
 cli seal r2
 cli watch r2 | tail -n 1 | grep -q FINALIZED
+# An archive in a directory that does not exist: refused locally (exit 2), saying so.
+set +e
+cli result r2 --out="$E2E_DIR/nowhere/r2.npz" 2>"$E2E_DIR/nowhere.err"
+nowhere=$?
+set -e
+echo "archive in a missing directory: exit $nowhere ($(cat "$E2E_DIR/nowhere.err"))"
+[ "$nowhere" = 2 ] && grep -q "NOT_FOUND.*nowhere/r2.npz.*create its directory first" "$E2E_DIR/nowhere.err"
 cli result r2 --out="$E2E_DIR/r2.npz"
 /usr/bin/python3 - "$E2E_DIR/r2.npz" <<'PY'
 import sys

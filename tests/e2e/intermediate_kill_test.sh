@@ -3,14 +3,17 @@
 # section 6.3). A root and three intermediates: A forwards every 200 ms, B survives, and
 # C forwards nothing before the seal (a forward interval of an hour), so what C acks is
 # exactly what its crash loses.
-#  1. Clients 1-4 send through A, clients 5-8 through C; the test waits until the root has
+#  1. Clients 1-4 send through A, clients 9-12 through C; the test waits until the root has
 #     merged A's pushes (4 contributions), then kills A and C with SIGKILL.
 #  2. The root still counts A's 4 and none of C's: C acknowledged 4 updates that are lost.
-#  3. Clients 9-12 try A, get UNAVAILABLE, and go to B; clients 5-8, lost with C, send
-#     their updates again through B (the root never counted them, so B accepts them).
+#  3. Clients 5-8 try A, get UNAVAILABLE, and go to B. Clients 9-12, lost with C, send
+#     their updates again through B and are refused ALREADY_EXISTS: C claimed their ids at
+#     the root before it acked them, and a claim stands (exactly once in the whole tree
+#     means an update acked by an intermediate that dies before its push is lost, not
+#     counted a second time; docs/PROTOCOL.md 6.4).
 #  4. Sealed at the root, whose --child_grace_ms (10 minutes) is longer than this test may
 #     run: it finalizes because the dead children left and B delivered its final push, not
-#     because a grace period ran out, with each of the 12 updates exactly once. Every client
+#     because a grace period ran out, with each of updates 1-8 exactly once. Every client
 #     sends [1, 1000 + its number] as int64, so a lost or doubled update shows in the sum.
 # Usage: intermediate_kill_test.sh FEDAGG_SERVER FEDAGG_CLIENT
 set -euo pipefail
@@ -35,21 +38,24 @@ submit() {  # submit PORT N: client N's update [1, 1000 + N] through PORT (fails
   cli "$1" submit k1 --client_id="client-$2" w="$E2E_DIR/u$2.npy" >/dev/null
 }
 for n in 1 2 3 4; do submit "$A" "$n"; done
-for n in 5 6 7 8; do submit "$C" "$n"; done
+for n in 9 10 11 12; do submit "$C" "$n"; done
 e2e_wait_for_contributions "$CLIENT" "$ROOT" k1 4  # A's updates are merged at the root
 [ "$(contributions "$C")" = 4 ]                    # C acked its 4, and pushed nothing
 kill -9 "$A_PID" "$C_PID"
 wait "$A_PID" "$C_PID" 2>/dev/null || true
 
 [ "$(contributions "$ROOT")" = 4 ]  # A's pushes stay merged; C's acked updates are lost
-for n in 9 10 11 12; do
+for n in 5 6 7 8; do
   if submit "$A" "$n" 2>"$E2E_DIR/refused.txt"; then echo "a dead intermediate accepted an update" >&2; exit 1; fi
   grep -q UNAVAILABLE "$E2E_DIR/refused.txt" || { cat "$E2E_DIR/refused.txt" >&2; exit 1; }
   submit "$B" "$n"
 done
-for n in 5 6 7 8; do submit "$B" "$n"; done  # sent again: the root never counted them
-e2e_wait_for_contributions "$CLIENT" "$ROOT" k1 12
+for n in 9 10 11 12; do  # sent again: C claimed them at the root, so they stay C's (lost)
+  if submit "$B" "$n" 2>"$E2E_DIR/claimed.txt"; then echo "client $n was counted twice in the tree" >&2; exit 1; fi
+  grep -q "ALREADY_EXISTS: client 'client-$n' already contributed" "$E2E_DIR/claimed.txt" || { cat "$E2E_DIR/claimed.txt" >&2; exit 1; }
+done
+e2e_wait_for_contributions "$CLIENT" "$ROOT" k1 8
 
-e2e_finish_counting_round "$CLIENT" "$ROOT" k1 12
+e2e_finish_counting_round "$CLIENT" "$ROOT" k1 8
 cli "$B" status k1 | grep -q FINALIZED  # B's final partial was delivered
 echo "kill -9 of intermediate aggregators: ok"

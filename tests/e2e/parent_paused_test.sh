@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # A parent that stops answering for a few seconds (docs/RELIABILITY.md, "Faults"): the
-# root is stopped with SIGSTOP while clients keep sending to an intermediate aggregator,
-# then resumed with SIGCONT. The pause is shorter than the intermediate's
-# --parent_keepalive_ms, so its link to the root holds: it acknowledges the updates sent
-# meanwhile, keeps them (its pushes wait, and one that fails is sent again under its
-# sequence number) and forwards them once the root answers again. The result at the root
-# counts every acknowledged update exactly once; int64 values distinct per client make a
-# lost or doubled update show in the sum.
+# root is stopped with SIGSTOP while clients send to an intermediate aggregator, then
+# resumed with SIGCONT. The pause is shorter than the intermediate's --parent_keepalive_ms
+# and than its claim deadline (5 s), so its link to the root holds: the updates sent
+# meanwhile wait for their client-id claims at the root (exactly once in the whole tree,
+# docs/PROTOCOL.md 6.4), are acknowledged when the root answers again, and are forwarded.
+# The result at the root counts every acknowledged update exactly once; int64 values
+# distinct per client make a lost or doubled update show in the sum.
 # Usage: parent_paused_test.sh FEDAGG_SERVER FEDAGG_CLIENT
 set -euo pipefail
 source "$(dirname "$0")/e2e_lib.sh"
@@ -28,9 +28,11 @@ submit() {  # submit N: client N's update [1, 1000 + N] through the intermediate
 for n in 1 2 3; do submit "$n"; done
 e2e_wait_for_contributions "$CLIENT" "$ROOT" p1 3
 kill -STOP "$ROOT_PID"
-for n in 4 5 6; do submit "$n"; done  # acked by the intermediate while the root is stopped
+waiting=()
+for n in 4 5 6; do submit "$n" & waiting+=($!); done  # their claims wait for the stopped root
 sleep 2
 kill -CONT "$ROOT_PID"
+for pid in "${waiting[@]}"; do wait "$pid"; done  # each acked once the root answers
 for n in 7 8; do submit "$n"; done
 e2e_wait_for_contributions "$CLIENT" "$ROOT" p1 8  # nothing the intermediate acked was lost
 

@@ -173,7 +173,26 @@ TEST_F(RejectionTest, ChunkOverrunsItsSection) {
   chunk->set_section(v1::VALUES);
   chunk->set_data(std::string(20, '\0'));
   requests[2].mutable_end();
-  ExpectRejected(stream_->SendRaw(requests), absl::StatusCode::kInvalidArgument, "overruns field 0");
+  ExpectRejected(stream_->SendRaw(requests), absl::StatusCode::kInvalidArgument,
+                 "chunk overruns field 'w' (float32[4], field 0) values: the header declares 16 bytes, "
+                 "this chunk would bring it to 20");
+}
+
+TEST_F(RejectionTest, DoubleWidthValuesAreNamedAsADtypeMixUp) {
+  // float64 values sent for the float32 field without saying so in the header.
+  std::vector<v1::ContributeRequest> requests(3);
+  v1::UpdateHeader* header = requests[0].mutable_header();
+  header->set_aggregation_id("r");
+  header->add_fields();
+  header->add_fields();
+  v1::Chunk* chunk = requests[1].mutable_chunk();
+  chunk->set_section(v1::VALUES);
+  chunk->set_data(std::string(32, '\0'));
+  requests[2].mutable_end();
+  ExpectRejected(stream_->SendRaw(requests), absl::StatusCode::kInvalidArgument,
+                 "field 'w' (float32[4], field 0) values: the header declares 16 bytes, this chunk "
+                 "would bring it to 32 (2x the declared size: were 8-byte elements sent where the "
+                 "field declares 4-byte float32? convert the array to float32 before sending)");
 }
 
 TEST_F(RejectionTest, OversizeDeclaredUpdate) {
@@ -232,7 +251,7 @@ TEST_F(RejectionTest, CancelledAggregation) {
   ASSERT_TRUE(control_->Cancel("r", "test").ok());
   absl::StatusOr<v1::Ack> late = stream_->Contribute(spec_, Good());
   EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(late.status().message().find("is CANCELLED and accepts no more updates"), std::string::npos)
+  EXPECT_NE(late.status().message().find("is CANCELLED (test) and accepts no more updates"), std::string::npos)
       << late.status();
   EXPECT_EQ(Contributions(), 0);
   // The stream goes on with another aggregation.
@@ -306,7 +325,7 @@ TEST_F(RejectionTest, NnzMismatchBetweenIndicesAndValues) {
   requests.push_back(ChunkRequest(1, 0, BytesOf({0.5f})));
   requests.push_back(EndRequest(""));
   ExpectRejected(stream_->SendRaw(requests), absl::StatusCode::kInvalidArgument,
-                 "update ended with field 1 VALUES incomplete: 4 of 8 bytes received");
+                 "update ended with field 's' (float32[10], field 1) values incomplete: 4 of 8 bytes received");
 }
 
 TEST_F(RejectionTest, ChunksOverlapping) {
