@@ -1,5 +1,5 @@
 # Shared helpers of the end-to-end tests: start fedagg-server processes on loopback,
-# wait for ports, stop everything on exit, write and read .npy files (Python's standard
+# wait for ports, put nginx in front of them as a gRPC load balancer, stop everything on exit, write and read .npy files (Python's standard
 # library). Sourced, not run.
 set -euo pipefail
 
@@ -37,6 +37,44 @@ e2e_start_server() {  # e2e_start_server BINARY NAME GRPC_PORT METRICS_PORT [fla
   E2E_PIDS+=($!)
   e2e_wait_port "$port"
   e2e_wait_port "$metrics"
+}
+
+e2e_start_nginx() {  # e2e_start_nginx LB_PORT BACKEND_PORT...: nginx balancing gRPC over the backends
+  local lb=$1 backend servers=""; shift
+  local nginx; nginx=$(command -v nginx || echo /usr/sbin/nginx)
+  [ -x "$nginx" ] || { echo "nginx is not installed (scripts/setup.sh installs it)" >&2; return 1; }
+  for backend in "$@"; do servers+="    server 127.0.0.1:$backend;"$'\n'; done
+  mkdir -p "$E2E_DIR/nginx"
+  cat >"$E2E_DIR/nginx/nginx.conf" <<CONF
+daemon off;
+worker_processes 1;
+pid $E2E_DIR/nginx/nginx.pid;
+error_log $E2E_DIR/nginx/error.log;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path $E2E_DIR/nginx/body;
+  proxy_temp_path $E2E_DIR/nginx/proxy;
+  fastcgi_temp_path $E2E_DIR/nginx/fastcgi;
+  uwsgi_temp_path $E2E_DIR/nginx/uwsgi;
+  scgi_temp_path $E2E_DIR/nginx/scgi;
+  upstream intermediates {
+$servers  }
+  server {
+    listen 127.0.0.1:$lb http2;
+    client_max_body_size 0;
+    client_body_timeout 300s;
+    location / {
+      grpc_pass grpc://intermediates;
+      grpc_read_timeout 300s;
+      grpc_send_timeout 300s;
+    }
+  }
+}
+CONF
+  "$nginx" -c "$E2E_DIR/nginx/nginx.conf" -p "$E2E_DIR/nginx" >"$E2E_DIR/nginx.log" 2>&1 &
+  E2E_PIDS+=($!)
+  e2e_wait_port "$lb"
 }
 
 e2e_metric() {  # e2e_metric METRICS_PORT NAME -> the sample's value (0 when absent)
