@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/core/status_macros.h"
+#include "service/rpc/malformed_request_interceptor.h"
 #include "service/rpc/update_assembler.h"
 
 namespace fedagg {
@@ -125,6 +126,9 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   // gRPC's default answers pings more often than every 5 minutes with GOAWAY.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              static_cast<int>(absl::ToInt64Milliseconds(kMinParentKeepalive / 2)));
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<MalformedRequestInterceptorFactory>());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(server->aggregation_service_.get());
   builder.RegisterService(server->control_service_.get());
   builder.RegisterService(server->tier_service_.get());

@@ -280,12 +280,26 @@ TEST_F(RejectionTest, MalformedProtobufOnSubmit) {
   ExpectRefused(status, absl::StatusCode::kInvalidArgument, "is not a valid fedagg.v1.SubmitRequest");
 }
 
-TEST_F(RejectionTest, MalformedProtobufOnAUnaryCallIsRefusedByGrpc) {
-  // Unary calls keep gRPC's own answer (UNIMPLEMENTED, no message, in gRPC 1.51); the
-  // server is unharmed.
-  const absl::Status status = CallWithRawBytes(cluster_->root->port(), "/fedagg.v1.Control/CreateAggregation",
-                                               {std::string("\xff\xff\xff\xff", 4)});
-  EXPECT_FALSE(status.ok());
+TEST_F(RejectionTest, MalformedProtobufOnTypedMethodsNamesTheMethodAndType) {
+  // Unary and server-streaming methods, whose requests gRPC parses: each refusal says which
+  // method and which message type, and the server is unharmed.
+  const std::vector<std::pair<std::string, std::string>> methods = {
+      {"/fedagg.v1.Control/CreateAggregation", "fedagg.v1.CreateAggregationRequest"},
+      {"/fedagg.v1.Control/GetResult", "fedagg.v1.GetResultRequest"},
+      {"/fedagg.v1.Aggregation/GetTask", "fedagg.v1.GetTaskRequest"},
+      {"/fedagg.v1.Tier/Join", "fedagg.v1.JoinRequest"},
+      {"/fedagg.v1.Tier/ClaimClients", "fedagg.v1.ClaimClientsRequest"},
+  };
+  for (const auto& [method, type] : methods) {
+    const absl::Status status = CallWithRawBytes(cluster_->root->port(), method, {std::string("\xff\xff\xff\xff", 4)});
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << method << ": " << status;
+    EXPECT_EQ(status.message(), absl::StrCat("malformed protobuf: the request to ", method, " is not a valid ", type,
+                                             "; check that the client encodes its requests with fedagg's "
+                                             "proto/fedagg/v1 definitions"));
+  }
+  // A method that does not exist keeps gRPC's UNIMPLEMENTED.
+  EXPECT_EQ(CallWithRawBytes(cluster_->root->port(), "/fedagg.v1.Control/NoSuchMethod", {std::string("\x08\x01", 2)}).code(),
+            absl::StatusCode::kUnimplemented);
   EXPECT_EQ(control_->List()->size(), 1u);
   ExpectUnharmed();
 }

@@ -1,0 +1,29 @@
+// MalformedRequestInterceptor: gives a request that is not valid protobuf the answer a
+// person can act on on every fedagg method. gRPC answers such a request on a typed
+// (unary or server-streaming) method with UNIMPLEMENTED and no message, as if the method
+// did not exist; this server interceptor turns that status, on fedagg.v1's own methods
+// (which always exist), into INVALID_ARGUMENT naming the method and the message type it
+// expected. Contribute and Submit parse their raw bytes themselves (raw_message.h) and
+// never produce that status. An unknown method keeps gRPC's UNIMPLEMENTED.
+#ifndef FEDAGG_SERVICE_RPC_MALFORMED_REQUEST_INTERCEPTOR_H_
+#define FEDAGG_SERVICE_RPC_MALFORMED_REQUEST_INTERCEPTOR_H_
+
+#include <grpcpp/support/server_interceptor.h>
+
+#include <memory>
+#include <string>
+
+namespace fedagg {
+
+class MalformedRequestInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override;
+};
+
+// The INVALID_ARGUMENT message for a malformed request to `method` ("/fedagg.v1.Control/
+// GetAggregation"); empty when `method` is not one of fedagg.v1's.
+std::string MalformedRequestMessage(const std::string& method);
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_RPC_MALFORMED_REQUEST_INTERCEPTOR_H_
