@@ -23,6 +23,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "client_stub/client.h"
+#include "client_stub/dtype_cast.h"
 #include "client_stub/npy_file.h"
 #include "client_stub/npz_file.h"
 #include "service/rounds/spec_conversion.h"
@@ -43,6 +44,9 @@ ABSL_FLAG(std::string, client_id, "", "submit: this client's id (its exactly-onc
 ABSL_FLAG(std::string, wait, "received",
           "submit: the ack to wait for: received (counted in the server's memory) or durable (in "
           "the server's checkpoint on disk; needs a server with --checkpoint_dir)");
+ABSL_FLAG(bool, allow_lossy_cast, false,
+          "submit: cast values to the declared dtype even when that loses precision or range "
+          "(float64 to float32, int64 to float64, ...); exact casts happen without it");
 ABSL_FLAG(double, weight, 0, "submit: the update's weight (weighted aggregations; > 0)");
 ABSL_FLAG(std::string, reason, "", "cancel: why");
 ABSL_FLAG(std::string, out, "", "result: directory (created if missing) to write FIELD.npy (and FIELD.indices.npy, FIELD.counts.npy), or FILE.npz to write one archive");
@@ -122,7 +126,7 @@ int Submit(std::shared_ptr<grpc::Channel> channel, const CallOptions& call, cons
   absl::StatusOr<AggregationConfig> config = ConfigFromProto(spec);
   if (!config.ok()) return Fail(kServerError, config.status());
   std::vector<Tensor> tensors;  // keeps the bytes the views point into
-  tensors.reserve(config->reduction->fields().size() * 2);
+  tensors.reserve(config->reduction->fields().size() * 3);  // values, their cast, indices
   UpdateView update;
   for (const FieldSpec& field : config->reduction->fields()) {
     const bool dense = field.encoding == Encoding::kDense;
@@ -144,9 +148,16 @@ int Submit(std::shared_ptr<grpc::Channel> channel, const CallOptions& call, cons
       tensors.push_back(*std::move(tensor));
       return &tensors.back();
     };
-    absl::StatusOr<const Tensor*> values = load(values_key);
-    if (!values.ok()) return Fail(kUsageError, values.status());
-    FieldValue value{field.encoding, (*values)->dtype, {}, absl::MakeConstSpan((*values)->bytes)};
+    absl::StatusOr<const Tensor*> loaded = load(values_key);
+    if (!loaded.ok()) return Fail(kUsageError, loaded.status());
+    absl::StatusOr<Tensor> cast = CastToDeclared(
+        **loaded, field.type.dtype,
+        absl::GetFlag(FLAGS_allow_lossy_cast) ? CastPolicy::kAllowLossy : CastPolicy::kExactOnly,
+        absl::StrCat("field '", field.path, "' values (", values_key, ")"));
+    if (!cast.ok()) return Fail(kUsageError, cast.status());
+    tensors.push_back(*std::move(cast));
+    const Tensor* values = &tensors.back();
+    FieldValue value{field.encoding, values->dtype, {}, absl::MakeConstSpan(values->bytes)};
     if (!dense) {
       absl::StatusOr<const Tensor*> indices = load(field.path + ".indices");
       if (!indices.ok()) return Fail(kUsageError, indices.status());
@@ -325,7 +336,7 @@ int main(int argc, char** argv) {
       "fedagg-client [--server=HOST:PORT] [--json] COMMAND ...\n"
       "  create ID --type='<w=float32[4]>' --intrinsics=federated_mean [--min_contributions=N]\n"
       "  status ID | list | seal ID | cancel ID [--reason=...] | watch ID\n"
-      "  submit ID --client_id=C [--weight=W] [--wait=received|durable] FIELD=FILE.npy | FIELD.indices=I.npy FIELD.values=V.npy | FILE.npz ...\n"
+      "  submit ID --client_id=C [--weight=W] [--wait=received|durable] [--allow_lossy_cast] FIELD=FILE.npy | FIELD.indices=I.npy FIELD.values=V.npy | FILE.npz ...\n"
       "                             (FILE.npz from numpy.savez: members named FIELD, FIELD.indices, FIELD.values)\n"
       "  result ID --out=DIR        (writes DIR/FIELD.npy, FIELD.indices.npy, FIELD.counts.npy)\n"
       "  result ID --out=FILE.npz   (one archive, members FIELD, FIELD.indices, FIELD.counts)\n"

@@ -133,15 +133,15 @@ e2e_make_certificates() {  # e2e_make_certificates DIR: ca.pem, server.{pem,key}
   ) || { echo "openssl failed; see $dir/openssl.log" >&2; return 1; }
 }
 
-# npy WRITE: python3 - FILE DESCR COMMA_SEPARATED_VALUES
+# npy FILE DESCR COMMA_SEPARATED_VALUES: writes a 1-D .npy (descr <f4, <f8, <i4 or <i8)
 npy() {
   python3 - "$@" <<'PY'
 import struct, sys
 path, descr, values = sys.argv[1], sys.argv[2], [v for v in sys.argv[3].split(",") if v]
-fmt = {"<f4": "f", "<i8": "q"}[descr]
+fmt = {"<f4": "f", "<f8": "d", "<i4": "i", "<i8": "q"}[descr]
 header = "{'descr': '%s', 'fortran_order': False, 'shape': (%d,), }" % (descr, len(values))
 header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
-data = struct.pack("<%d%s" % (len(values), fmt), *[float(v) if fmt == "f" else int(v) for v in values])
+data = struct.pack("<%d%s" % (len(values), fmt), *[float(v) if fmt in "fd" else int(v) for v in values])
 open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
 PY
 }
