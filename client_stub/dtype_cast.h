@@ -1,13 +1,13 @@
 // Casting an array to the dtype its field declares, by the rule both of fedagg's clients
 // follow (fedagg-client here, the Python client in update_input.py), so one input means
 // the same thing in both:
-//   - exact casts happen at once: every value of the source dtype is representable in the
-//     declared one (float16 / bfloat16 -> float32 / float64, float32 -> float64,
-//     int32 -> int64, int32 -> float64);
-//   - lossy casts (float64 -> float32, int64 -> float64, int64 -> int32, any int -> a
-//     narrower float, float32 -> float16 / bfloat16) are refused unless the caller opts in
-//     (fedagg-client --allow_lossy_cast, Python allow_lossy_cast=True); with the opt-in
-//     they round, and a value that overflows the declared dtype is still refused;
+//   - a cast that keeps every value exactly happens at once (float32 to float64 always;
+//     float64 [1.0, 2.5] to float32; int64 values that fit to int32);
+//   - a cast that would change a value (float64 0.1 to float32, 2^53 + 1 to float64, a
+//     float32 to bfloat16 that rounds) is refused, naming the first such element, unless
+//     the caller opts in (fedagg-client --allow_lossy_cast, Python allow_lossy_cast=True);
+//     with the opt-in values round, and one that overflows the declared dtype or does not
+//     fit an integer dtype is still refused;
 //   - a float array for an integer field is always refused.
 #ifndef FEDAGG_CLIENT_STUB_DTYPE_CAST_H_
 #define FEDAGG_CLIENT_STUB_DTYPE_CAST_H_
@@ -21,9 +21,6 @@
 namespace fedagg {
 
 enum class CastPolicy { kExactOnly, kAllowLossy };
-
-// Whether every value of `from` is exactly a value of `to`.
-bool IsExactCast(DType from, DType to);
 
 // `tensor` in `declared` (a copy; the same tensor when the dtypes agree). INVALID_ARGUMENT
 // naming `what` (e.g. "field 'w' values") for a refused cast or an overflowing value.

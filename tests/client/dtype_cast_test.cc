@@ -23,17 +23,30 @@ Tensor Make(DType dtype, std::vector<T> values) {
   return tensor;
 }
 
-TEST(DTypeCastTest, ExactCastsAreTheWideningOnes) {
-  EXPECT_TRUE(IsExactCast(DType::kFloat32, DType::kFloat64));
-  EXPECT_TRUE(IsExactCast(DType::kFloat16, DType::kFloat32));
-  EXPECT_TRUE(IsExactCast(DType::kBFloat16, DType::kFloat64));
-  EXPECT_TRUE(IsExactCast(DType::kInt32, DType::kInt64));
-  EXPECT_TRUE(IsExactCast(DType::kInt32, DType::kFloat64));
-  EXPECT_FALSE(IsExactCast(DType::kFloat64, DType::kFloat32));
-  EXPECT_FALSE(IsExactCast(DType::kInt64, DType::kFloat64));
-  EXPECT_FALSE(IsExactCast(DType::kInt32, DType::kFloat32));
-  EXPECT_FALSE(IsExactCast(DType::kInt64, DType::kInt32));
-  EXPECT_FALSE(IsExactCast(DType::kFloat32, DType::kFloat16));
+TEST(DTypeCastTest, CastsThatKeepEveryValueHappenWithoutAsking) {
+  absl::StatusOr<Tensor> narrowed =
+      CastToDeclared(Make<double>(DType::kFloat64, {1.0, 2.5, -0.0, NAN}), DType::kFloat32, CastPolicy::kExactOnly, "w");
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  EXPECT_EQ(narrowed->values<float>()[1], 2.5f);
+  absl::StatusOr<Tensor> fits =
+      CastToDeclared(Make<int64_t>(DType::kInt64, {-5, 1 << 30}), DType::kInt32, CastPolicy::kExactOnly, "w");
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(fits->values<int32_t>()[1], 1 << 30);
+  EXPECT_TRUE(CastToDeclared(Make<int64_t>(DType::kInt64, {int64_t{1} << 53}), DType::kFloat64, CastPolicy::kExactOnly, "w")
+                  .ok());
+  EXPECT_TRUE(CastToDeclared(Make<float>(DType::kFloat32, {1.0f, 0.5f}), DType::kBFloat16, CastPolicy::kExactOnly, "w")
+                  .ok());
+}
+
+TEST(DTypeCastTest, ACastThatChangesAValueIsRefusedNamingIt) {
+  auto refusal = [](const Tensor& tensor, DType declared) {
+    return std::string(CastToDeclared(tensor, declared, CastPolicy::kExactOnly, "field 'w' values").status().message());
+  };
+  EXPECT_THAT(refusal(Make<int64_t>(DType::kInt64, {0, (int64_t{1} << 53) + 1}), DType::kFloat64),
+              HasSubstr("element 1 (9007199254740993) would become 9007199254740992 in float64"));
+  EXPECT_THAT(refusal(Make<int32_t>(DType::kInt32, {16777217}), DType::kFloat32), HasSubstr("element 0 (16777217) would become 16777216 in float32"));
+  EXPECT_THAT(refusal(Make<float>(DType::kFloat32, {1.0f / 3}), DType::kBFloat16), HasSubstr("element 0"));
+  EXPECT_THAT(refusal(Make<float>(DType::kFloat32, {1.0f / 3}), DType::kFloat16), HasSubstr("in float16"));
 }
 
 TEST(DTypeCastTest, ExactCastKeepsEveryValue) {
@@ -51,8 +64,8 @@ TEST(DTypeCastTest, LossyCastNeedsTheOptInAndThenRounds) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(refused.status().message()),
-              HasSubstr("field 'w' values is float64 but the field declares float32: casting float64 to float32 can "
-                        "lose precision or range"));
+              HasSubstr("field 'w' values is float64 but the field declares float32: element 0 (0.1) would become "
+                        "0.10000000149011612 in float32, so the cast is not done silently"));
   absl::StatusOr<Tensor> cast = CastToDeclared(wide, DType::kFloat32, CastPolicy::kAllowLossy, "w");
   ASSERT_TRUE(cast.ok()) << cast.status();
   EXPECT_EQ(cast->values<float>()[0], 0.1f);

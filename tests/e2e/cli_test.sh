@@ -32,8 +32,8 @@ echo "missing file: exit $missing ($(cat "$E2E_DIR/missing.err"))"
 [ "$missing" = 2 ] && grep -q "missing.npy" "$E2E_DIR/missing.err"
 
 # Casts to the declared dtype (client_stub/dtype_cast.h): float64 values for the float32
-# field are refused (exit 2) unless --allow_lossy_cast; the exact cast int32 -> int64 of
-# the sparse values happens without asking.
+# field, one of which (0.1) float32 cannot hold, are refused (exit 2) unless
+# --allow_lossy_cast; the int32 sparse values go to the int64 field without asking.
 cli create r3 --type='<w=float32[3],tokens=int64[10]>' --intrinsics=federated_sum,sparse_sum --min_contributions=1
 npy "$E2E_DIR/w64.npy" "<f8" "0.1,2,3";  npy "$E2E_DIR/v32.npy" "<i4" "10,20"
 set +e
@@ -41,7 +41,7 @@ cli submit r3 --client_id=a w="$E2E_DIR/w64.npy" tokens.indices="$E2E_DIR/i1.npy
 lossy=$?
 set -e
 echo "float64 for a float32 field: exit $lossy ($(cat "$E2E_DIR/lossy.err"))"
-[ "$lossy" = 2 ] && grep -q "field 'w' values (w) is float64 but the field declares float32: casting float64 to float32 can lose precision" "$E2E_DIR/lossy.err"
+[ "$lossy" = 2 ] && grep -q "field 'w' values (w) is float64 but the field declares float32: element 0 (0.1) would become" "$E2E_DIR/lossy.err"
 cli submit r3 --client_id=a --allow_lossy_cast w="$E2E_DIR/w64.npy" tokens.indices="$E2E_DIR/i1.npy" tokens.values="$E2E_DIR/v32.npy"
 cli seal r3 && cli watch r3 | tail -n 1 | grep -q FINALIZED
 cli result r3 --out="$E2E_DIR/out/r3"
