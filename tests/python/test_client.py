@@ -31,14 +31,16 @@ def test_dense_fields_match_numpy(conn):
         "steps": F("int32", (), "federated_sum"),
     }, min_contributions=3)
     assert [leaf.path for leaf in status.spec.leaves] == ["layer.w", "layer.b", "h", "steps"]
+    # float64 draws for the float32 and float16 fields: rounded on request (allow_lossy_cast),
+    # as a training loop in float64 that declared float32 asks for. int64 steps fit int32.
     updates = [{"layer": {"w": rng.normal(size=(4, 3)), "b": rng.normal(size=3)},
                 "h": rng.normal(size=5), "steps": np.int64(i + 10)} for i in range(3)]
     with conn.open_stream("alice") as stream:
         assert [s.aggregation_id for s in stream.open_aggregations].count("py-dense") == 1
-        assert stream.contribute(status, updates[0]) == 1
+        assert stream.contribute(status, updates[0], allow_lossy_cast=True) == 1
     with conn.open_stream("bob", chunk_bytes=7) as stream:  # tiny chunks: offsets and CRC across them
-        assert stream.contribute(status.spec, updates[1]) == 2
-    assert conn.submit("carol", status, updates[2]) == 3  # the Submit path
+        assert stream.contribute(status.spec, updates[1], allow_lossy_cast=True) == 2
+    assert conn.submit("carol", status, updates[2], allow_lossy_cast=True) == 3  # the Submit path
 
     result = finish(conn, "py-dense")
     assert result.contributions == 3
@@ -133,9 +135,14 @@ def test_weighted_mean_bfloat16_and_chunking(conn):
     bf = [np.float32([1.0, 1 / 3, 1000.5, -2.0]), np.float32([0.5, 1 / 3, 0.25, 3e38])]
     weights = [1.5, 0.5]
     with conn.open_stream("w-a") as stream:
-        assert stream.contribute(status, {"w": big[0], "bf": bf[0]}, weight=weights[0]) == 1
+        # float32 1/3 becomes another value in bfloat16: refused unless asked for.
+        with pytest.raises(fedagg.FedaggError) as lossy:
+            stream.contribute(status, {"w": big[0], "bf": bf[0]}, weight=weights[0])
+        assert lossy.value.local and "element 1 (0.3333333432674408) would become 0.333984375 in bfloat16" \
+            in lossy.value.message, lossy.value.message
+        assert stream.contribute(status, {"w": big[0], "bf": bf[0]}, weight=weights[0], allow_lossy_cast=True) == 1
     with conn.open_stream("w-b", chunk_bytes=(3 << 20) - 1) as stream:  # chunks that split elements
-        assert stream.contribute(status, {"w": big[1], "bf": bf[1]}, weight=weights[1]) == 2
+        assert stream.contribute(status, {"w": big[1], "bf": bf[1]}, weight=weights[1], allow_lossy_cast=True) == 2
     result = finish(conn, "py-weighted")
     assert result.weight_sum == 2.0
     expected = (big[0] * np.float32(1.5) + big[1] * np.float32(0.5)) / np.float32(2.0)
@@ -157,6 +164,9 @@ def test_local_refusals_are_raised_before_sending(conn, unreachable):
         "index out of range": ({"w": np.ones(3), "s": ([5], [1])}, None, "index 5 at position 0 is out of range [0, 5)"),
         "value per index": ({"w": np.ones(3), "s": ([0, 1], [1])}, None, "one value per index"),
         "float into int": ({"w": np.ones(3), "s": ([0], [1.5])}, None, "do not convert to int32"),
+        "lossy cast": ({"w": np.float64([1, 0.1, 2]), "s": ([0], [1])}, None,
+                       "values are float64 but the field declares float32: element 1 (0.1) would become "
+                       "0.10000000149011612 in float32, so the cast is not done silently"),
         "overflow": ({"w": np.ones(3), "s": ([0], [2 ** 40])}, None, "outside the range of int32"),
         "not finite": ({"w": np.float32([1, np.nan, 0]), "s": ([0], [1])}, None, "requires finite values"),
         "missing field": ({"w": np.ones(3)}, None, "missing: ['s']"),

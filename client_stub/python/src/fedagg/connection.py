@@ -48,11 +48,12 @@ class Connection:
 
     def submit(self, client_id: str, spec: Union[Spec, AggregationStatus], fields: Any,
                weight: Optional[float] = None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-               durable: bool = False) -> int:
+               durable: bool = False, allow_lossy_cast: bool = False) -> int:
         """Sends one update over Aggregation.Submit (no bidirectional stream needed), after
         checking it locally. Returns the contributions counted at the server after it; with
-        durable=True, once a checkpoint on the server's disk holds the update."""
-        update = prepare_update(spec_of(spec), fields, weight)
+        durable=True, once a checkpoint on the server's disk holds the update.
+        allow_lossy_cast=True casts values that the declared dtype cannot hold exactly."""
+        update = prepare_update(spec_of(spec), fields, weight, allow_lossy_cast=allow_lossy_cast)
         check_chunk_bytes(chunk_bytes)
         if not client_id:
             raise invalid_argument("client id is empty")

@@ -80,12 +80,15 @@ class ContributeStream:
         raise FedaggError(grpc.StatusCode.INTERNAL, f"unexpected {kind} while waiting for an ack")
 
     def contribute(self, spec: Union[Spec, AggregationStatus], fields: Any,
-                   weight: Optional[float] = None, *, durable: bool = False) -> int:
+                   weight: Optional[float] = None, *, durable: bool = False,
+                   allow_lossy_cast: bool = False) -> int:
         """Checks the update against `spec` (see fedagg.update_input for what `fields`
         may hold), sends it, and returns the contributions counted at the server after it.
         With durable=True the call returns once a checkpoint on the server's disk holds the
-        update (a server without --checkpoint_dir refuses with FAILED_PRECONDITION)."""
-        update = prepare_update(spec.spec if isinstance(spec, AggregationStatus) else spec, fields, weight)
+        update (a server without --checkpoint_dir refuses with FAILED_PRECONDITION).
+        allow_lossy_cast=True casts values that the declared dtype cannot hold exactly."""
+        update = prepare_update(spec.spec if isinstance(spec, AggregationStatus) else spec, fields, weight,
+                                allow_lossy_cast=allow_lossy_cast)
         with self._lock:
             backoff = self._initial_backoff_s
             for attempt in range(1, self._max_attempts + 1):

@@ -15,8 +15,13 @@ Whatever is given, the client sends what the field's intrinsic takes: a dense ar
 sparse field sends its non-zero entries (a zero is "not touched"; pass indices to send an
 explicit zero), for a row-sparse field its rows that hold a non-zero; sparse input for a
 dense field is scattered into zeros (repeated indices add up). Values are converted to the
-declared dtype (float16 and bfloat16 included) when NumPy's same-kind casting allows it and
-nothing overflows; anything else is refused.
+declared dtype (float16 and bfloat16 included) by the rule fedagg-client follows too
+(client_stub/dtype_cast.h), so one input means the same in both: a conversion that keeps
+every value happens at once (float32 to float64; float64 [1.0, 2.5] to float32; Python
+floats that float32 holds exactly); one that would change a value (float64 0.1 to float32,
+float32 1/3 to bfloat16) is refused naming the first such element, unless the caller passes
+allow_lossy_cast=True, and then values round. Whatever the opt-in, floats never go to an
+integer field, and a value that overflows the declared dtype is refused.
 """
 from dataclasses import dataclass
 from typing import Any, Dict, List, NamedTuple, Optional
@@ -169,9 +174,24 @@ def _to_bfloat16_bits(values: np.ndarray) -> np.ndarray:
     return np.where(nan, ((bits >> 16) | 0x40).astype("<u2"), rounded)
 
 
-def _in_declared_dtype(leaf: Leaf, values: np.ndarray, require_finite: bool) -> np.ndarray:
-    """Values converted to the field's wire dtype, refusing lossy kinds and overflow, and
-    NaN or Inf when the aggregation requires finite values."""
+def _first_changed(values: np.ndarray, kept: np.ndarray) -> Optional[int]:
+    """The first position where `kept` (the converted values, widened back) differs from
+    `values` (NaN stays NaN), or None."""
+    if values.dtype.kind in "iu":
+        with np.errstate(over="ignore", invalid="ignore"):
+            back = kept.astype(values.dtype) if kept.dtype.kind == "f" else kept
+        same = (back == values) & (np.abs(kept.astype(np.float64)) < 2.0 ** 63)
+    else:
+        same = (kept == values) | (np.isnan(kept) & np.isnan(values))
+    changed = np.flatnonzero(~same)
+    return int(changed[0]) if changed.size else None
+
+
+def _in_declared_dtype(leaf: Leaf, values: np.ndarray, require_finite: bool,
+                       allow_lossy_cast: bool = False) -> np.ndarray:
+    """Values converted to the field's wire dtype, refusing lossy kinds and overflow, a
+    conversion that changes a value unless `allow_lossy_cast`, and NaN or Inf when the
+    aggregation requires finite values."""
     compute = np.dtype("<f4") if leaf.dtype == "bfloat16" else DTYPES[leaf.dtype][1]
     if values.size and (values.dtype == object or not np.can_cast(values.dtype, compute, "same_kind")):
         raise invalid_argument(f"{leaf.describe()}: values of dtype {values.dtype} do not convert to "
@@ -183,11 +203,23 @@ def _in_declared_dtype(leaf: Leaf, values: np.ndarray, require_finite: bool) -> 
     with np.errstate(over="ignore", invalid="ignore"):
         converted = values.astype(compute)
     wire = _to_bfloat16_bits(converted) if leaf.dtype == "bfloat16" else converted
+    widened = (wire.astype(np.uint32) << 16).view(np.float32) if leaf.dtype == "bfloat16" else wire
     if compute.kind == "f":
-        widened = (wire.astype(np.uint32) << 16).view(np.float32) if leaf.dtype == "bfloat16" else wire
         finite = np.isfinite(widened)
         if values.dtype.kind == "f" and np.any(np.isfinite(values) & ~finite):
             raise invalid_argument(f"{leaf.describe()}: a value overflows {leaf.dtype}")
+    if not allow_lossy_cast and values.size and (leaf.dtype == "bfloat16" or values.dtype != widened.dtype):
+        flat_values, flat_kept = values.reshape(-1), widened.reshape(-1)
+        i = _first_changed(flat_values, flat_kept)
+        if i is not None:
+            original = flat_values[i].item()
+            became = flat_kept[i].item()
+            raise invalid_argument(
+                f"{leaf.describe()}: values are {values.dtype} but the field declares {leaf.dtype}: "
+                f"element {i} ({original!r}) would become {became!r} in {leaf.dtype}, so the cast is "
+                f"not done silently; convert the array yourself, or ask for the cast "
+                f"(fedagg-client --allow_lossy_cast, Python allow_lossy_cast=True)")
+    if compute.kind == "f":
         if require_finite and not finite.all():
             raise invalid_argument(f"{leaf.describe()}: holds NaN or Inf, and this aggregation "
                                    f"requires finite values")
@@ -246,13 +278,16 @@ def _check_weight(spec: Spec, weight: Optional[float]) -> Optional[float]:
     return weight
 
 
-def prepare_update(spec: Spec, fields: Any, weight: Optional[float] = None) -> PreparedUpdate:
+def prepare_update(spec: Spec, fields: Any, weight: Optional[float] = None, *,
+                   allow_lossy_cast: bool = False) -> PreparedUpdate:
     """Checks an update against `spec` and puts every field in its wire form. Raises
-    FedaggError (INVALID_ARGUMENT, local=True) for anything the server would refuse."""
+    FedaggError (INVALID_ARGUMENT, local=True) for anything the server would refuse, and
+    for a dtype conversion that would change a value unless `allow_lossy_cast`."""
     checked_weight = _check_weight(spec, weight)
     arrays = []
     for leaf, value in zip(spec.leaves, _field_values(spec, fields)):
         encoded = _encode_as_declared(leaf, _parse(leaf, value))
         indices = None if encoded.indices is None else np.ascontiguousarray(encoded.indices, "<i8")
-        arrays.append(FieldArrays(indices, _in_declared_dtype(leaf, encoded.values, spec.require_finite)))
+        arrays.append(FieldArrays(indices, _in_declared_dtype(leaf, encoded.values, spec.require_finite,
+                                                              allow_lossy_cast)))
     return PreparedUpdate(spec, arrays, checked_weight)
