@@ -234,7 +234,31 @@ grpc::ServerUnaryReactor* TierService::ClaimClients(grpc::CallbackServerContext*
     return reactor;
   }
   // Each claim may wait for this node's own parent; the call is answered when the last
-  // one is decided. The request, response and aggregation live until then.
+  // one is decided — and, on a node that writes checkpoints, once a checkpoint holds the
+  // granted ids, so that a restart from it still knows them (docs/PROTOCOL.md 6.4). The
+  // request, response and aggregation live until then.
+  auto answer = [reactor, request, response, aggregation] {
+    bool granted = false;
+    for (const v1::ClaimResult& result : response->results()) granted |= result.code() == 0;
+    if (!granted || !aggregation->checkpointed()) {
+      reactor->Finish(grpc::Status::OK);
+      return;
+    }
+    aggregation->WhenDurable([reactor, request, response, aggregation](bool durable) {
+      if (!durable) {
+        // No checkpoint will hold the grants: take them back and say so.
+        for (int i = 0; i < response->results_size(); ++i) {
+          v1::ClaimResult* result = response->mutable_results(i);
+          if (result->code() != 0) continue;
+          aggregation->ReleaseChildClaim(request->child_id(), request->client_ids(i));
+          result->set_code(static_cast<int>(absl::StatusCode::kUnavailable));
+          result->set_message("the claim was granted but no checkpoint holds it (the aggregator is stopping, or "
+                              "its checkpoints fail); retry shortly, or send the update to another aggregator");
+        }
+      }
+      reactor->Finish(grpc::Status::OK);
+    });
+  };
   auto remaining = std::make_shared<std::atomic<int>>(claims);
   for (int i = 0; i < claims; ++i) {
     const std::string& client_id = request->client_ids(i);
@@ -242,15 +266,15 @@ grpc::ServerUnaryReactor* TierService::ClaimClients(grpc::CallbackServerContext*
       v1::ClaimResult* result = response->mutable_results(i);
       result->set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
       result->set_message("a claimed client id is empty");
-      if (remaining->fetch_sub(1) == 1) reactor->Finish(grpc::Status::OK);
+      if (remaining->fetch_sub(1) == 1) answer();
       continue;
     }
     aggregation->ClaimForChild(request->child_id(), client_id,
-                               [reactor, response, remaining, i, aggregation](absl::Status granted) {
+                               [response, remaining, i, answer](absl::Status granted) {
                                  v1::ClaimResult* result = response->mutable_results(i);
                                  result->set_code(static_cast<int>(granted.code()));
                                  result->set_message(std::string(granted.message()));
-                                 if (remaining->fetch_sub(1) == 1) reactor->Finish(grpc::Status::OK);
+                                 if (remaining->fetch_sub(1) == 1) answer();
                                });
   }
   return reactor;
