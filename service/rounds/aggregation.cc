@@ -192,15 +192,20 @@ void Aggregation::ClaimUpstream(const std::string& client_id, std::function<absl
       });
 }
 
-absl::Status Aggregation::CommitChildClaim(const std::string& child_id, const std::string& client_id) {
-  MutexLock lock(&mu_);
+absl::Status Aggregation::CountClientLocked(const std::string& client_id) {
   in_flight_.erase(client_id);
   if (state_ != v1::OPEN) {
     return absl::FailedPreconditionError(absl::StrCat(
         "aggregation '", id(), "' became ", v1::AggregationState_Name(state_),
-        " while the claim was in flight; the update may not be counted"));
+        " while the update was in flight; it was not counted"));
   }
   counted_.insert(client_id);
+  return absl::OkStatus();
+}
+
+absl::Status Aggregation::CommitChildClaim(const std::string& child_id, const std::string& client_id) {
+  MutexLock lock(&mu_);
+  FEDAGG_RETURN_IF_ERROR(CountClientLocked(client_id));
   claimed_by_child_[client_id] = child_id;
   ++version_;
   return absl::OkStatus();
@@ -228,13 +233,7 @@ absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id, 
   std::vector<ChildNotifier> to_notify;
   {
     MutexLock lock(&mu_);
-    in_flight_.erase(client_id);
-    if (state_ != v1::OPEN) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "aggregation '", id(), "' became ", v1::AggregationState_Name(state_),
-          " while the update was in flight; it was not counted"));
-    }
-    counted_.insert(client_id);
+    FEDAGG_RETURN_IF_ERROR(CountClientLocked(client_id));
     ++version_;
     weight_sum_ += update.view().weight.value_or(1.0);
     if (pending_.empty()) pending_since_ = absl::Now();

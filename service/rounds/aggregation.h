@@ -230,6 +230,8 @@ class Aggregation {
   // claim whose commit fails is released again. Without claims, `commit` runs at once.
   void ClaimUpstream(const std::string& client_id, std::function<absl::Status()> commit,
                      std::function<void(absl::Status)> done);
+  // Ends the reservation of `client_id` (BeginUpdate) by counting it, if still OPEN.
+  absl::Status CountClientLocked(const std::string& client_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A granted child claim becomes a counted client id.
   absl::Status CommitChildClaim(const std::string& child_id, const std::string& client_id);
   // Moves the pending batch into the partial aggregate. Call without mu_.

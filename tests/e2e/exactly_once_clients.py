@@ -28,12 +28,21 @@ from fedagg.v1 import aggregation_pb2 as pb
 from fedagg.v1 import aggregation_pb2_grpc as pb_grpc
 
 
-def accepted(metrics_port):
+def metric(metrics_port, sample):
+    """The value of `sample` (a metric name with its labels) on a server's /metrics; 0 if absent."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
     for line in text.splitlines():
-        if line.startswith("fedagg_updates_accepted_total "):
+        if line.startswith(sample + " "):
             return float(line.split()[1])
     return 0.0
+
+
+def accepted(metrics_port):
+    return metric(metrics_port, "fedagg_updates_accepted_total")
+
+
+def rejected(metrics_port):
+    return metric(metrics_port, 'fedagg_updates_rejected_total{code="ALREADY_EXISTS"}')
 
 
 def update_requests(aggregation_id, n):
@@ -110,14 +119,6 @@ def cut_ack(lb, a_metrics, b_metrics, aggregation_id, clients):
         moved += first_on_a != retry_on_a
     print(f"cut-ack: {clients} clients, {moved} retries reached the other intermediate, all refused ALREADY_EXISTS")
     assert moved > 0, "no retry reached the other intermediate: the test proved nothing"
-
-
-def rejected(metrics_port):
-    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
-    for line in text.splitlines():
-        if line.startswith('fedagg_updates_rejected_total{code="ALREADY_EXISTS"}'):
-            return float(line.split()[1])
-    return 0.0
 
 
 def both(a, b, aggregation_id, first, last):

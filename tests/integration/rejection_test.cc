@@ -163,7 +163,9 @@ TEST_F(RejectionTest, ChunksOutOfOrder) {
   ExpectRejected(stream_->SendRaw(requests), absl::StatusCode::kInvalidArgument, "out of order");
 }
 
-TEST_F(RejectionTest, ChunkOverrunsItsSection) {
+// An update of `dense_bytes` of values for field 0 ('w', float32[4]: 16 bytes declared)
+// and nothing for the sparse field, as raw requests.
+std::vector<v1::ContributeRequest> DenseValuesOfSize(size_t dense_bytes) {
   std::vector<v1::ContributeRequest> requests(3);
   v1::UpdateHeader* header = requests[0].mutable_header();
   header->set_aggregation_id("r");
@@ -171,25 +173,20 @@ TEST_F(RejectionTest, ChunkOverrunsItsSection) {
   header->add_fields();
   v1::Chunk* chunk = requests[1].mutable_chunk();
   chunk->set_section(v1::VALUES);
-  chunk->set_data(std::string(20, '\0'));
+  chunk->set_data(std::string(dense_bytes, '\0'));
   requests[2].mutable_end();
-  ExpectRejected(stream_->SendRaw(requests), absl::StatusCode::kInvalidArgument,
+  return requests;
+}
+
+TEST_F(RejectionTest, ChunkOverrunsItsSection) {
+  ExpectRejected(stream_->SendRaw(DenseValuesOfSize(20)), absl::StatusCode::kInvalidArgument,
                  "chunk overruns field 'w' (float32[4], field 0) values: the header declares 16 bytes, "
                  "this chunk would bring it to 20");
 }
 
 TEST_F(RejectionTest, DoubleWidthValuesAreNamedAsADtypeMixUp) {
   // float64 values sent for the float32 field without saying so in the header.
-  std::vector<v1::ContributeRequest> requests(3);
-  v1::UpdateHeader* header = requests[0].mutable_header();
-  header->set_aggregation_id("r");
-  header->add_fields();
-  header->add_fields();
-  v1::Chunk* chunk = requests[1].mutable_chunk();
-  chunk->set_section(v1::VALUES);
-  chunk->set_data(std::string(32, '\0'));
-  requests[2].mutable_end();
-  ExpectRejected(stream_->SendRaw(requests), absl::StatusCode::kInvalidArgument,
+  ExpectRejected(stream_->SendRaw(DenseValuesOfSize(32)), absl::StatusCode::kInvalidArgument,
                  "field 'w' (float32[4], field 0) values: the header declares 16 bytes, this chunk "
                  "would bring it to 32 (2x the declared size: were 8-byte elements sent where the "
                  "field declares 4-byte float32? convert the array to float32 before sending)");
