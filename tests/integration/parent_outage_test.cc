@@ -82,5 +82,63 @@ TEST(ParentOutageTest, TheIntermediateRefusesWithTheReasonThenRejoinsAndLosesNot
   EXPECT_EQ(result->contributions, expected[0]);
 }
 
+
+// A claim the root granted but whose answer never reached the intermediate (the root's
+// bytes are lost, the intermediate's still arrive): the intermediate refuses the update
+// with UNAVAILABLE and gives the claim back, so the client's retry through another
+// intermediate is counted — once — instead of being refused ALREADY_EXISTS for an update
+// nobody counted (docs/PROTOCOL.md 6.4).
+TEST(ParentOutageTest, AClaimWhoseAnswerWasLostIsReleased) {
+  std::unique_ptr<Cluster> cluster = Cluster::Start(/*intermediates=*/1);  // B, direct
+  ASSERT_NE(cluster, nullptr);
+  TcpRelay relay(cluster->root->port());
+  ASSERT_NE(relay.port(), 0);
+  ServerConfig config = LoopbackConfig();
+  config.parent_address = absl::StrCat("127.0.0.1:", relay.port());
+  config.node_id = "behind-relay";  // A; its keepalive (10 s) outlasts the claim deadline (5 s)
+  absl::StatusOr<std::unique_ptr<FedaggServer>> a = FedaggServer::Start(config);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const int b_port = cluster->intermediates[0]->port();
+
+  ControlClient control(Connect(cluster->root->port()));
+  ASSERT_TRUE(control.Create(Int64SumSpec("lost-answer")).ok());
+  for (int port : {(*a)->port(), b_port}) {
+    ControlClient mirror(Connect(port));
+    ASSERT_TRUE(Eventually([&] { return mirror.Get("lost-answer").ok(); }));
+  }
+  CallOptions once;
+  once.max_attempts = 1;
+  auto send = [&](int port) -> absl::StatusOr<v1::Ack> {
+    absl::StatusOr<std::unique_ptr<ContributeStream>> stream = ContributeStream::Open(Connect(port), "client-1", once);
+    if (!stream.ok()) return stream.status();
+    return (*stream)->Contribute(Int64SumSpec("lost-answer"), Int64Update({1, 1001}));
+  };
+  // Joined first (an update through A is counted, so A's link works), then the root's
+  // answers are dropped.
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<std::unique_ptr<ContributeStream>> stream = ContributeStream::Open(Connect((*a)->port()), "client-0", once);
+    return stream.ok() && (*stream)->Contribute(Int64SumSpec("lost-answer"), Int64Update({1, 1000})).ok();
+  }));
+  relay.set_drop_server_bytes(true);
+  absl::StatusOr<v1::Ack> through_a = send((*a)->port());
+  ASSERT_FALSE(through_a.ok());
+  EXPECT_EQ(through_a.status().code(), absl::StatusCode::kUnavailable) << through_a.status();
+  EXPECT_THAT(std::string(through_a.status().message()), HasSubstr("could not claim the client id at the parent"));
+  // The release went out on the same connection and reached the root: B may count it.
+  absl::StatusOr<v1::Ack> through_b;
+  ASSERT_TRUE(Eventually([&] { return (through_b = send(b_port)).ok(); })) << through_b.status();
+  relay.set_drop_server_bytes(false);
+
+  ASSERT_TRUE(control.Seal("lost-answer").ok());
+  absl::StatusOr<v1::AggregationStatus> final = control.WatchUntilFinal("lost-answer");
+  ASSERT_TRUE(final.ok()) << final.status();
+  ASSERT_EQ(final->state(), v1::FINALIZED) << final->detail();
+  absl::StatusOr<AggregateResult> result = control.GetResult("lost-answer");
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::vector<int64_t> sum(2);
+  std::memcpy(sum.data(), result->fields.at(0).value.bytes.data(), sizeof(int64_t) * 2);
+  EXPECT_EQ(sum, (std::vector<int64_t>{2, 2001}));  // client 0 through A, client 1 once, through B
+}
+
 }  // namespace
 }  // namespace fedagg::testing
