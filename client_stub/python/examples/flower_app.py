@@ -9,19 +9,22 @@ benchmark (bench/flower_bench.sh) run it too.
 
   flower_app.py --root 127.0.0.1:50051 --targets 127.0.0.1:50052,127.0.0.1:50053 \
                 --clients 8 --rounds 3 [--strategy fedagg|flower] [--vocab 1000]
-                [--dump DIR] [--report FILE]
+                [--min_contributions 1] [--refuse PARTITION:ROUND,...] [--dump DIR] [--report FILE]
 
 --strategy flower runs Flower's own FedAvg on the same clients (the updates travel to the
-Flower server in the replies). --dump DIR writes each client's update and each round's
+Flower server in the replies). --refuse makes the named clients send a malformed update
+in the named rounds (to see a failure handled). --dump DIR writes each client's update and each round's
 global model as .npz files (to check the result against Flower's FedAvg); --report FILE
-writes a JSON summary: per round its seconds and fedagg's report, and the peak RSS of this
+writes a JSON summary: per round its seconds and fedagg's report, and the memory of this
 process — the Flower server's (ServerApp, SuperLink state and simulation engine; the
-ClientApps run in the simulation's worker processes).
+ClientApps run in the simulation's worker processes): its peak RSS, and the peak of its
+anonymous RSS (AnonymousPeak says why that is the one to compare).
 """
 import argparse
 import json
 import os
 import resource
+import threading
 import time
 
 import numpy as np
@@ -44,6 +47,36 @@ def initial_model(vocab: int):
         "dense.v": (rng.normal(size=(EMBED, CLASSES)) * 0.1).astype(np.float32),
         "dense.b": np.zeros(CLASSES, np.float64),
     }
+
+
+def status_kib(key: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {key} in /proc/self/status")
+
+
+class AnonymousPeak:
+    """The peak of this process's anonymous RSS (its own heap: /proc/self/status RssAnon),
+    sampled every few milliseconds. Unlike the peak RSS it leaves out the shared-memory pages
+    of the simulation engine's object store, which the engine's transport touches for every
+    message it moves (its size follows the messages sent, not what the server holds)."""
+
+    def __init__(self, interval_s: float = 0.002):
+        self.peak_kib = status_kib("RssAnon")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval_s,), daemon=True)
+        self._thread.start()
+
+    def _run(self, interval_s: float):
+        while not self._stop.wait(interval_s):
+            self.peak_kib = max(self.peak_kib, status_kib("RssAnon"))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return max(self.peak_kib, status_kib("RssAnon"))
 
 
 def as_record(arrays) -> ArrayRecord:
@@ -87,7 +120,7 @@ def train(model, x, t, y):
     return m, loss
 
 
-def make_client_app(strategy: str, vocab: int, dump: str) -> ClientApp:
+def make_client_app(strategy: str, vocab: int, dump: str, refuse=frozenset()) -> ClientApp:
     app = ClientApp()
 
     @app.train()
@@ -98,7 +131,10 @@ def make_client_app(strategy: str, vocab: int, dump: str) -> ClientApp:
         x, t, y = client_data(partition, vocab)
         trained, loss = train(model, x, t, y)
         server_round = int(next(iter(msg.content.config_records.values()))["server-round"])
-        if dump:
+        if (partition, server_round) in refuse:
+            # A faulty client: an array of the wrong shape, which fedagg refuses.
+            trained["dense.w"] = trained["dense.w"][:-1]
+        elif dump:
             np.savez(os.path.join(dump, f"update-r{server_round}-p{partition}.npz"), num_examples=len(y), **trained)
         if strategy == "flower":
             return Message(RecordDict({"arrays": as_record({k: trained[k] for k in model}),
@@ -121,8 +157,9 @@ def make_server_app(args, report: dict) -> ServerApp:
             strategy = FedAvg(**common)
         else:
             import fedagg.flower
-            strategy = fedagg.flower.FedaggFedAvg(args.root, args.targets.split(","),
-                                                  sparse=["token_bias"], row_sparse=["embedding"], **common)
+            strategy = fedagg.flower.FedaggFedAvg(args.root, args.targets.split(","), sparse=["token_bias"],
+                                                  row_sparse=["embedding"],
+                                                  min_contributions=args.min_contributions, **common)
         rounds = report.setdefault("rounds", [])
         started = [time.time()]
 
@@ -154,16 +191,22 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--vocab", type=int, default=1000)
     parser.add_argument("--strategy", choices=["fedagg", "flower"], default="fedagg")
+    parser.add_argument("--min_contributions", type=int, default=1, help="each round's quorum at fedagg")
+    parser.add_argument("--refuse", default="", help="PARTITION:ROUND,...: these clients send a malformed update")
     parser.add_argument("--dump", default="")
     parser.add_argument("--report", default="")
     args = parser.parse_args()
     args.targets = args.targets or args.root
+    refuse = frozenset(tuple(int(v) for v in item.split(":")) for item in args.refuse.split(",") if item)
     report = {"strategy": args.strategy, "clients": args.clients, "vocab": args.vocab,
               "model_bytes": sum(a.nbytes for a in initial_model(args.vocab).values()),
               "rss_before_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
-    run_simulation(make_server_app(args, report), make_client_app(args.strategy, args.vocab, args.dump),
+    report["anon_before_kib"] = status_kib("RssAnon")
+    anonymous = AnonymousPeak()
+    run_simulation(make_server_app(args, report), make_client_app(args.strategy, args.vocab, args.dump, refuse),
                    num_supernodes=args.clients,
                    backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}})
+    report["peak_anon_kib"] = anonymous.stop()
     report["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     if len(report.get("rounds", [])) != args.rounds:
         raise SystemExit(f"the simulation ran {len(report.get('rounds', []))} of {args.rounds} rounds")
@@ -171,7 +214,8 @@ def main():
         print(f"round {entry['round']}: {entry['seconds']:.2f} s"
               + (f", fedagg {entry['fedagg']['state']} with {entry['fedagg']['contributions']} updates"
                  if "fedagg" in entry else ""))
-    print(f"Flower server process: peak RSS {report['peak_rss_kib'] / 1024:.0f} MiB")
+    print(f"Flower server process: peak RSS {report['peak_rss_kib'] / 1024:.0f} MiB, peak anonymous RSS "
+          f"{report['peak_anon_kib'] / 1024:.0f} MiB ({report['anon_before_kib'] / 1024:.0f} MiB before the run)")
     if args.report:
         with open(args.report, "w") as f:
             json.dump(report, f, indent=1)
