@@ -54,4 +54,4 @@ class BuildPyWithStubs(build_py):
         generate_stubs(Path(self.build_lib).resolve())
 
 
-setup(package_dir={"": "src"}, packages=["fedagg"], cmdclass={"build_py": BuildPyWithStubs})
+setup(package_dir={"": "src"}, packages=["fedagg", "fedagg.flower", "fedagg.flare"], cmdclass={"build_py": BuildPyWithStubs})

@@ -277,3 +277,21 @@ def test_mutual_tls_and_bearer_token(secure_env):
         with pytest.raises(fedagg.FedaggError) as handshake:
             no_certificate.control.get("py-tls")
         assert handshake.value.code_name == "UNAVAILABLE"
+
+
+def test_submitting_many_large_updates_holds_one_at_a_time(conn):
+    """A process that submits update after update (the FLARE aggregator forwards every
+    client result) keeps one in memory, not every one since the last garbage collection."""
+    import tracemalloc
+    status = conn.control.create("py-submit-memory", {"w": F("float32", (1_000_000,), "federated_sum")})
+    model = 4_000_000
+    tracemalloc.start()
+    try:
+        for i in range(12):
+            conn.submit(f"client-{i}", status, {"w": np.full(1_000_000, i, np.float32)})
+        current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert current < model and peak < 4 * model, f"{current / 2**20:.1f} MiB held, peak {peak / 2**20:.1f} MiB"
+    result = finish(conn, "py-submit-memory")
+    np.testing.assert_array_equal(result["w"].values, np.full(1_000_000, 66, np.float32))

@@ -226,6 +226,10 @@ def _in_declared_dtype(leaf: Leaf, values: np.ndarray, require_finite: bool,
     return np.ascontiguousarray(wire).reshape(-1)
 
 
+# For the framework adapters (fedagg.model_layout): the same cast rule, one array at a time.
+in_declared_dtype = _in_declared_dtype
+
+
 def _field_values(spec: Spec, fields: Any) -> List[Any]:
     """The caller's values in leaf order: a dict by path (nested dicts for nested
     structs), a list in leaf order, or one value for a single-field type."""

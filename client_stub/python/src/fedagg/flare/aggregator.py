@@ -1,0 +1,175 @@
+"""FedaggModelAggregator: NVIDIA FLARE's ModelAggregator interface (what its FedAvg
+controller and ScatterAndGather call: reset_stats, accept_model per client result,
+aggregate_model) backed by a fedagg aggregation per round.
+
+The first result of a round creates the aggregation, typed from that result's params
+(fedagg.model_layout); every result is sent to fedagg at once (Aggregation.Submit, client
+id = the FLARE site name) and dropped, weighted as FLARE's FedAvg weighs it: the site's
+aggregation weight (aggregation_weights, default 1) times NUM_STEPS_CURRENT_ROUND from the
+result's meta (1 when absent or invalid). aggregate_model seals the aggregation, waits for
+it to finalize and returns the weighted mean as an FLModel (params in the results' dtypes,
+params_type of the results, numeric metrics averaged with the same weights, meta with
+nr_aggregated and the aggregation id). A result fedagg refuses is logged and left out, as
+FLARE leaves out a result it cannot use; an aggregation that does not finalize raises
+FedaggError with the reason.
+
+Sparse and row-sparse arrays (sparse=, row_sparse=) need results that are differences
+(params_type DIFF): their weighted mean is then a sum of the entries or rows the sites
+changed, divided by the weights.
+"""
+import math
+import threading
+import uuid
+from typing import Any, Dict, List, Optional, Sequence
+
+import grpc
+import numpy as np
+from nvflare.apis.fl_constant import FLMetaKey
+from nvflare.app_common.abstract.fl_model import FLModel, ParamsType
+from nvflare.app_common.aggregators.model_aggregator import ModelAggregator
+from nvflare.app_common.app_constant import AppConstants
+
+from ..connection import Connection, connect
+from ..errors import FedaggError
+from ..model_layout import ModelLayout
+
+
+def result_weight(model: FLModel, aggregation_weights: Dict[str, float]) -> float:
+    """The weight FLARE's FedAvg gives a result: site weight x NUM_STEPS_CURRENT_ROUND."""
+    meta = model.meta or {}
+    site = meta.get("client_name", AppConstants.CLIENT_UNKNOWN)
+    steps = meta.get(FLMetaKey.NUM_STEPS_CURRENT_ROUND)
+    try:
+        steps = 1.0 if steps is None or isinstance(steps, bool) else float(steps)
+    except (TypeError, ValueError, OverflowError):
+        steps = 1.0
+    if not math.isfinite(steps) or steps <= 0:
+        steps = 1.0
+    return float(aggregation_weights.get(site, 1.0)) * steps
+
+
+class _Zeros:
+    """The base of DIFF results: changes are from zero."""
+
+    def __init__(self, layout: ModelLayout):
+        self._fields = {f.key: f for f in layout.fields}
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        f = self._fields[key]
+        return np.zeros(f.shape, f.dtype)
+
+
+class FedaggModelAggregator(ModelAggregator):
+    """control: the root aggregator ("host:port"); target: where results are sent (an
+    intermediate; default the root); min_contributions: each round's quorum;
+    aggregation_weights: per-site weights as FLARE's FedAvg takes them; connect_options:
+    keyword arguments of fedagg.connect (token, TLS); the rest as fedagg.flower's strategy."""
+
+    def __init__(self, control: str, target: Optional[str] = None, *, sparse: Sequence[str] = (),
+                 row_sparse: Sequence[str] = (), min_contributions: int = 1,
+                 aggregation_weights: Optional[Dict[str, float]] = None, round_timeout_s: float = 600.0,
+                 float64_accumulation: bool = False, require_finite: bool = False,
+                 aggregation_prefix: str = "flare", connect_options: Optional[Dict[str, Any]] = None,
+                 allow_lossy_cast: bool = False):
+        super().__init__()
+        self.control_address, self.target = control, target or control
+        self.sparse, self.row_sparse = list(sparse), list(row_sparse)
+        self.min_contributions = min_contributions
+        self.aggregation_weights = dict(aggregation_weights or {})
+        self.round_timeout_s = round_timeout_s
+        self.float64_accumulation, self.require_finite = float64_accumulation, require_finite
+        self.aggregation_prefix = aggregation_prefix
+        self.connect_options = dict(connect_options or {})
+        self.allow_lossy_cast = allow_lossy_cast
+        self._lock = threading.Lock()
+        self._control: Optional[Connection] = None
+        self._sender: Optional[Connection] = None
+        self.failures: List[str] = []
+        self._start_round()
+
+    def _start_round(self):
+        self._aggregation_id: Optional[str] = None
+        self._spec = None
+        self._layout: Optional[ModelLayout] = None
+        self._params_type = None
+        self._metric_sums: Dict[str, float] = {}
+        self._metric_weight = 0.0
+        self._round = None
+
+    def _connections(self):
+        if self._control is None:
+            self._control = connect(self.control_address, **self.connect_options)
+            self._sender = (self._control if self.target == self.control_address
+                            else connect(self.target, **self.connect_options))
+        return self._control, self._sender
+
+    def _log(self, level: str, message: str):
+        if self.fl_ctx is not None:
+            getattr(self, level)(message)
+
+    def reset_stats(self):
+        with self._lock:
+            if self._aggregation_id is not None:
+                try:
+                    self._connections()[0].control.cancel(self._aggregation_id, "FLARE reset the round")
+                except FedaggError:
+                    pass  # already final: nothing to release
+            self._start_round()
+
+    def _create(self, model: FLModel, params: Dict[str, Any]):
+        layout = ModelLayout.from_arrays(params, sparse=self.sparse, row_sparse=self.row_sparse)
+        if layout.has_sparse and model.params_type != ParamsType.DIFF:
+            raise FedaggError(grpc.StatusCode.INVALID_ARGUMENT, "sparse and row-sparse arrays need results that "
+                              f"are differences (params_type DIFF), got {model.params_type}", local=True)
+        self._round = model.current_round
+        aggregation_id = f"{self.aggregation_prefix}-r{self._round}-{uuid.uuid4().hex[:12]}"
+        status = self._connections()[0].control.create(layout.spec(
+            aggregation_id, min_contributions=self.min_contributions, require_finite=self.require_finite,
+            float64_accumulation=self.float64_accumulation))
+        self._aggregation_id, self._spec, self._layout = aggregation_id, status.spec, layout
+        self._params_type = model.params_type
+
+    def accept_model(self, model: FLModel):
+        site = (model.meta or {}).get("client_name", AppConstants.CLIENT_UNKNOWN)
+        params = {key: np.asarray(value) for key, value in (model.params or {}).items()}
+        weight = result_weight(model, self.aggregation_weights)
+        with self._lock:
+            try:
+                if self._aggregation_id is None:
+                    self._create(model, params)
+                base = _Zeros(self._layout) if self._layout.has_sparse else None
+                fields, weight = self._layout.update(params, weight, base, allow_lossy_cast=self.allow_lossy_cast)
+                self._connections()[1].submit(str(site), self._spec, fields, weight,
+                                              allow_lossy_cast=self.allow_lossy_cast)
+            except FedaggError as error:
+                self.failures.append(f"{site}: {error}")
+                self._log("error", f"fedagg refused the result of {site}: {error}")
+                return
+            for key, value in (model.metrics or {}).items():
+                if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+                    self._metric_sums[key] = self._metric_sums.get(key, 0.0) + weight * float(value)
+            self._metric_weight += weight
+
+    def aggregate_model(self) -> FLModel:
+        with self._lock:
+            if self._aggregation_id is None:
+                raise FedaggError(grpc.StatusCode.FAILED_PRECONDITION,
+                                  "no result reached fedagg this round: " + "; ".join(self.failures[-3:]))
+            aggregation_id, layout = self._aggregation_id, self._layout
+            control = self._connections()[0].control
+            control.seal(aggregation_id)
+            final = control.wait(aggregation_id, timeout=self.round_timeout_s)
+            if final.state != "FINALIZED":
+                self._start_round()
+                raise FedaggError(grpc.StatusCode.FAILED_PRECONDITION,
+                                  f"fedagg aggregation '{aggregation_id}' ended {final.state}: {final.detail}")
+            result = control.result(aggregation_id)
+            params = layout.model_from_result(result, _Zeros(layout) if layout.has_sparse else None)
+            metrics = ({k: v / self._metric_weight for k, v in self._metric_sums.items()}
+                       if self._metric_weight else None)
+            model = FLModel(params=params, params_type=self._params_type, metrics=metrics or None,
+                            current_round=self._round,
+                            meta={"nr_aggregated": final.contributions, "fedagg_aggregation_id": aggregation_id})
+            self._log("info", f"fedagg aggregated {final.contributions} results in '{aggregation_id}'")
+            self._start_round()
+            return model

@@ -1,0 +1,195 @@
+"""ModelLayout: a model's named arrays as a fedagg value type, for the framework adapters
+(fedagg.flower, fedagg.flare) and anyone averaging models the way FedAvg does.
+
+A layout is derived from the model's arrays (an ordered mapping name -> array): one field
+per array, in the model's order, under the struct field `model`, plus a scalar
+`num_examples` (float64, federated_sum) that adds up the clients' weights. Each array's
+field keeps its shape and, for float arrays, its dtype (float16, float32, float64), so a
+client's arrays go to fedagg without a lossy cast; integer and boolean arrays become
+float64 fields, which is what FedAvg's arithmetic turns them into. Field names are the
+array names made identifiers ("fc.weight" -> "fc_weight", made unique).
+
+How each array is averaged (result = sum_i w_i x_i / sum_i w_i, FedAvg's weighted mean):
+  - dense (the default): federated_weighted_mean, each update weighted by its client's
+    number of examples;
+  - sparse / row_sparse (named by the caller, e.g. an embedding table): the client sends
+    w_i * (x_i - g), g the global value it trained from, as sparse_sum (COO entries) or
+    row_sparse_sum (the rows it changed); the result is g + sum / sum_i w_i. Rows a client
+    did not touch cost nothing on the wire, and the result is FedAvg's.
+"""
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .errors import invalid_argument
+from .result import Result
+from .spec import Field, Leaf, Spec, build_spec
+from .update_input import in_declared_dtype
+
+MODEL, NUM_EXAMPLES = "model", "num_examples"
+DENSE, SPARSE, ROW_SPARSE = "dense", "sparse", "row_sparse"
+_INTRINSIC = {DENSE: "federated_weighted_mean", SPARSE: "sparse_sum", ROW_SPARSE: "row_sparse_sum"}
+_KIND_OF_INTRINSIC = {intrinsic: kind for kind, intrinsic in _INTRINSIC.items()}
+_FLOAT_DTYPES = ("float16", "float32", "float64")
+
+
+@dataclass(frozen=True)
+class ArrayField:
+    """One array of the model: its name in the framework, its fedagg field, how it is
+    averaged, and the dtype results are handed back in."""
+    key: str
+    name: str
+    dtype: str
+    shape: Tuple[int, ...]
+    kind: str
+    result_dtype: str
+
+
+def field_dtype(dtype: np.dtype) -> str:
+    """The fedagg dtype a model array of `dtype` is averaged in (see the module comment)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f" and dtype.name in _FLOAT_DTYPES:
+        return dtype.name
+    if dtype.kind in "iub":
+        return "float64"
+    raise invalid_argument(f"model arrays of dtype {dtype} cannot be averaged; use float or integer arrays")
+
+
+def field_names(keys: Sequence[str]) -> List[str]:
+    """Unique identifiers for the array names, in order ("fc.weight" -> "fc_weight")."""
+    names: List[str] = []
+    taken = set()
+    for key in keys:
+        base = re.sub(r"[^0-9A-Za-z_]", "_", str(key)) or "array"
+        if base[0].isdigit():
+            base = "a_" + base
+        name, n = base, 1
+        while name in taken:
+            name, n = f"{base}_{n}", n + 1
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+class ModelLayout:
+    """The model's arrays as fedagg fields (server side: from_arrays; client side:
+    from_spec with the array names the server sent)."""
+
+    def __init__(self, fields: Sequence[ArrayField]):
+        self.fields = list(fields)
+        self.keys = [f.key for f in self.fields]
+        if len(set(self.keys)) != len(self.keys):
+            raise invalid_argument("the model's array names are not unique")
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, Any], *, sparse: Sequence[str] = (),
+                    row_sparse: Sequence[str] = ()) -> "ModelLayout":
+        keys = list(arrays.keys())
+        if not keys:
+            raise invalid_argument("the model has no arrays")
+        unknown = sorted((set(sparse) | set(row_sparse)) - set(keys))
+        if unknown:
+            raise invalid_argument(f"arrays {unknown} named sparse or row_sparse are not in the model: {keys}")
+        both = sorted(set(sparse) & set(row_sparse))
+        if both:
+            raise invalid_argument(f"arrays {both} are named both sparse and row_sparse")
+        fields = []
+        for key, name in zip(keys, field_names(keys)):
+            array = np.asarray(arrays[key])
+            kind = ROW_SPARSE if key in row_sparse else SPARSE if key in sparse else DENSE
+            if kind == ROW_SPARSE and array.ndim < 1:
+                raise invalid_argument(f"array '{key}' is a scalar: it has no rows to send row-sparse")
+            dtype = field_dtype(array.dtype)
+            fields.append(ArrayField(key, name, dtype, tuple(int(d) for d in array.shape), kind,
+                                     array.dtype.name if array.dtype.kind == "f" else dtype))
+        return cls(fields)
+
+    @classmethod
+    def from_spec(cls, spec: Spec, keys: Sequence[str]) -> "ModelLayout":
+        """The layout `spec` (an aggregation made from a layout) declares, for arrays named `keys`
+        in the model's order."""
+        leaves = {leaf.path: leaf for leaf in spec.leaves}
+        names = field_names(keys)
+        expected = {f"{MODEL}.{name}" for name in names} | {NUM_EXAMPLES}
+        if set(leaves) != expected:
+            raise invalid_argument(f"aggregation '{spec.aggregation_id}' is not a model layout for arrays "
+                                   f"{list(keys)}: its fields are {sorted(leaves)}")
+        fields = []
+        for key, name in zip(keys, names):
+            leaf = leaves[f"{MODEL}.{name}"]
+            if leaf.intrinsic not in _KIND_OF_INTRINSIC:
+                raise invalid_argument(f"{leaf.describe()}: not an intrinsic of a model layout")
+            fields.append(ArrayField(key, name, leaf.dtype, leaf.shape, _KIND_OF_INTRINSIC[leaf.intrinsic],
+                                     leaf.dtype))
+        return cls(fields)
+
+    @property
+    def has_sparse(self) -> bool:
+        return any(f.kind != DENSE for f in self.fields)
+
+    @property
+    def model_bytes(self) -> int:
+        return sum(int(np.prod(f.shape, dtype=np.int64)) * np.dtype(f.dtype).itemsize for f in self.fields)
+
+    def value_type(self) -> Dict[str, Any]:
+        return {MODEL: {f.name: Field(f.dtype, f.shape, _INTRINSIC[f.kind]) for f in self.fields},
+                NUM_EXAMPLES: Field("float64", (), "federated_sum")}
+
+    def spec(self, aggregation_id: str, **options) -> Any:
+        """The fedagg.v1.AggregationSpec of one round (options as fedagg.build_spec takes)."""
+        return build_spec(aggregation_id, self.value_type(), **options)
+
+    def _check_keys(self, arrays: Mapping[str, Any], what: str):
+        if set(arrays.keys()) != set(self.keys):
+            raise invalid_argument(f"{what} has arrays {list(arrays.keys())}; the model has {self.keys}")
+
+    def update(self, arrays: Mapping[str, Any], num_examples: float, base: Optional[Mapping[str, Any]] = None,
+               *, allow_lossy_cast: bool = False) -> Tuple[Dict[str, Any], float]:
+        """One client's update (fields for Connection.submit) and its weight. `base`, the
+        global arrays the client trained from, is needed when the layout has sparse arrays."""
+        self._check_keys(arrays, "the update")
+        weight = float(num_examples)
+        if not np.isfinite(weight) or weight <= 0:
+            raise invalid_argument(f"num_examples {num_examples} is invalid: it must be finite and greater than 0")
+        model: Dict[str, Any] = {}
+        for f in self.fields:
+            value = np.asarray(arrays[f.key])
+            if value.shape != f.shape:
+                raise invalid_argument(f"array '{f.key}': expected shape {f.shape}, got {value.shape}")
+            if f.kind == DENSE:
+                model[f.name] = value
+                continue
+            if base is None:
+                raise invalid_argument(f"array '{f.key}' is sent {f.kind.replace('_', '-')}: pass the global "
+                                       "arrays the update was trained from (base)")
+            # In the field's dtype first (refusing a lossy cast like any field), then the
+            # weighted change from the global value: zero where the client changed nothing.
+            declared = _declared(f, value, allow_lossy_cast)
+            start = _declared(f, np.asarray(base[f.key]), allow_lossy_cast)
+            model[f.name] = (declared - start) * np.dtype(f.dtype).type(weight)
+        return {MODEL: model, NUM_EXAMPLES: np.float64(weight)}, weight
+
+    def model_from_result(self, result: Result, base: Optional[Mapping[str, Any]] = None) -> Dict[str, np.ndarray]:
+        """The averaged model from a FINALIZED aggregation's result, name -> array."""
+        total = float(result[NUM_EXAMPLES].values)
+        if not total > 0:
+            raise invalid_argument(f"aggregation '{result.status.aggregation_id}' holds no examples")
+        out: Dict[str, np.ndarray] = {}
+        for f in self.fields:
+            values = result[f"{MODEL}.{f.name}"].to_dense()
+            if f.kind != DENSE:
+                if base is None:
+                    raise invalid_argument(f"array '{f.key}' was sent as changes: pass the global arrays (base)")
+                dtype = np.dtype(f.dtype)
+                start = np.asarray(base[f.key]).astype(dtype)
+                values = (start + values / dtype.type(total)).astype(dtype)
+            out[f.key] = np.ascontiguousarray(values.astype(f.result_dtype, copy=False))
+        return out
+
+
+def _declared(field: ArrayField, value: np.ndarray, allow_lossy_cast: bool) -> np.ndarray:
+    """`value` in the field's dtype, by the client's cast rule (fedagg.update_input)."""
+    leaf = Leaf(f"{MODEL}.{field.name}", field.dtype, field.shape, _INTRINSIC[field.kind], False)
+    return in_declared_dtype(leaf, value, False, allow_lossy_cast).reshape(field.shape)
