@@ -39,6 +39,13 @@ e2e_start_server() {  # e2e_start_server BINARY NAME GRPC_PORT METRICS_PORT [fla
   e2e_wait_port "$metrics"
 }
 
+e2e_start_tree() {  # e2e_start_tree BINARY: a root and two intermediates under it; sets ROOT, I1, I2
+  ROOT=$E2E_BASE I1=$((E2E_BASE + 1)) I2=$((E2E_BASE + 2))
+  e2e_start_server "$1" root "$ROOT" $((ROOT + 5))
+  e2e_start_server "$1" intermediate-1 "$I1" $((I1 + 5)) --parent="127.0.0.1:$ROOT"
+  e2e_start_server "$1" intermediate-2 "$I2" $((I2 + 5)) --parent="127.0.0.1:$ROOT"
+}
+
 e2e_start_nginx() {  # e2e_start_nginx LB_PORT BACKEND_PORT...: nginx balancing gRPC over the backends
   local lb=$1 backend servers=""; shift
   local nginx; nginx=$(command -v nginx || echo /usr/sbin/nginx)

@@ -13,14 +13,12 @@ set -euo pipefail
 source "$(dirname "$0")/e2e_lib.sh"
 SERVER=$1 CLIENT=$2
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-ROOT=$E2E_BASE; A=$((E2E_BASE + 1)); B=$((E2E_BASE + 2)); LB=$((E2E_BASE + 3))
 
 /usr/bin/python3 -m venv --system-site-packages "$E2E_DIR/venv"
 "$E2E_DIR/venv/bin/pip" install --quiet --no-index --no-build-isolation "$REPO/client_stub/python"
 
-e2e_start_server "$SERVER" root "$ROOT" $((ROOT + 5))
-e2e_start_server "$SERVER" intermediate-a "$A" $((A + 5)) --parent="127.0.0.1:$ROOT"
-e2e_start_server "$SERVER" intermediate-b "$B" $((B + 5)) --parent="127.0.0.1:$ROOT"
+e2e_start_tree "$SERVER"
+A=$I1 B=$I2 LB=$((E2E_BASE + 3))
 e2e_start_nginx "$LB" "$A" "$B"
 cli() { local port=$1; shift; "$CLIENT" --server="127.0.0.1:$port" "$@"; }
 

@@ -8,10 +8,8 @@ source "$(dirname "$0")/e2e_lib.sh"
 SERVER=$1 DEMO=$2
 CLIENTS=40
 
-ROOT=$E2E_BASE; A=$((E2E_BASE + 1)); B=$((E2E_BASE + 2)); LB=$((E2E_BASE + 3))
-e2e_start_server "$SERVER" root "$ROOT" $((ROOT + 5))
-e2e_start_server "$SERVER" intermediate-a "$A" $((A + 5)) --parent="127.0.0.1:$ROOT"
-e2e_start_server "$SERVER" intermediate-b "$B" $((B + 5)) --parent="127.0.0.1:$ROOT"
+e2e_start_tree "$SERVER"
+A=$I1 B=$I2 LB=$((E2E_BASE + 3))
 e2e_start_nginx "$LB" "$A" "$B"
 
 # Every client goes through the load balancer; the demo checks the root's result.

@@ -18,10 +18,7 @@ source "$(dirname "$0")/../e2e/e2e_lib.sh"
 "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-index --no-deps --no-build-isolation \
     --force-reinstall "$REPO/client_stub/python" >"$E2E_DIR/pip.log" 2>&1 || { cat "$E2E_DIR/pip.log"; exit 1; }
 
-ROOT=$E2E_BASE I1=$((E2E_BASE + 1)) I2=$((E2E_BASE + 2))
-e2e_start_server "$SERVER" root "$ROOT" $((ROOT + 5))
-e2e_start_server "$SERVER" intermediate-1 "$I1" $((I1 + 5)) --parent="127.0.0.1:$ROOT"
-e2e_start_server "$SERVER" intermediate-2 "$I2" $((I2 + 5)) --parent="127.0.0.1:$ROOT"
+e2e_start_tree "$SERVER"
 
 cd "$E2E_DIR"  # not the source tree: `import fedagg` must find the installed package
 export RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0 RAY_DISABLE_USAGE_STATS=1 RAY_USAGE_STATS_ENABLED=0 \

@@ -13,10 +13,7 @@ VENV=$REPO/.venv-frameworks
 "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-index --no-deps --no-build-isolation \
     --force-reinstall "$REPO/client_stub/python"
 source "$REPO/tests/e2e/e2e_lib.sh"
-ROOT=$E2E_BASE I1=$((E2E_BASE + 1)) I2=$((E2E_BASE + 2))
-e2e_start_server "$SERVER" root "$ROOT" $((ROOT + 5))
-e2e_start_server "$SERVER" intermediate-1 "$I1" $((I1 + 5)) --parent="127.0.0.1:$ROOT"
-e2e_start_server "$SERVER" intermediate-2 "$I2" $((I2 + 5)) --parent="127.0.0.1:$ROOT"
+e2e_start_tree "$SERVER"
 echo "fedagg root on 127.0.0.1:$ROOT, intermediates on :$I1 and :$I2"
 RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0 "$VENV/bin/python" "$REPO/client_stub/python/examples/flower_app.py" \
     --root "127.0.0.1:$ROOT" --targets "127.0.0.1:$I1,127.0.0.1:$I2" "$@"
