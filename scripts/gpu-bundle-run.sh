@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# run.sh of the GPU bundle (scripts/gpu-bundle.sh copies it there): on a machine with the
+# NVIDIA driver and the CUDA 13 libraries, unpacks the programs and libraries of
+# payload.tar.gz beside itself, runs fedagg's GPU check and writes one report:
+#   1. every program finds its libraries (the bundle's lib/, then CUDA's own);
+#   2. fedagg-selftest --backend=cuda: every intrinsic and dtype against the reference;
+#   3. the cuda-labelled test binaries (fedagg_cuda_test, fedagg_cuda_conformance_test);
+#   4. fedagg_gpu_bench: bandwidth figures against the device's own copies;
+#   5. a service round with --backend=cuda: a root and an intermediate, fedagg-demo's clients
+#      through the intermediate, the result checked against the float64 reference.
+#   ./run.sh [REPORT]   (default: report.txt beside this script; logs in logs/)
+# Exit status: 0 all passed, 1 something failed, 77 no usable CUDA device (the report says
+# why, and nothing else is run).
+set -uo pipefail
+DIR=$(cd "$(dirname "$0")" && pwd)
+REPORT=${1:-$DIR/report.txt}
+LOGS=$DIR/logs
+mkdir -p "$LOGS"
+[ -d "$DIR/bin" ] || tar -xzf "$DIR/payload.tar.gz" -C "$DIR" || { echo "run.sh: cannot unpack $DIR/payload.tar.gz" >&2; exit 1; }
+
+# CUDA's libraries where CUDA installations and its Python wheels put them.
+cuda_dirs=()
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+  [ -d "$d" ] && cuda_dirs+=("$d")
+done
+for py in python3; do
+  command -v "$py" >/dev/null || continue
+  while read -r d; do [ -n "$d" ] && cuda_dirs+=("$d"); done < <("$py" - <<'PY' 2>/dev/null
+import glob, os, site
+for base in site.getsitepackages():
+    for d in sorted(glob.glob(os.path.join(base, "nvidia", "*", "lib"))):
+        print(d)
+PY
+)
+done
+export LD_LIBRARY_PATH="$DIR/lib$(printf ':%s' "${cuda_dirs[@]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+failed=0
+say() { echo "$*" | tee -a "$REPORT"; }
+step() {  # step NAME COMMAND...: runs it with its log in logs/NAME.log, reports PASS/FAIL
+  local name=$1; shift
+  if "$@" >"$LOGS/$name.log" 2>&1; then
+    say "PASS $name"
+  else
+    say "FAIL $name (exit $?; logs/$name.log)"
+    tail -n 20 "$LOGS/$name.log" | sed 's/^/    /' | tee -a "$REPORT"
+    failed=1
+  fi
+}
+
+: >"$REPORT"
+say "fedagg GPU check, bundle of commit $(cat "$DIR/COMMIT" 2>/dev/null || echo unknown), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+say "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1 || echo 'nvidia-smi not found')"
+
+# 1. Libraries: each program finds every one, and those the bundle carries come from it.
+for program in "$DIR"/bin/*; do
+  resolved=$(ldd "$program" 2>&1)
+  missing=$(awk '/not found/ {print $1}' <<<"$resolved" | tr '\n' ' ')
+  elsewhere=$(awk -v lib="$DIR/lib" '$2 == "=>" && $3 ~ /^\// {print $1, $3}' <<<"$resolved" |
+              while read -r name path; do
+                [ -f "$DIR/lib/$name" ] && [ "$path" != "$DIR/lib/$name" ] && echo -n "$name ($path) "
+              done)
+  if [ -n "$missing" ]; then
+    say "FAIL libraries of $(basename "$program"): not found: $missing(LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
+    failed=1
+  fi
+  if [ -n "$elsewhere" ]; then
+    say "FAIL libraries of $(basename "$program"): loaded from outside the bundle: $elsewhere"
+    failed=1
+  fi
+done
+[ "$failed" = 0 ] && say "PASS libraries: every program finds its libraries, the bundle's from the bundle"
+if [ "$failed" != 0 ]; then say "RESULT: FAIL"; exit 1; fi
+
+# 2. Selftest; 77 means no usable device.
+"$DIR/bin/fedagg-selftest" --backend=cuda >"$LOGS/selftest.log" 2>&1
+rc=$?
+if [ "$rc" = 77 ]; then
+  say "NO DEVICE: $(tail -n 1 "$LOGS/selftest.log")"
+  say "RESULT: NO DEVICE (nothing else was run)"
+  exit 77
+fi
+if [ "$rc" = 0 ]; then say "PASS selftest"; else say "FAIL selftest (exit $rc; logs/selftest.log)"; failed=1; fi
+sed 's/^/    /' "$LOGS/selftest.log" >>"$REPORT"
+
+# 3. The cuda-labelled tests.
+step cuda_test "$DIR/bin/fedagg_cuda_test"
+step cuda_conformance_test "$DIR/bin/fedagg_cuda_conformance_test"
+
+# 4. The GPU benchmark: its figures go in the report.
+step gpu_bench "$DIR/bin/fedagg_gpu_bench"
+grep -E "GB/s|%|BM_" "$LOGS/gpu_bench.log" | sed 's/^/    /' >>"$REPORT"
+
+# 5. A service round on the cuda backend, checked against the reference by fedagg-demo.
+service_round() {
+  local root=$((20000 + RANDOM % 20000)) pids=() rc=0
+  "$DIR/bin/fedagg-server" --listen="127.0.0.1:$root" --metrics_address= --backend=cuda >"$LOGS/root.log" 2>&1 &
+  pids+=($!)
+  "$DIR/bin/fedagg-server" --listen="127.0.0.1:$((root + 1))" --metrics_address= --backend=cuda \
+      --parent="127.0.0.1:$root" --node_id=intermediate >"$LOGS/intermediate.log" 2>&1 &
+  pids+=($!)
+  sleep 2
+  grep -h "reduction backend" "$LOGS/root.log" "$LOGS/intermediate.log"
+  "$DIR/bin/fedagg-demo" --root="127.0.0.1:$root" --intermediates="127.0.0.1:$((root + 1))" --clients=50 || rc=$?
+  kill "${pids[@]}" 2>/dev/null
+  wait "${pids[@]}" 2>/dev/null
+  grep -q "reduction backend cuda" "$LOGS/root.log" || { echo "the root did not reduce on the cuda backend"; rc=1; }
+  return "$rc"
+}
+step service_round service_round
+grep -E "FINALIZED|check against|reduction backend" "$LOGS/service_round.log" | sed 's/^/    /' >>"$REPORT"
+
+if [ "$failed" = 0 ]; then say "RESULT: PASS"; exit 0; fi
+say "RESULT: FAIL"
+exit 1

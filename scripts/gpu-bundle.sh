@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Builds, on a machine without a GPU, everything fedagg's GPU check runs, and packs it in one
+# folder for a machine that has only the NVIDIA driver and the CUDA 13 libraries (cudart,
+# cuSPARSE, NCCL): fedagg-selftest, the cuda-labelled test binaries, fedagg_gpu_bench,
+# fedagg-server, fedagg-demo (a service round checked against the reference), with the
+# non-CUDA shared libraries they need (gRPC, Protobuf, Abseil, OpenSSL, ...; stripped), packed
+# in payload.tar.gz (the programs carry their CUDA kernels for sm_80 and sm_90, 12-14 MB
+# each: 73 MB unpacked, 22 MB packed), and run.sh (scripts/gpu-bundle-run.sh), which unpacks
+# them beside itself, runs them all and writes one report.
+#   scripts/gpu-bundle.sh [--build_dir=build] [--out=build/gpu-bundle]
+# The build directory is configured with the default preset when it is not yet; its CUDA
+# backend must be on (nvcc found). The folder must stay under 60 MiB: it travels with the
+# working tree to a lent GPU machine (docs/GPU.md, "On a machine with a GPU").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=build OUT=""
+for arg in "$@"; do
+  case $arg in
+    --build_dir=*) BUILD_DIR=${arg#*=} ;;
+    --out=*) OUT=${arg#*=} ;;
+    *) echo "gpu-bundle: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+OUT=${OUT:-$BUILD_DIR/gpu-bundle}
+MAX_BYTES=$((60 << 20))
+
+[ -f "$BUILD_DIR/CMakeCache.txt" ] || cmake --preset default >/dev/null
+if ! grep -q '^FEDAGG_WITH_CUDA:BOOL=ON' "$BUILD_DIR/CMakeCache.txt"; then
+  echo "gpu-bundle: $BUILD_DIR is built without the CUDA backend (FEDAGG_WITH_CUDA is off: no nvcc?)" >&2
+  exit 1
+fi
+TARGETS=(fedagg-server fedagg-demo fedagg-selftest fedagg_gpu_bench fedagg_cuda_test fedagg_cuda_conformance_test)
+cmake --build "$BUILD_DIR" --target "${TARGETS[@]}"
+
+rm -rf "$OUT"
+STAGE=$OUT/payload
+mkdir -p "$STAGE/bin" "$STAGE/lib"
+for target in "${TARGETS[@]}"; do
+  binary=$(find "$BUILD_DIR" -type f -name "$target" -perm -u+x | head -n 1)
+  [ -n "$binary" ] || { echo "gpu-bundle: no binary for $target under $BUILD_DIR" >&2; exit 1; }
+  cp "$binary" "$STAGE/bin/"
+  strip --strip-unneeded "$STAGE/bin/$target"
+done
+
+# The shared libraries the binaries load, but for the C library (the target's own) and
+# CUDA's (the target's driver and CUDA installation provide them).
+CUDA_LIB_DIRS=$(dirname "$(command -v nvcc)")/..
+is_left_out() {
+  case $(basename "$1") in
+    linux-vdso.so*|ld-linux*|libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libresolv.so*) return 0 ;;
+    libcuda.so*|libcudart.so*|libcusparse.so*|libnccl.so*|libnvJitLink.so*|libcublas*.so*) return 0 ;;
+  esac
+  case $(readlink -f "$1") in "$(readlink -f "$CUDA_LIB_DIRS")"/*) return 0 ;; esac
+  return 1
+}
+for binary in "$STAGE"/bin/*; do
+  ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r library; do
+    is_left_out "$library" && continue
+    [ -f "$STAGE/lib/$(basename "$library")" ] && continue
+    cp -L "$library" "$STAGE/lib/$(basename "$library")"
+    strip --strip-unneeded "$STAGE/lib/$(basename "$library")" 2>/dev/null || true
+  done
+done
+
+programs=$(ls "$STAGE/bin" | wc -l) libraries=$(ls "$STAGE/lib" | wc -l)
+tar -czf "$OUT/payload.tar.gz" -C "$STAGE" bin lib
+rm -rf "$STAGE"
+cp scripts/gpu-bundle-run.sh "$OUT/run.sh"
+chmod +x "$OUT/run.sh"
+git rev-parse --short HEAD >"$OUT/COMMIT" 2>/dev/null || echo unknown >"$OUT/COMMIT"
+
+bytes=$(du -sb "$OUT" | cut -f1)
+echo "gpu-bundle: $OUT: $programs programs, $libraries libraries, $((bytes >> 20)) MiB packed"
+if [ "$bytes" -gt "$MAX_BYTES" ]; then
+  echo "gpu-bundle: $OUT is $((bytes >> 20)) MiB, over the 60 MiB it may take to a GPU machine" >&2
+  exit 1
+fi

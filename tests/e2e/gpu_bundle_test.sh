@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The GPU bundle's shape, on a machine without a GPU (docs/GPU.md): scripts/gpu-bundle.sh
+# makes the folder (under its 60 MiB), and its run.sh unpacks it, finds every library of
+# every program (the bundle's own from the bundle), and reports "no device" cleanly: exit
+# 77, the reason in the report, nothing else run. Where a GPU exists, run.sh runs the
+# whole check instead, and this test then requires it to pass.
+# Usage: gpu_bundle_test.sh BUILD_DIR
+set -euo pipefail
+source "$(dirname "$0")/e2e_lib.sh"
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+"$REPO/scripts/gpu-bundle.sh" --build_dir="$1" --out="$E2E_DIR/bundle" | tail -n 1
+[ "$(ls "$E2E_DIR/bundle")" = "$(printf 'COMMIT\npayload.tar.gz\nrun.sh')" ]
+set +e
+"$E2E_DIR/bundle/run.sh" "$E2E_DIR/report.txt" >/dev/null
+rc=$?
+set -e
+cat "$E2E_DIR/report.txt"
+grep -q "^PASS libraries: every program finds its libraries, the bundle's from the bundle$" "$E2E_DIR/report.txt"
+[ "$(ls "$E2E_DIR/bundle/bin" | wc -l)" = 6 ]
+if [ "$rc" = 77 ]; then
+  grep -q "^NO DEVICE: fedagg-selftest: SKIPPED: --backend=cuda: no usable CUDA device" "$E2E_DIR/report.txt"
+  grep -q "^RESULT: NO DEVICE" "$E2E_DIR/report.txt"
+  [ "$(grep -c '^PASS\|^FAIL' "$E2E_DIR/report.txt")" = 1 ]  # nothing but the library check ran
+else
+  [ "$rc" = 0 ] && grep -q "^RESULT: PASS$" "$E2E_DIR/report.txt"
+fi
+echo "gpu bundle: ok (run.sh exit $rc)"
