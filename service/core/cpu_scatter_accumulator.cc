@@ -1,7 +1,6 @@
 // CPU accumulator for the dense-result sparse family (scatter into a dense table).
 #include "service/core/cpu_scatter_accumulator.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -10,11 +9,8 @@
 namespace fedagg {
 
 namespace {
-// Below this many entries in a batch, the threads scatter straight from the updates.
-constexpr size_t kMinEntriesToPartition = 1 << 16;
-// The rows of one bucket (accumulator, counts, last touches, weight sums) fit in about
-// this much cache, so a bucket's scatter hits cache instead of memory.
-constexpr size_t kBucketBytes = 256 << 10;
+// Below this many entries in a batch, one thread scatters them all.
+constexpr size_t kMinEntriesToSplit = 1 << 14;
 }  // namespace
 
 template <typename Acc>
@@ -26,10 +22,6 @@ CpuScatterAccumulator<Acc>::CpuScatterAccumulator(const FieldSpec& field, Thread
     last_touch_.assign(rows, 0);
   }
   if (weighted()) weight_sums_.assign(rows, 0.0);
-  // Rows per bucket: a power of two, so a row's bucket is a shift.
-  const size_t row_bytes = sizeof(Acc) + (field.keeps_counts ? sizeof(int64_t) + sizeof(uint64_t) : 0) +
-                           (weighted() ? sizeof(double) : 0);
-  while (bucket_shift_ < 32 && (size_t{2} << bucket_shift_) * row_bytes <= kBucketBytes) ++bucket_shift_;
 }
 
 template <typename Acc>
@@ -41,77 +33,27 @@ absl::Status CpuScatterAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldV
   next_serial_ += values.size();
   cpu::DispatchDType(field_.type.dtype, [&](auto tag) {
     using In = typename decltype(tag)::type;
-    // One entry of update `i` into `row`: its values, and the row's count and weight sum
-    // once per update. Per row, updates add in batch order whichever path runs.
-    auto scatter = [&](size_t i, int64_t row, const In* source) {
-      cpu::ScatterAddRows(acc_.data(), field_.row_width, &row, source, 1, static_cast<Acc>(weights[i]), weighted());
-      const uint64_t serial = first_serial + i;
-      if (counts_.empty() || last_touch_[row] == serial) return;
-      last_touch_[row] = serial;
-      ++counts_[row];
-      if (!weight_sums_.empty()) weight_sums_[row] += weights[i];
-    };
-    const size_t buckets = static_cast<size_t>(((field_.rows - 1) >> bucket_shift_) + 1);
-    if (field_.row_width != 1 || entries < kMinEntriesToPartition || buckets == 1) {
-      // Threads own disjoint row ranges: each reads every index but writes only its rows.
-      // (Row-sparse entries are whole rows: their scatter already streams.)
-      const int64_t min_rows = entries < kMinEntriesToPartition ? field_.rows : 1 << 12;
-      pool_.ParallelFor(field_.rows, min_rows, [&](int64_t row_begin, int64_t row_end) {
-        for (size_t i = 0; i < values.size(); ++i) {
-          const absl::Span<const int64_t> ids = values[i]->indices;
-          const In* rows = reinterpret_cast<const In*>(values[i]->values.data());
-          for (size_t k = 0; k < ids.size(); ++k) {
-            if (ids[k] >= row_begin && ids[k] < row_end) scatter(i, ids[k], rows + static_cast<int64_t>(k) * field_.row_width);
-          }
+    // Threads own disjoint row ranges: each reads every index but writes only its rows,
+    // so the random writes of one thread stay within its share of the table and no two
+    // threads touch the same row. Per row, updates still add in batch order.
+    const int64_t min_rows = entries < kMinEntriesToSplit ? field_.rows : 1 << 12;
+    pool_.ParallelFor(field_.rows, min_rows, [&](int64_t row_begin, int64_t row_end) {
+      for (size_t i = 0; i < values.size(); ++i) {
+        const FieldValue& value = *values[i];
+        const int64_t* ids = value.indices.data();
+        const In* rows = reinterpret_cast<const In*>(value.values.data());
+        const uint64_t serial = first_serial + i;
+        const Acc weight = static_cast<Acc>(weights[i]);
+        for (size_t k = 0; k < value.indices.size(); ++k) {
+          const int64_t row = ids[k];
+          if (row < row_begin || row >= row_end) continue;
+          cpu::ScatterAddRows(acc_.data(), field_.row_width, &row, rows + static_cast<int64_t>(k) * field_.row_width,
+                              1, weight, weighted());
+          if (counts_.empty() || last_touch_[row] == serial) continue;
+          last_touch_[row] = serial;
+          ++counts_[row];
+          if (!weight_sums_.empty()) weight_sums_[row] += weights[i];
         }
-      });
-      return;
-    }
-    // A random scatter into a table larger than the cache misses about once per entry.
-    // So the entries (row, value, update) are first partitioned by row range, in batch
-    // order: each group of updates counts its entries per bucket, the counts give every
-    // (bucket, group) its place, and each group copies its entries there. Then each
-    // bucket is scattered while its rows sit in cache, the buckets spread over the
-    // threads (disjoint rows: no two threads touch a row). All three passes stream.
-    const size_t groups = std::min<size_t>(static_cast<size_t>(pool_.threads()), values.size());
-    auto group_begin = [&](size_t g) { return g * values.size() / groups; };
-    std::vector<size_t> places(groups * buckets + 1, 0);  // [g * buckets + b], then running starts
-    pool_.ParallelFor(static_cast<int64_t>(groups), 1, [&](int64_t g0, int64_t g1) {
-      for (size_t g = static_cast<size_t>(g0); g < static_cast<size_t>(g1); ++g) {
-        size_t* counts = &places[g * buckets];
-        for (size_t i = group_begin(g); i < group_begin(g + 1); ++i) {
-          for (const int64_t row : values[i]->indices) ++counts[row >> bucket_shift_];
-        }
-      }
-    });
-    // Starts in (bucket, group) order; bucket_starts_[b] is the start of bucket b.
-    bucket_starts_.assign(buckets + 1, 0);
-    size_t next = 0;
-    for (size_t b = 0; b < buckets; ++b) {
-      bucket_starts_[b] = next;
-      for (size_t g = 0; g < groups; ++g) {
-        const size_t count = places[g * buckets + b];
-        places[g * buckets + b] = next;
-        next += count;
-      }
-    }
-    bucket_starts_[buckets] = next;
-    PartitionedEntry<In>* partitioned = PartitionBuffer<In>(entries);
-    pool_.ParallelFor(static_cast<int64_t>(groups), 1, [&](int64_t g0, int64_t g1) {
-      for (size_t g = static_cast<size_t>(g0); g < static_cast<size_t>(g1); ++g) {
-        size_t* place = &places[g * buckets];
-        for (size_t i = group_begin(g); i < group_begin(g + 1); ++i) {
-          const absl::Span<const int64_t> ids = values[i]->indices;
-          const In* source = reinterpret_cast<const In*>(values[i]->values.data());
-          for (size_t k = 0; k < ids.size(); ++k) {
-            partitioned[place[ids[k] >> bucket_shift_]++] = PartitionedEntry<In>{ids[k], source[k], static_cast<uint32_t>(i)};
-          }
-        }
-      }
-    });
-    pool_.ParallelFor(static_cast<int64_t>(buckets), 1, [&](int64_t first, int64_t last) {
-      for (size_t e = bucket_starts_[first]; e < bucket_starts_[last]; ++e) {
-        scatter(partitioned[e].update, partitioned[e].row, &partitioned[e].value);
       }
     });
   });
@@ -197,8 +139,7 @@ uint64_t CpuScatterAccumulator<Acc>::MemoryBytes() const {
   return acc_.capacity() * sizeof(acc_[0]) +
          counts_.capacity() * sizeof(counts_[0]) +
          weight_sums_.capacity() * sizeof(weight_sums_[0]) +
-         last_touch_.capacity() * sizeof(last_touch_[0]) + partition_bytes_.capacity() +
-         bucket_starts_.capacity() * sizeof(bucket_starts_[0]);
+         last_touch_.capacity() * sizeof(last_touch_[0]);
 }
 
 template class CpuScatterAccumulator<float>;

@@ -3,14 +3,11 @@
 // row_sparse_mean (rows of an [R, ...] table). Values are scattered into a dense
 // accumulator; per-row contributor counts (and weight sums, for the weighted mean) are
 // kept when the intrinsic needs them or the spec asks. An index repeated inside one
-// update adds its values and counts that update once. A large COO batch is partitioned by
-// row range first, so that the scatter runs bucket by bucket in cache, on every thread.
+// update adds its values and counts that update once.
 #ifndef FEDAGG_SERVICE_CORE_CPU_SCATTER_ACCUMULATOR_H_
 #define FEDAGG_SERVICE_CORE_CPU_SCATTER_ACCUMULATOR_H_
 
-#include <cstddef>
 #include <cstdint>
-#include <type_traits>
 #include <vector>
 
 #include "service/core/field_accumulator.h"
@@ -43,27 +40,6 @@ class CpuScatterAccumulator final : public FieldAccumulator {
   // repeated index count once. Working state only; not serialized.
   std::vector<uint64_t> last_touch_;
   uint64_t next_serial_ = 1;
-  // A large COO batch's entries grouped by row range (buckets of 2^bucket_shift_ rows that
-  // fit in cache), in batch order within each bucket; working memory reused between
-  // batches (typed per input dtype over one byte buffer).
-  template <typename In>
-  struct PartitionedEntry {
-    int64_t row;
-    In value;
-    uint32_t update;  // index in the batch
-  };
-  // Room for `entries` partitioned entries (implicit-lifetime objects in partition_bytes_,
-  // whose allocation is aligned for them).
-  template <typename In>
-  PartitionedEntry<In>* PartitionBuffer(size_t entries) {
-    static_assert(std::is_trivially_copyable_v<PartitionedEntry<In>> &&
-                  alignof(PartitionedEntry<In>) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
-    partition_bytes_.resize(entries * sizeof(PartitionedEntry<In>));
-    return reinterpret_cast<PartitionedEntry<In>*>(partition_bytes_.data());
-  }
-  int bucket_shift_ = 0;
-  std::vector<std::byte> partition_bytes_;
-  std::vector<size_t> bucket_starts_;  // bucket b's entries: [starts[b], starts[b + 1])
 };
 
 }  // namespace fedagg
