@@ -98,9 +98,6 @@ class Aggregation {
   void AbandonUpdate(const std::string& client_id);
   // An update that passed Validate: the only kind CommitUpdate counts.
   class ValidatedUpdate {
-   public:
-    UpdateBuffer& buffer() { return buffer_; }
-
    private:
     friend class Aggregation;
     explicit ValidatedUpdate(UpdateBuffer buffer) : buffer_(std::move(buffer)) {}

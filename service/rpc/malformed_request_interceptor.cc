@@ -3,6 +3,8 @@
 
 #include <google/protobuf/descriptor.h>
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "fedagg/v1/aggregation.pb.h"
@@ -31,8 +33,8 @@ class MalformedRequestInterceptor final : public grpc::experimental::Interceptor
   const std::string message_;
 };
 
-}  // namespace
-
+// The INVALID_ARGUMENT message for a malformed request to `method` ("/fedagg.v1.Control/
+// GetAggregation"); empty when `method` is not one of fedagg.v1's.
 std::string MalformedRequestMessage(const std::string& method) {
   // "/fedagg.v1.Control/GetAggregation" -> "fedagg.v1.Control.GetAggregation"
   if (method.size() < 2 || method[0] != '/') return "";
@@ -48,6 +50,8 @@ std::string MalformedRequestMessage(const std::string& method) {
                       descriptor->input_type()->full_name(),
                       "; check that the client encodes its requests with fedagg's proto/fedagg/v1 definitions");
 }
+
+}  // namespace
 
 grpc::experimental::Interceptor* MalformedRequestInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {

@@ -10,19 +10,12 @@
 
 #include <grpcpp/support/server_interceptor.h>
 
-#include <memory>
-#include <string>
-
 namespace fedagg {
 
 class MalformedRequestInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override;
 };
-
-// The INVALID_ARGUMENT message for a malformed request to `method` ("/fedagg.v1.Control/
-// GetAggregation"); empty when `method` is not one of fedagg.v1's.
-std::string MalformedRequestMessage(const std::string& method);
 
 }  // namespace fedagg
 
