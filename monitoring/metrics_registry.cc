@@ -55,6 +55,18 @@ std::string Labels(const std::vector<std::string>& names, const std::vector<std:
   return out + "}";
 }
 
+// The _bucket, _sum and _count lines of one histogram series.
+void AppendHistogram(std::string& out, const std::string& name, const std::vector<std::string>& names,
+                     const std::vector<std::string>& values, const Histogram& histogram) {
+  const Histogram::Snapshot s = histogram.Read();
+  for (size_t b = 0; b < s.cumulative.size(); ++b) {
+    const std::string le = b < histogram.bounds().size() ? FormatValue(histogram.bounds()[b]) : "+Inf";
+    absl::StrAppend(&out, name, "_bucket", Labels(names, values, "le", le), " ", s.cumulative[b], "\n");
+  }
+  absl::StrAppend(&out, name, "_sum", Labels(names, values), " ", FormatValue(s.sum), "\n");
+  absl::StrAppend(&out, name, "_count", Labels(names, values), " ", s.count, "\n");
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
@@ -118,13 +130,33 @@ Family<Histogram>& MetricsRegistry::AddHistogram(const std::string& name, const 
   return *entry.histograms;
 }
 
+void MetricsRegistry::AddSampled(const std::string& name, const std::string& help, const std::string& type,
+                                 std::vector<std::string> label_names, std::function<GaugeSamples()> read) {
+  MutexLock lock(&mu_);
+  Entry& entry = Add(name, help, type);
+  entry.callback_labels = std::move(label_names);
+  entry.callback = std::move(read);
+}
+
 void MetricsRegistry::AddGaugeCallback(const std::string& name, const std::string& help,
                                        std::vector<std::string> label_names,
                                        std::function<GaugeSamples()> read) {
+  AddSampled(name, help, "gauge", std::move(label_names), std::move(read));
+}
+
+void MetricsRegistry::AddCounterCallback(const std::string& name, const std::string& help,
+                                         std::vector<std::string> label_names,
+                                         std::function<GaugeSamples()> read) {
+  AddSampled(name, help, "counter", std::move(label_names), std::move(read));
+}
+
+void MetricsRegistry::AddHistogramCallback(const std::string& name, const std::string& help,
+                                           std::vector<std::string> label_names,
+                                           std::function<HistogramViews()> list) {
   MutexLock lock(&mu_);
-  Entry& entry = Add(name, help, "gauge");
+  Entry& entry = Add(name, help, "histogram");
   entry.callback_labels = std::move(label_names);
-  entry.callback = std::move(read);
+  entry.histogram_callback = std::move(list);
 }
 
 std::string MetricsRegistry::Exposition() const {
@@ -143,15 +175,12 @@ std::string MetricsRegistry::Exposition() const {
       });
     } else if (e.histograms) {
       e.histograms->ForEach([&](const std::vector<std::string>& values, const Histogram& h) {
-        const Histogram::Snapshot s = h.Read();
-        const std::vector<std::string>& names = e.histograms->label_names();
-        for (size_t b = 0; b < s.cumulative.size(); ++b) {
-          const std::string le = b < h.bounds().size() ? FormatValue(h.bounds()[b]) : "+Inf";
-          absl::StrAppend(&out, e.name, "_bucket", Labels(names, values, "le", le), " ", s.cumulative[b], "\n");
-        }
-        absl::StrAppend(&out, e.name, "_sum", Labels(names, values), " ", FormatValue(s.sum), "\n");
-        absl::StrAppend(&out, e.name, "_count", Labels(names, values), " ", s.count, "\n");
+        AppendHistogram(out, e.name, e.histograms->label_names(), values, h);
       });
+    } else if (e.histogram_callback) {
+      for (const auto& [values, histogram] : e.histogram_callback()) {
+        AppendHistogram(out, e.name, e.callback_labels, values, *histogram);
+      }
     } else if (e.callback) {
       for (const auto& [values, value] : e.callback()) {
         absl::StrAppend(&out, e.name, Labels(e.callback_labels, values), " ", FormatValue(value), "\n");

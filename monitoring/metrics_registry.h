@@ -113,6 +113,13 @@ class MetricsRegistry {
   // A gauge whose series are computed when scraped.
   void AddGaugeCallback(const std::string& name, const std::string& help,
                         std::vector<std::string> label_names, std::function<GaugeSamples()> read);
+  // A counter whose series are read when scraped (a monotonic total kept elsewhere).
+  void AddCounterCallback(const std::string& name, const std::string& help,
+                          std::vector<std::string> label_names, std::function<GaugeSamples()> read);
+  // Histograms owned elsewhere (they must outlive the registry), listed when scraped.
+  using HistogramViews = std::vector<std::pair<std::vector<std::string>, const Histogram*>>;
+  void AddHistogramCallback(const std::string& name, const std::string& help,
+                            std::vector<std::string> label_names, std::function<HistogramViews()> list);
 
   // Every metric in the text exposition format (version 0.0.4).
   std::string Exposition() const;
@@ -127,9 +134,13 @@ class MetricsRegistry {
     std::unique_ptr<Family<Histogram>> histograms;
     std::vector<std::string> callback_labels;
     std::function<GaugeSamples()> callback;
+    std::function<HistogramViews()> histogram_callback;
   };
   Entry& Add(const std::string& name, const std::string& help, const std::string& type)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A family of `type` whose series `read` computes at scrape time.
+  void AddSampled(const std::string& name, const std::string& help, const std::string& type,
+                  std::vector<std::string> label_names, std::function<GaugeSamples()> read);
 
   mutable Mutex mu_;
   std::vector<std::unique_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);

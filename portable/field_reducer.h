@@ -1,11 +1,18 @@
 // FieldReducer: the reduction of one field on a Thrust system (a GPU through CUDA, or the
 // CPU's cores through OpenMP), as a plain C++17 interface. No Abseil and no Thrust here,
-// so that nvcc (C++17) and g++ (C++20) both read it: thrust_field_reducer.h implements it
-// for any Thrust system, and portable_accumulator.h adapts it to fedagg's FieldAccumulator.
+// so that nvcc (C++17) and g++ (C++20) both read it. Two layers:
+//   StagedFieldReducer  reduces a batch already copied into the system's memory in the
+//                       staging layout (StagedBatch); thrust_field_reducer.h implements it
+//                       for any Thrust system;
+//   FieldReducer        takes a batch in host memory; ring_field_reducer.h packs it into
+//                       slots of a staging ring whose copies and reductions overlap, over
+//                       a StagedFieldReducer.
+// portable_accumulator_factory.cc adapts a FieldReducer to fedagg's FieldAccumulator.
 // The state lives in the system's memory for the reducer's life; only Save copies it out.
 #ifndef FEDAGG_PORTABLE_FIELD_REDUCER_H_
 #define FEDAGG_PORTABLE_FIELD_REDUCER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,6 +22,10 @@ namespace fedagg::portable {
 
 // The transport dtype of a field's values; numbered as fedagg::DType.
 enum class InType : uint8_t { kF32 = 1, kF64 = 2, kI32 = 3, kI64 = 4, kF16 = 5, kBF16 = 6 };
+
+constexpr size_t InTypeBytes(InType type) {
+  return type == InType::kF64 || type == InType::kI64 ? 8 : type == InType::kF16 || type == InType::kBF16 ? 2 : 4;
+}
 
 enum class ReducerKind : uint8_t {
   kDense,    // [B, D] batches into a dense accumulator of D
@@ -53,6 +64,23 @@ struct HostBatch {
   const double* weights = nullptr;  // one per update
 };
 
+// One batch (or a slot-sized part of one, see batch_packer.h) in the system's memory, as
+// the staging ring delivers it. kDense: the values of `updates` rows restricted to columns
+// [column_begin, column_begin + columns), row-major. kScatter / kUnion: `entries` entries,
+// update by update, each an index and row_width values; every index is already checked to
+// lie in [0, rows).
+struct StagedBatch {
+  int64_t updates = 0;
+  int64_t entries = 0;              // kScatter / kUnion
+  int64_t column_begin = 0;         // kDense
+  int64_t columns = 0;              // kDense
+  const void* values = nullptr;     // of the spec's InType
+  const int64_t* indices = nullptr;       // [entries]
+  const int32_t* entry_update = nullptr;  // [entries]: the update (0 .. updates-1) of each entry
+  const int64_t* update_offsets = nullptr;  // [updates + 1]: first entry of each update, then entries
+  const double* weights = nullptr;        // [updates]
+};
+
 // The state copied to the host, laid out as the partial aggregate format stores it:
 // kDense: values; kScatter: values, counts, weight_sums; kUnion: indices, values, counts.
 template <typename Acc>
@@ -63,13 +91,34 @@ struct HostState {
   std::vector<double> weight_sums;
 };
 
+// Reduces batches that are already in its system's memory. Accumulate runs on the
+// staging ring's compute thread; the other calls on the caller's, never at the same time
+// as an Accumulate of the same reducer.
+template <typename Acc>
+class StagedFieldReducer {
+ public:
+  using Accumulated = Acc;
+  virtual ~StagedFieldReducer() = default;
+
+  virtual Outcome Accumulate(const StagedBatch& batch) = 0;
+  // Adds a reducer of the same spec and system.
+  virtual Outcome Merge(const StagedFieldReducer& other) = 0;
+  virtual Outcome Save(HostState<Acc>* out) const = 0;
+  // Replaces the state; `in` must be valid for the spec (the adapter checks it first).
+  virtual Outcome Load(const HostState<Acc>& in) = 0;
+  // Bytes of host memory the reducer holds (state and working memory), for the node's
+  // memory budget; 0 when they live on a device, whose memory the budget does not cover.
+  virtual uint64_t HostBytes() const = 0;
+};
+
 template <typename Acc>
 class FieldReducer {
  public:
   virtual ~FieldReducer() = default;
 
   // Adds a batch. Indices outside [0, rows) are refused (kInvalidArgument) before any
-  // value is scattered, so the state is unchanged then.
+  // value is added, so the state is unchanged then. The reduction may finish after the
+  // call returns: a failure found then is returned by the next call (and every one after).
   virtual Outcome Accumulate(const HostBatch& batch) = 0;
   // Adds a reducer of the same spec and system.
   virtual Outcome Merge(const FieldReducer& other) = 0;
@@ -83,7 +132,7 @@ class FieldReducer {
 
 // One Thrust system's reducers, made by the library that instantiates them.
 template <typename Acc>
-using ReducerMaker = std::unique_ptr<FieldReducer<Acc>> (*)(const ReducerSpec& spec);
+using ReducerMaker = std::unique_ptr<StagedFieldReducer<Acc>> (*)(const ReducerSpec& spec);
 
 struct ReducerMakers {
   ReducerMaker<float> f32;

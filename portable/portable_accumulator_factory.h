@@ -1,35 +1,43 @@
-// PortableAccumulatorFactory: a backend made of FieldReducers (field_reducer.h) — the
-// thrust-omp backend (omp_backend.h) and the cuda backend (cuda/cuda_backend.h) are two
-// instances. Each accumulator keeps its state in the reducer's memory (the GPU, for cuda)
-// and adapts it to FieldAccumulator: reducer outcomes become absl::Status (device out of
+// PortableAccumulatorFactory: a backend made of StagedFieldReducers (field_reducer.h)
+// fed through a staging ring (staging_ring.h) — the thrust-omp backend (omp_backend.h) and
+// the cuda backend (cuda/cuda_backend.h) are two instances. Each accumulator keeps its
+// state in the reducer's memory (the GPU, for cuda), stages its batches through the
+// backend's ring (ring_field_reducer.h) and adapts it to FieldAccumulator: reducer outcomes become absl::Status (device out of
 // memory: RESOURCE_EXHAUSTED); serialized partials are checked and reports are computed
 // by the CPU accumulator of the same field over the copied-back state, so the format and
 // the final divisions are exactly the CPU backend's.
 #ifndef FEDAGG_PORTABLE_PORTABLE_ACCUMULATOR_FACTORY_H_
 #define FEDAGG_PORTABLE_PORTABLE_ACCUMULATOR_FACTORY_H_
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "portable/field_reducer.h"
+#include "portable/staging_ring.h"
 #include "service/core/accumulator_factory.h"
 
 namespace fedagg {
 
 class PortableAccumulatorFactory final : public AccumulatorFactory {
  public:
-  // `device_monitor` (optional, must outlive the factory) reports the devices the
-  // reducers run on; null for reducers in host memory.
+  // The factory owns `ring`, through which every accumulator it makes stages its
+  // batches. `device_monitor` (optional, must outlive the factory) reports the devices
+  // the reducers run on; null for reducers in host memory.
   PortableAccumulatorFactory(std::string name, portable::ReducerMakers makers,
+                             std::unique_ptr<portable::StagingRing> ring,
                              const DeviceMonitor* device_monitor = nullptr)
-      : name_(std::move(name)), makers_(makers), device_monitor_(device_monitor) {}
+      : name_(std::move(name)), makers_(makers), ring_(std::move(ring)), device_monitor_(device_monitor) {}
 
   absl::string_view name() const override { return name_; }
   std::unique_ptr<FieldAccumulator> Make(const FieldSpec& field) const override;
   const DeviceMonitor* device_monitor() const override { return device_monitor_; }
+  std::vector<const StagingRingStats*> staging_rings() const override { return {ring_.get()}; }
 
  private:
   std::string name_;
   portable::ReducerMakers makers_;
+  std::unique_ptr<portable::StagingRing> ring_;
   const DeviceMonitor* device_monitor_;
 };
 

@@ -1,10 +1,12 @@
 // ThrustFieldReducer<System, Acc>: every reduction of the portable backends written once
 // with Thrust algorithms, for any Thrust system (System supplies its vector type, its
-// execution policy and host<->system copies: omp_system.h, cuda/cuda_system.h).
-//   dense    [B, D] batch: one pass per column over the B rows (each input byte read
-//            once), sum / weighted sum / max / min, float16 and bfloat16 decoded in place;
-//   scatter  sparse_sum / sparse_mean / sparse_weighted_mean / row_sparse_*: bounds check,
-//            stable sort of the entries by row, then one segmented reduction per
+// execution policy and host<->system copies: omp_system.h, cuda/cuda_system.h). Batches
+// arrive already in the system's memory, in the staging layout (StagedBatch, packed and
+// bounds-checked on the host by batch_packer.h, copied by the staging ring).
+//   dense    [B, C] part of a batch: one pass per column over the B rows (each input byte
+//            read once), sum / weighted sum / max / min, float16 and bfloat16 decoded in place;
+//   scatter  sparse_sum / sparse_mean / sparse_weighted_mean / row_sparse_*: stable sort
+//            of the entries by row, then one segmented reduction per
 //            (row, element) adding into the dense table in batch order; per-row counts
 //            of distinct updates (and their weight sums) from the same segments;
 //   union    sparse_sum_sparse: stable sort by index, reduce_by_key (values, and counts of
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include <thrust/copy.h>
 #include <thrust/count.h>
 #include <thrust/fill.h>
 #include <thrust/for_each.h>
@@ -34,7 +37,6 @@
 #include <thrust/iterator/discard_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 #include <thrust/iterator/zip_iterator.h>
-#include <thrust/logical.h>
 #include <thrust/merge.h>
 #include <thrust/reduce.h>
 #include <thrust/scan.h>
@@ -100,9 +102,9 @@ struct DenseColumn {
   }
 };
 
-struct OutOfRange {
-  int64_t rows;
-  FEDAGG_HOST_DEVICE bool operator()(int64_t id) const { return id < 0 || id >= rows; }
+template <typename Acc>
+struct CastTo {
+  FEDAGG_HOST_DEVICE Acc operator()(double x) const { return static_cast<Acc>(x); }
 };
 
 // Segment u of the sorted entries holds every entry of row rows[u]; element e of that
@@ -182,17 +184,17 @@ struct WidenEntry {
 }  // namespace functors
 
 template <typename System, typename Acc>
-class ThrustFieldReducer final : public FieldReducer<Acc> {
+class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
   template <typename T>
   using Vec = typename System::template vector<T>;
 
  public:
   explicit ThrustFieldReducer(const ReducerSpec& spec) : spec_(spec) {}
 
-  Outcome Accumulate(const HostBatch& batch) override {
+  Outcome Accumulate(const StagedBatch& batch) override {
     return Guarded([&] { return AccumulateNow(batch); });
   }
-  Outcome Merge(const FieldReducer<Acc>& other_base) override {
+  Outcome Merge(const StagedFieldReducer<Acc>& other_base) override {
     return Guarded([&] { return MergeNow(static_cast<const ThrustFieldReducer&>(other_base)); });
   }
   Outcome Save(HostState<Acc>* out) const override {
@@ -203,10 +205,9 @@ class ThrustFieldReducer final : public FieldReducer<Acc> {
   }
   uint64_t HostBytes() const override {
     if (!System::kHostMemory) return 0;
-    return Bytes(acc_) + Bytes(counts_) + Bytes(weight_sums_) + Bytes(union_indices_) +
-           Bytes(staged_values_) + Bytes(ids_) + Bytes(updates_) + Bytes(acc_weights_) +
-           Bytes(double_weights_) + Bytes(sorted_ids_) + Bytes(order_) + Bytes(segment_rows_) +
-           Bytes(segment_starts_) + Bytes(segment_lengths_);
+    return Bytes(acc_) + Bytes(counts_) + Bytes(weight_sums_) + Bytes(union_indices_) + Bytes(acc_weights_) +
+           Bytes(sorted_ids_) + Bytes(order_) + Bytes(segment_rows_) + Bytes(segment_starts_) +
+           Bytes(segment_lengths_);
   }
 
  private:
@@ -277,7 +278,7 @@ class ThrustFieldReducer final : public FieldReducer<Acc> {
     return Acc{0};
   }
 
-  Outcome AccumulateNow(const HostBatch& batch) {
+  Outcome AccumulateNow(const StagedBatch& batch) {
     EnsureState();
     if (batch.updates <= 0) return Outcome{};
     switch (spec_.in) {
@@ -292,91 +293,53 @@ class ThrustFieldReducer final : public FieldReducer<Acc> {
   }
 
   template <typename In>
-  Outcome AccumulateTyped(const HostBatch& batch) {
-    std::vector<Acc> weights(static_cast<size_t>(batch.updates));
-    for (int64_t u = 0; u < batch.updates; ++u) weights[u] = static_cast<Acc>(batch.weights[u]);
-    ToDevice(acc_weights_, weights);
-    if (spec_.keeps_weight_sums) {
-      ToDevice(double_weights_, std::vector<double>(batch.weights, batch.weights + batch.updates));
-    }
-    if (spec_.kind == ReducerKind::kDense) return AccumulateDense<In>(batch);
-    return AccumulateEntries<In>(batch);
-  }
-
-  // Copies the batch's values (and, for entries, ids and update numbers) to the system.
-  template <typename In>
-  int64_t Stage(const HostBatch& batch, bool with_ids) {
-    const int64_t width = spec_.kind == ReducerKind::kScatter ? spec_.row_width : 1;
-    int64_t total = 0;
-    for (int64_t u = 0; u < batch.updates; ++u) total += with_ids ? batch.entries[u] : 1;
-    const size_t row_bytes = static_cast<size_t>(width) * sizeof(In);
-    const size_t dense_bytes = static_cast<size_t>(spec_.row_width) * sizeof(In);
-    staged_values_.resize(with_ids ? static_cast<size_t>(total) * row_bytes
-                                   : static_cast<size_t>(batch.updates) * dense_bytes);
-    if (with_ids) {
-      ids_.resize(static_cast<size_t>(total));
-      std::vector<int32_t> updates(static_cast<size_t>(total));
-      int64_t offset = 0;
-      for (int64_t u = 0; u < batch.updates; ++u) {
-        const int64_t n = batch.entries[u];
-        System::ToDevice(Raw(ids_) + offset, batch.indices[u], static_cast<size_t>(n) * sizeof(int64_t));
-        System::ToDevice(Raw(staged_values_) + static_cast<size_t>(offset) * row_bytes, batch.values[u],
-                         static_cast<size_t>(n) * row_bytes);
-        for (int64_t k = 0; k < n; ++k) updates[static_cast<size_t>(offset + k)] = static_cast<int32_t>(u);
-        offset += n;
-      }
-      ToDevice(updates_, updates);
-    } else {
-      for (int64_t u = 0; u < batch.updates; ++u) {
-        System::ToDevice(Raw(staged_values_) + static_cast<size_t>(u) * dense_bytes, batch.values[u],
-                         dense_bytes);
-      }
-    }
-    return total;
+  Outcome AccumulateTyped(const StagedBatch& batch) {
+    acc_weights_.resize(static_cast<size_t>(batch.updates));
+    thrust::transform(System::policy(), batch.weights, batch.weights + batch.updates, acc_weights_.begin(),
+                      functors::CastTo<Acc>());
+    const In* values = static_cast<const In*>(batch.values);
+    if (spec_.kind == ReducerKind::kDense) return AccumulateDense(values, batch);
+    return AccumulateEntries(values, batch);
   }
 
   template <typename In>
-  Outcome AccumulateDense(const HostBatch& batch) {
-    Stage<In>(batch, /*with_ids=*/false);
-    const In* in = reinterpret_cast<const In*>(Raw(staged_values_));
+  Outcome AccumulateDense(const In* in, const StagedBatch& batch) {
     switch (spec_.op) {
-      case ReducerOp::kSum: return DenseRun<ReducerOp::kSum>(in, batch.updates);
-      case ReducerOp::kWeightedSum: return DenseRun<ReducerOp::kWeightedSum>(in, batch.updates);
-      case ReducerOp::kMax: return DenseRun<ReducerOp::kMax>(in, batch.updates);
-      case ReducerOp::kMin: return DenseRun<ReducerOp::kMin>(in, batch.updates);
+      case ReducerOp::kSum: return DenseRun<ReducerOp::kSum>(in, batch);
+      case ReducerOp::kWeightedSum: return DenseRun<ReducerOp::kWeightedSum>(in, batch);
+      case ReducerOp::kMax: return DenseRun<ReducerOp::kMax>(in, batch);
+      case ReducerOp::kMin: return DenseRun<ReducerOp::kMin>(in, batch);
     }
     return Outcome{Outcome::Code::kInternal, "unknown reduction"};
   }
 
   template <ReducerOp kOp, typename In>
-  Outcome DenseRun(const In* in, int64_t rows) {
+  Outcome DenseRun(const In* in, const StagedBatch& batch) {
     thrust::for_each(System::policy(), thrust::counting_iterator<int64_t>(0),
-                     thrust::counting_iterator<int64_t>(spec_.row_width),
-                     functors::DenseColumn<kOp, Acc, In>{Raw(acc_), in, Raw(acc_weights_), rows,
-                                                         spec_.row_width});
+                     thrust::counting_iterator<int64_t>(batch.columns),
+                     functors::DenseColumn<kOp, Acc, In>{Raw(acc_) + batch.column_begin, in, Raw(acc_weights_),
+                                                         batch.updates, batch.columns});
     return Outcome{};
   }
 
+  // Entries are sorted by index (stably: batch order within an index); the packer has
+  // already checked every index against the field.
   template <typename In>
-  Outcome AccumulateEntries(const HostBatch& batch) {
-    const int64_t total = Stage<In>(batch, /*with_ids=*/true);
+  Outcome AccumulateEntries(const In* values, const StagedBatch& batch) {
+    const int64_t total = batch.entries;
     if (total == 0) return Outcome{};
-    // Client indices are never trusted on the device: check all before any scatter.
-    if (thrust::any_of(System::policy(), ids_.begin(), ids_.end(), functors::OutOfRange{spec_.rows})) {
-      return Outcome{Outcome::Code::kInvalidArgument,
-                     "an index of the batch is outside the field; nothing was added"};
-    }
-    sorted_ids_ = ids_;
+    sorted_ids_.resize(static_cast<size_t>(total));
+    thrust::copy(System::policy(), batch.indices, batch.indices + total, sorted_ids_.begin());
     order_.resize(static_cast<size_t>(total));
     thrust::sequence(System::policy(), order_.begin(), order_.end(), int64_t{0});
     thrust::stable_sort_by_key(System::policy(), sorted_ids_.begin(), sorted_ids_.end(), order_.begin());
-    const In* values = reinterpret_cast<const In*>(Raw(staged_values_));
-    if (spec_.kind == ReducerKind::kUnion) return UnionBatch(values, total);
-    return ScatterBatch(values, total);
+    if (spec_.kind == ReducerKind::kUnion) return UnionBatch(values, batch);
+    return ScatterBatch(values, batch);
   }
 
   template <typename In>
-  Outcome ScatterBatch(const In* values, int64_t total) {
+  Outcome ScatterBatch(const In* values, const StagedBatch& batch) {
+    const int64_t total = batch.entries;
     segment_rows_.resize(static_cast<size_t>(total));
     segment_lengths_.resize(static_cast<size_t>(total));
     const auto ends = thrust::reduce_by_key(System::policy(), sorted_ids_.begin(), sorted_ids_.end(),
@@ -392,26 +355,27 @@ class ThrustFieldReducer final : public FieldReducer<Acc> {
       thrust::for_each(System::policy(), first, first + segments * width,
                        functors::ScatterSegment<true, Acc, In>{
                            Raw(acc_), width, Raw(segment_rows_), Raw(segment_starts_),
-                           Raw(segment_lengths_), Raw(order_), Raw(updates_), values, Raw(acc_weights_)});
+                           Raw(segment_lengths_), Raw(order_), batch.entry_update, values, Raw(acc_weights_)});
     } else {
       thrust::for_each(System::policy(), first, first + segments * width,
                        functors::ScatterSegment<false, Acc, In>{
                            Raw(acc_), width, Raw(segment_rows_), Raw(segment_starts_),
-                           Raw(segment_lengths_), Raw(order_), Raw(updates_), values, Raw(acc_weights_)});
+                           Raw(segment_lengths_), Raw(order_), batch.entry_update, values, Raw(acc_weights_)});
     }
     if (spec_.keeps_counts || spec_.keeps_weight_sums) {
       thrust::for_each(System::policy(), first, first + segments,
                        functors::CountSegment{spec_.keeps_counts ? Raw(counts_) : nullptr,
                                               spec_.keeps_weight_sums ? Raw(weight_sums_) : nullptr,
                                               Raw(segment_rows_), Raw(segment_starts_),
-                                              Raw(segment_lengths_), Raw(order_), Raw(updates_),
-                                              Raw(double_weights_)});
+                                              Raw(segment_lengths_), Raw(order_), batch.entry_update,
+                                              batch.weights});
     }
     return Outcome{};
   }
 
   template <typename In>
-  Outcome UnionBatch(const In* values, int64_t total) {
+  Outcome UnionBatch(const In* values, const StagedBatch& batch) {
+    const int64_t total = batch.entries;
     // Values widened and updates, both in sorted order.
     Vec<Acc> sorted_values(static_cast<size_t>(total));
     Vec<int32_t> sorted_updates(static_cast<size_t>(total));
@@ -419,7 +383,7 @@ class ThrustFieldReducer final : public FieldReducer<Acc> {
     thrust::gather(System::policy(), order_.begin(), order_.end(),
                    thrust::make_transform_iterator(first, functors::WidenEntry<Acc, In>{values}),
                    sorted_values.begin());
-    thrust::gather(System::policy(), order_.begin(), order_.end(), updates_.begin(), sorted_updates.begin());
+    thrust::gather(System::policy(), order_.begin(), order_.end(), batch.entry_update, sorted_updates.begin());
     Vec<int64_t> flags(static_cast<size_t>(total));
     thrust::transform(System::policy(), first, first + total, flags.begin(),
                       functors::NewContributor{Raw(sorted_ids_), Raw(sorted_updates)});
@@ -517,12 +481,9 @@ class ThrustFieldReducer final : public FieldReducer<Acc> {
   mutable Vec<int64_t> counts_;
   mutable Vec<double> weight_sums_;
   Vec<int64_t> union_indices_;
-  // Working memory of one batch, kept between batches to avoid reallocating.
-  Vec<unsigned char> staged_values_;
-  Vec<int64_t> ids_;
-  Vec<int32_t> updates_;
+  // Working memory of one batch, kept between batches to avoid reallocating (the batch
+  // itself is in the staging ring's slot).
   Vec<Acc> acc_weights_;
-  Vec<double> double_weights_;
   Vec<int64_t> sorted_ids_;
   Vec<int64_t> order_;
   Vec<int64_t> segment_rows_;
@@ -531,7 +492,7 @@ class ThrustFieldReducer final : public FieldReducer<Acc> {
 };
 
 template <typename System, typename Acc>
-std::unique_ptr<FieldReducer<Acc>> MakeThrustFieldReducer(const ReducerSpec& spec) {
+std::unique_ptr<StagedFieldReducer<Acc>> MakeThrustFieldReducer(const ReducerSpec& spec) {
   return std::make_unique<ThrustFieldReducer<System, Acc>>(spec);
 }
 

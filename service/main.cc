@@ -70,6 +70,13 @@ ABSL_FLAG(std::string, backend, "auto",
           "reduction backend: auto (cuda when a CUDA device is found, else cpu), cpu, cuda, or "
           "thrust-omp (the CUDA backend's code on the CPU's cores, for checking); docs/GPU.md");
 
+ABSL_FLAG(int, staging_slots, 4,
+          "cuda / thrust-omp: slots of the staging ring that overlaps receiving, copying to the "
+          "device and reducing (each --staging_slot_mib of host memory, pinned for cuda, plus as "
+          "much device memory; counted in --memory_budget_bytes)");
+ABSL_FLAG(int, staging_slot_mib, 64,
+          "cuda / thrust-omp: MiB of one staging slot; a batch larger than a slot is staged in parts");
+
 namespace {
 
 absl::StatusOr<std::vector<std::string>> ReadTokens(const std::string& path) {
@@ -94,7 +101,11 @@ int main(int argc, char** argv) {
       "  intermediate:  fedagg-server --listen=0.0.0.0:50052 --parent=root-host:50051");
   absl::ParseCommandLine(argc, argv);
 
-  absl::StatusOr<fedagg::BackendChoice> backend = fedagg::ChooseBackend(absl::GetFlag(FLAGS_backend));
+  fedagg::BackendOptions backend_options;
+  backend_options.staging_slots = absl::GetFlag(FLAGS_staging_slots);
+  backend_options.staging_slot_bytes = static_cast<uint64_t>(std::max(absl::GetFlag(FLAGS_staging_slot_mib), 0)) << 20;
+  absl::StatusOr<fedagg::BackendChoice> backend =
+      fedagg::ChooseBackend(absl::GetFlag(FLAGS_backend), backend_options);
   if (!backend.ok()) {
     std::fprintf(stderr, "fedagg-server: %s\n", std::string(backend.status().message()).c_str());
     return 2;

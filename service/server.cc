@@ -73,6 +73,17 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   options.retain_finished = config.retain_finished;
   server->memory_budget_ = std::make_unique<MemoryBudget>(config.memory_budget_bytes);
   options.memory_budget = server->memory_budget_.get();
+  if (config.backend != nullptr) {
+    // The staging rings' slots may all be allocated at once: the budget holds them first.
+    uint64_t staging_bytes = 0;
+    for (const StagingRingStats* ring : config.backend->staging_rings()) {
+      staging_bytes += static_cast<uint64_t>(ring->slots()) * ring->slot_bytes();
+    }
+    FEDAGG_ASSIGN_OR_RETURN(server->staging_reservation_,
+                            server->memory_budget_->Reserve(
+                                staging_bytes, absl::StrCat("the staging slots of the ", config.backend->name(),
+                                                            " backend (--staging_slots x --staging_slot_mib)")));
+  }
   if (config.max_streams_per_identity < 0) return absl::InvalidArgumentError("--max_streams_per_identity must be >= 0");
   server->stream_limiter_ = std::make_unique<StreamLimiter>(config.max_streams_per_identity);
   ServiceMetrics* metrics = server->metrics_.get();
@@ -84,6 +95,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   options.backend = config.backend;
   server->backend_name_ = std::string(config.backend != nullptr ? config.backend->name() : "cpu");
   server->device_monitor_ = config.backend != nullptr ? config.backend->device_monitor() : nullptr;
+  if (config.backend != nullptr) server->staging_rings_ = config.backend->staging_rings();
   if (!config.checkpoint_dir.empty() && !config.parent_address.empty()) {
     return absl::InvalidArgumentError(
         "--checkpoint_dir is for the root: an intermediate aggregator writes no checkpoints (its "
@@ -269,6 +281,7 @@ void FedaggServer::RegisterStateGauges() {
       "Updates whose header was accepted and that are not yet counted or discarded (all aggregations).", {},
       node_total(&Aggregation::updates_in_flight));
   if (device_monitor_ != nullptr) RegisterDeviceGauges(*device_monitor_);
+  if (!staging_rings_.empty()) RegisterStagingMetrics(staging_rings_);
   const std::string backend = backend_name_;
   MemoryBudget* budget = memory_budget_.get();
   metrics_registry_->AddGaugeCallback(
@@ -307,6 +320,43 @@ void FedaggServer::RegisterDeviceGauges(const DeviceMonitor& monitor) {
   metrics_registry_->AddGaugeCallback("fedagg_gpu_memory_total_bytes",
                                       "Memory of each device the backend reduces on.", {"device"},
                                       device_memory(&DeviceMemoryReading::total_bytes));
+}
+
+void FedaggServer::RegisterStagingMetrics(const std::vector<const StagingRingStats*>& rings) {
+  // The rings are the backend's: they outlive the server.
+  const auto per_ring = [rings](auto read) {
+    return [rings, read] {
+      MetricsRegistry::GaugeSamples samples;
+      for (const StagingRingStats* ring : rings) {
+        samples.push_back({{absl::StrCat(ring->device())}, static_cast<double>(read(*ring))});
+      }
+      return samples;
+    };
+  };
+  metrics_registry_->AddGaugeCallback("fedagg_staging_slots", "Slots of each device's staging ring (--staging_slots).",
+                                      {"device"}, per_ring([](const StagingRingStats& r) { return r.slots(); }));
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_staging_slots_in_use", "Staging slots being packed, copied to the device or reduced.", {"device"},
+      per_ring([](const StagingRingStats& r) { return r.slots_in_use(); }));
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_staging_host_bytes", "Host memory of the staging slots allocated so far (pinned, for cuda).",
+      {"device"}, per_ring([](const StagingRingStats& r) { return r.host_bytes(); }));
+  metrics_registry_->AddCounterCallback(
+      "fedagg_staging_bytes_total", "Bytes copied from the staging slots to the device.", {"device"},
+      per_ring([](const StagingRingStats& r) { return r.bytes_staged(); }));
+  const auto histograms = [rings](const Histogram& (StagingRingStats::*which)() const) {
+    return [rings, which] {
+      MetricsRegistry::HistogramViews views;
+      for (const StagingRingStats* ring : rings) views.push_back({{absl::StrCat(ring->device())}, &(ring->*which)()});
+      return views;
+    };
+  };
+  metrics_registry_->AddHistogramCallback("fedagg_staging_copy_seconds",
+                                          "Host-to-device copy of one staging slot, as the device timed it.",
+                                          {"device"}, histograms(&StagingRingStats::copy_seconds));
+  metrics_registry_->AddHistogramCallback("fedagg_staging_reduce_seconds",
+                                          "Reduction of one staging slot on the device (kernels included).",
+                                          {"device"}, histograms(&StagingRingStats::reduce_seconds));
 }
 
 void FedaggServer::Shutdown(absl::Duration grace) {

@@ -112,6 +112,7 @@ class FedaggServer {
   void RegisterStateGauges();
   // fedagg_gpu_memory_*: only for a backend that reduces on devices.
   void RegisterDeviceGauges(const DeviceMonitor& monitor);
+  void RegisterStagingMetrics(const std::vector<const StagingRingStats*>& rings);
 
   std::string backend_name_;  // for fedagg_backend_info
   const DeviceMonitor* device_monitor_ = nullptr;  // the backend's; null: host memory only
@@ -120,6 +121,8 @@ class FedaggServer {
   std::unique_ptr<ServiceMetrics> metrics_ = std::make_unique<ServiceMetrics>(*metrics_registry_);
   // Declared before everything that holds reservations or slots in them.
   std::unique_ptr<MemoryBudget> memory_budget_;
+  MemoryReservation staging_reservation_;  // the backend's staging slots, for the server's life
+  std::vector<const StagingRingStats*> staging_rings_;
   std::unique_ptr<StreamLimiter> stream_limiter_;
   // Declared before registry_, so destroyed after it: the registry's ticker may tell the
   // checkpointer about forgotten aggregations until the registry is gone.

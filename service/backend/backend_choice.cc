@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "portable/staging_ring.h"
 #include "service/core/cpu_accumulator_factory.h"
 #if FEDAGG_HAVE_THRUST_OMP
 #include "portable/omp_backend.h"
@@ -24,13 +25,24 @@ std::vector<std::string> BuiltBackends() {
   return names;
 }
 
-absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name) {
+absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name, const BackendOptions& options) {
+  if (options.staging_slots < 1 || options.staging_slots > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--staging_slots must be between 1 and 1024, not ", options.staging_slots));
+  }
+  if (options.staging_slot_bytes < (uint64_t{1} << 16)) {
+    return absl::InvalidArgumentError(absl::StrCat("a staging slot must hold at least 64 KiB (--staging_slot_mib >= 1), not ",
+                                                   options.staging_slot_bytes, " bytes"));
+  }
+  portable::StagingRingOptions staging;
+  staging.slots = options.staging_slots;
+  staging.slot_bytes = static_cast<size_t>(options.staging_slot_bytes);
   if (name == "cpu") {
     return BackendChoice{&CpuAccumulatorFactory::Default(), "cpu: chosen by --backend=cpu"};
   }
   if (name == "thrust-omp") {
 #if FEDAGG_HAVE_THRUST_OMP
-    return BackendChoice{&ThrustOmpBackend(), "thrust-omp: chosen by --backend=thrust-omp"};
+    return BackendChoice{&ThrustOmpBackend(staging), "thrust-omp: chosen by --backend=thrust-omp"};
 #else
     return absl::FailedPreconditionError(
         "--backend=thrust-omp: this build has no thrust-omp backend (configure with the CUDA "
@@ -39,7 +51,7 @@ absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name) {
   }
   if (name == "cuda" || name == "auto") {
 #if FEDAGG_HAVE_CUDA
-    absl::StatusOr<const AccumulatorFactory*> cuda = cuda::CudaBackend();
+    absl::StatusOr<const AccumulatorFactory*> cuda = cuda::CudaBackend(staging);
     if (cuda.ok()) {
       return BackendChoice{*cuda, name == "cuda" ? "cuda: chosen by --backend=cuda"
                                                  : "cuda: --backend=auto found a CUDA device"};

@@ -5,6 +5,7 @@
 #ifndef FEDAGG_SERVICE_BACKEND_BACKEND_CHOICE_H_
 #define FEDAGG_SERVICE_BACKEND_BACKEND_CHOICE_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,14 +15,22 @@
 
 namespace fedagg {
 
+// How a device backend (thrust-omp, cuda) stages batches: its ring of `staging_slots`
+// slots of `staging_slot_bytes` each (portable/staging_ring.h). The cpu backend has none.
+struct BackendOptions {
+  int staging_slots = 4;
+  uint64_t staging_slot_bytes = uint64_t{64} << 20;
+};
+
 struct BackendChoice {
   const AccumulatorFactory* backend = nullptr;  // process-wide, never freed
   std::string reason;                           // one line: why this backend
 };
 
-// INVALID_ARGUMENT for an unknown name; FAILED_PRECONDITION for a backend this build
-// lacks; UNAVAILABLE for cuda on a machine without a usable device (with the reason).
-absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name);
+// INVALID_ARGUMENT for an unknown name or options out of range; FAILED_PRECONDITION for a
+// backend this build lacks; UNAVAILABLE for cuda on a machine without a usable device
+// (with the reason).
+absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name, const BackendOptions& options = {});
 
 // The backends compiled into this build ("cpu", then "thrust-omp", "cuda" when built).
 std::vector<std::string> BuiltBackends();

@@ -8,11 +8,13 @@
 #define FEDAGG_SERVICE_CORE_ACCUMULATOR_FACTORY_H_
 
 #include <memory>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "service/core/device_monitor.h"
 #include "service/core/field_accumulator.h"
 #include "service/core/reduction_spec.h"
+#include "service/core/staging_monitor.h"
 
 namespace fedagg {
 
@@ -28,6 +30,10 @@ class AccumulatorFactory {
   // The devices this backend reduces on, read at scrape time for the GPU metrics; null
   // (the default) for a backend that reduces in host memory. Lives as long as the factory.
   virtual const DeviceMonitor* device_monitor() const { return nullptr; }
+  // The staging rings batches go through on their way to the devices (one per device),
+  // read at scrape time for the staging metrics; none (the default) for a backend that
+  // reduces straight from the received updates. Live as long as the factory.
+  virtual std::vector<const StagingRingStats*> staging_rings() const { return {}; }
 };
 
 }  // namespace fedagg

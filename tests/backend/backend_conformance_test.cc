@@ -36,7 +36,17 @@ struct CpuUnderTest {
 struct ThrustOmpUnderTest {
   static absl::StatusOr<const AccumulatorFactory*> Get() { return &ThrustOmpBackend(); }
 };
-using BackendsUnderTest = ::testing::Types<CpuUnderTest, ThrustOmpUnderTest>;
+// Staging slots so small that every batch goes in parts: dense batches cut by rows and
+// columns, sparse updates cut between runs of one index (portable/batch_packer.h).
+struct ThrustOmpTinySlotsUnderTest {
+  static absl::StatusOr<const AccumulatorFactory*> Get() {
+    portable::StagingRingOptions staging;
+    staging.slots = 2;
+    staging.slot_bytes = 1536;
+    return &ThrustOmpBackend(staging);
+  }
+};
+using BackendsUnderTest = ::testing::Types<CpuUnderTest, ThrustOmpUnderTest, ThrustOmpTinySlotsUnderTest>;
 #endif
 
 uint64_t Seed() {

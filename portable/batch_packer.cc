@@ -1,0 +1,211 @@
+// BatchPacker: planning slot-sized parts and packing them into the staging layout.
+#include "portable/batch_packer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+
+namespace fedagg::portable {
+namespace {
+
+// Every array of a packed part starts on a 256-byte boundary (coalesced device reads).
+constexpr size_t kAlign = 256;
+constexpr size_t kArrays = 5;  // values, indices, entry updates, update offsets, weights
+
+size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// What a part may hold once every array's alignment padding is set aside.
+size_t Usable(size_t slot_bytes) { return slot_bytes > kArrays * kAlign ? slot_bytes - kArrays * kAlign : 0; }
+
+const std::byte* Bytes(const void* p) { return static_cast<const std::byte*>(p); }
+
+}  // namespace
+
+absl::StatusOr<BatchPacker::Plan> BatchPacker::MakePlan(const HostBatch& batch, size_t slot_bytes) const {
+  if (spec_.kind == ReducerKind::kDense) {
+    if (Usable(slot_bytes) < InTypeBytes(spec_.in) + sizeof(double)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "a staging slot of ", slot_bytes, " bytes is too small to stage a single value; raise it"));
+    }
+    return PlanDense(batch, slot_bytes);
+  }
+  if (absl::Status indices = CheckIndices(batch); !indices.ok()) return indices;
+  return PlanEntries(batch, slot_bytes);
+}
+
+absl::Status BatchPacker::CheckIndices(const HostBatch& batch) const {
+  for (int64_t u = 0; u < batch.updates; ++u) {
+    const int64_t* indices = batch.indices[u];
+    for (int64_t e = 0; e < batch.entries[u]; ++e) {
+      if (indices[e] < 0 || indices[e] >= spec_.rows) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "index ", indices[e], " of update ", u, " of the batch is outside the field's ", spec_.rows,
+            " rows; nothing of the batch was added"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+BatchPacker::Plan BatchPacker::PlanDense(const HostBatch& batch, size_t slot_bytes) const {
+  const size_t usable = Usable(slot_bytes);
+  const size_t value_bytes = InTypeBytes(spec_.in);
+  const int64_t width = spec_.row_width;
+  const size_t row_bytes = static_cast<size_t>(width) * value_bytes + sizeof(double);
+  // Rows per part: as many whole rows as fit; when not even one does, enough rows that a
+  // column range of each still spans a useful run of columns.
+  constexpr int64_t kMinColumns = 1024;
+  int64_t rows = static_cast<int64_t>(usable / row_bytes);
+  int64_t columns = width;
+  if (rows == 0) {
+    rows = std::max<int64_t>(1, static_cast<int64_t>(usable / (kMinColumns * value_bytes + sizeof(double))));
+    columns = static_cast<int64_t>((usable - rows * sizeof(double)) / (rows * value_bytes));
+  }
+  rows = std::min(rows, batch.updates);
+  Plan plan;
+  for (int64_t r = 0; r < batch.updates; r += rows) {
+    for (int64_t c = 0; c < width; c += columns) {
+      Part part;
+      part.row_begin = r;
+      part.row_end = std::min(batch.updates, r + rows);
+      part.column_begin = c;
+      part.column_end = std::min(width, c + columns);
+      plan.parts.push_back(std::move(part));
+    }
+  }
+  return plan;
+}
+
+absl::StatusOr<BatchPacker::Plan> BatchPacker::PlanEntries(const HostBatch& batch, size_t slot_bytes) const {
+  const size_t usable = Usable(slot_bytes);
+  const size_t per_entry =
+      static_cast<size_t>(EntryWidth()) * InTypeBytes(spec_.in) + sizeof(int64_t) + sizeof(int32_t);
+  const size_t per_update = sizeof(int64_t) + sizeof(double);  // its offset and weight
+  if (usable < per_entry + per_update + sizeof(int64_t)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "one entry of this field needs ", per_entry + per_update, " bytes of a staging slot, and a slot of ",
+        slot_bytes, " bytes leaves ", usable, "; raise --staging_slot_mib"));
+  }
+  const size_t capacity = usable - sizeof(int64_t);  // the closing offset
+  Plan plan;
+  size_t used = capacity;  // no part open yet
+  const auto open_part = [&] {
+    plan.parts.emplace_back();
+    used = 0;
+  };
+  for (int64_t u = 0; u < batch.updates; ++u) {
+    const int64_t n = batch.entries[u];
+    const size_t need = static_cast<size_t>(n) * per_entry + per_update;
+    if (need <= capacity) {
+      if (need > capacity - used) open_part();
+      plan.parts.back().pieces.push_back(Piece{u, 0, n, nullptr});
+      used += need;
+      continue;
+    }
+    // Larger than a slot: cut after ordering by index, never inside a run of one index.
+    const int64_t* indices = batch.indices[u];
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::stable_sort(order.begin(), order.end(), [indices](int64_t a, int64_t b) { return indices[a] < indices[b]; });
+    const int64_t most = static_cast<int64_t>((capacity - per_update) / per_entry);
+    for (int64_t first = 0; first < n;) {
+      int64_t end = std::min(n, first + most);
+      while (end < n && end > first && indices[order[end]] == indices[order[end - 1]]) --end;
+      if (end == first) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "update ", u, " of the batch repeats index ", indices[order[first]], " more times than one staging slot (",
+            slot_bytes, " bytes) holds; raise --staging_slot_mib"));
+      }
+      open_part();
+      plan.parts.back().pieces.push_back(Piece{u, first, end - first, order.data()});
+      used = static_cast<size_t>(end - first) * per_entry + per_update;
+      first = end;
+    }
+    plan.orders.push_back(std::move(order));  // moving keeps the buffer the pieces point into
+  }
+  return plan;
+}
+
+BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, void* slot) const {
+  std::byte* const out = static_cast<std::byte*>(slot);
+  const size_t value_bytes = InTypeBytes(spec_.in);
+  Layout layout;
+  if (spec_.kind == ReducerKind::kDense) {
+    layout.updates = part.row_end - part.row_begin;
+    layout.column_begin = part.column_begin;
+    layout.columns = part.column_end - part.column_begin;
+    const size_t part_row_bytes = static_cast<size_t>(layout.columns) * value_bytes;
+    layout.values_at = 0;
+    layout.weights_at = Aligned(static_cast<size_t>(layout.updates) * part_row_bytes);
+    double* weights = reinterpret_cast<double*>(out + layout.weights_at);
+    for (int64_t r = part.row_begin; r < part.row_end; ++r) {
+      std::memcpy(out + static_cast<size_t>(r - part.row_begin) * part_row_bytes,
+                  Bytes(batch.values[r]) + static_cast<size_t>(part.column_begin) * value_bytes, part_row_bytes);
+      weights[r - part.row_begin] = batch.weights[r];
+    }
+    layout.bytes = layout.weights_at + static_cast<size_t>(layout.updates) * sizeof(double);
+    return layout;
+  }
+  const size_t entry_bytes = static_cast<size_t>(EntryWidth()) * value_bytes;
+  int64_t entries = 0;
+  for (const Piece& piece : part.pieces) entries += piece.count;
+  const size_t k = part.pieces.size();
+  layout.with_entries = true;
+  layout.updates = static_cast<int64_t>(k);
+  layout.entries = entries;
+  layout.values_at = 0;
+  layout.indices_at = Aligned(static_cast<size_t>(entries) * entry_bytes);
+  layout.entry_update_at = layout.indices_at + Aligned(static_cast<size_t>(entries) * sizeof(int64_t));
+  layout.update_offsets_at = layout.entry_update_at + Aligned(static_cast<size_t>(entries) * sizeof(int32_t));
+  layout.weights_at = layout.update_offsets_at + Aligned((k + 1) * sizeof(int64_t));
+  layout.bytes = layout.weights_at + k * sizeof(double);
+  int64_t* indices = reinterpret_cast<int64_t*>(out + layout.indices_at);
+  int32_t* entry_update = reinterpret_cast<int32_t*>(out + layout.entry_update_at);
+  int64_t* offsets = reinterpret_cast<int64_t*>(out + layout.update_offsets_at);
+  double* weights = reinterpret_cast<double*>(out + layout.weights_at);
+  int64_t e = 0;
+  for (size_t p = 0; p < k; ++p) {
+    const Piece& piece = part.pieces[p];
+    const int64_t* from_indices = batch.indices[piece.update];
+    const std::byte* from_values = Bytes(batch.values[piece.update]);
+    offsets[p] = e;
+    weights[p] = batch.weights[piece.update];
+    if (piece.order == nullptr) {
+      std::memcpy(indices + e, from_indices + piece.first, static_cast<size_t>(piece.count) * sizeof(int64_t));
+      std::memcpy(out + static_cast<size_t>(e) * entry_bytes, from_values + static_cast<size_t>(piece.first) * entry_bytes,
+                  static_cast<size_t>(piece.count) * entry_bytes);
+    } else {
+      for (int64_t i = 0; i < piece.count; ++i) {
+        const int64_t from = piece.order[piece.first + i];
+        indices[e + i] = from_indices[from];
+        std::memcpy(out + static_cast<size_t>(e + i) * entry_bytes, from_values + static_cast<size_t>(from) * entry_bytes,
+                    entry_bytes);
+      }
+    }
+    std::fill(entry_update + e, entry_update + e + piece.count, static_cast<int32_t>(p));
+    e += piece.count;
+  }
+  offsets[k] = e;
+  return layout;
+}
+
+StagedBatch BatchPacker::Locate(const Layout& layout, const void* base) {
+  const std::byte* at = static_cast<const std::byte*>(base);
+  StagedBatch batch;
+  batch.updates = layout.updates;
+  batch.entries = layout.entries;
+  batch.column_begin = layout.column_begin;
+  batch.columns = layout.columns;
+  batch.values = at + layout.values_at;
+  batch.weights = reinterpret_cast<const double*>(at + layout.weights_at);
+  if (layout.with_entries) {
+    batch.indices = reinterpret_cast<const int64_t*>(at + layout.indices_at);
+    batch.entry_update = reinterpret_cast<const int32_t*>(at + layout.entry_update_at);
+    batch.update_offsets = reinterpret_cast<const int64_t*>(at + layout.update_offsets_at);
+  }
+  return batch;
+}
+
+}  // namespace fedagg::portable

@@ -1,0 +1,127 @@
+// RingFieldReducer: a FieldReducer that stages host batches through a StagingRing into a
+// StagedFieldReducer on the ring's device. Accumulate checks and plans the batch
+// (batch_packer.h), packs each part into a slot and submits its reduction; it returns
+// once the batch is packed, so the caller frees its buffers and receives the next batch
+// while this one is copied and reduced. A reduction that fails marks the reducer failed:
+// the next Accumulate, and every Merge, Save and Load, return that failure, so a batch
+// that was not (or only partly) applied never reaches a partial or a result. Merge, Save
+// and Load first wait for the reductions submitted so far, and so does the destructor;
+// HostBytes is what the reducer held after its last reduction.
+#ifndef FEDAGG_PORTABLE_RING_FIELD_REDUCER_H_
+#define FEDAGG_PORTABLE_RING_FIELD_REDUCER_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "portable/batch_packer.h"
+#include "portable/field_reducer.h"
+#include "portable/staging_ring.h"
+#include "service/core/mutex.h"
+
+namespace fedagg::portable {
+
+// An Outcome for a Status of the staging path.
+inline Outcome OutcomeOf(const absl::Status& status) {
+  if (status.ok()) return Outcome{};
+  const Outcome::Code code = status.code() == absl::StatusCode::kResourceExhausted ? Outcome::Code::kResourceExhausted
+                             : status.code() == absl::StatusCode::kInvalidArgument ? Outcome::Code::kInvalidArgument
+                                                                                    : Outcome::Code::kInternal;
+  return Outcome{code, std::string(status.message())};
+}
+
+template <typename Acc>
+class RingFieldReducer final : public FieldReducer<Acc> {
+ public:
+  RingFieldReducer(StagingRing& ring, const ReducerSpec& spec, std::unique_ptr<StagedFieldReducer<Acc>> reducer)
+      : ring_(ring), packer_(spec), reducer_(std::move(reducer)) {}
+  ~RingFieldReducer() override { WaitForReductions(); }
+
+  Outcome Accumulate(const HostBatch& batch) override {
+    if (Outcome failed = Failure(); !failed.ok()) return failed;
+    absl::StatusOr<BatchPacker::Plan> plan = packer_.MakePlan(batch, ring_.slot_bytes());
+    if (!plan.ok()) return OutcomeOf(plan.status());  // nothing was staged
+    for (size_t p = 0; p < plan->parts.size(); ++p) {
+      absl::StatusOr<StagingRing::Lease> lease = ring_.Acquire();
+      if (!lease.ok()) {
+        const Outcome outcome = OutcomeOf(lease.status());
+        if (p > 0) Fail(outcome);  // part of the batch is already on its way
+        return outcome;
+      }
+      const BatchPacker::Layout layout = packer_.Pack(batch, plan->parts[p], lease->host());
+      {
+        MutexLock lock(&mu_);
+        ++pending_;
+      }
+      ring_.Submit(*std::move(lease), layout.bytes, [this, layout](absl::StatusOr<const void*> data) {
+        const Outcome outcome =
+            data.ok() ? reducer_->Accumulate(BatchPacker::Locate(layout, *data)) : OutcomeOf(data.status());
+        const uint64_t host_bytes = reducer_->HostBytes();
+        MutexLock lock(&mu_);
+        if (!outcome.ok() && failure_.ok()) failure_ = outcome;
+        host_bytes_ = host_bytes;
+        --pending_;
+      });
+    }
+    return Outcome{};
+  }
+
+  Outcome Merge(const FieldReducer<Acc>& other_base) override {
+    const auto& other = static_cast<const RingFieldReducer&>(other_base);
+    if (Outcome failed = Failure(); !failed.ok()) return failed;
+    if (Outcome failed = other.Failure(); !failed.ok()) return failed;
+    return Settle(reducer_->Merge(*other.reducer_));
+  }
+
+  Outcome Save(HostState<Acc>* out) const override {
+    if (Outcome failed = Failure(); !failed.ok()) return failed;
+    return reducer_->Save(out);
+  }
+
+  Outcome Load(const HostState<Acc>& in) override {
+    if (Outcome failed = Failure(); !failed.ok()) return failed;
+    return Settle(reducer_->Load(in));
+  }
+
+  uint64_t HostBytes() const override {
+    MutexLock lock(&mu_);
+    return host_bytes_;
+  }
+
+ private:
+  void WaitForReductions() const {
+    MutexLock lock(&mu_);
+    mu_.Await([&] { return pending_ == 0; });
+  }
+  // The failure so far, once every submitted reduction is done.
+  Outcome Failure() const {
+    WaitForReductions();
+    MutexLock lock(&mu_);
+    return failure_;
+  }
+  void Fail(const Outcome& outcome) {
+    MutexLock lock(&mu_);
+    if (failure_.ok()) failure_ = outcome;
+  }
+  // After a call that changed the state on this thread: its memory, and its failure.
+  Outcome Settle(Outcome outcome) {
+    const uint64_t host_bytes = reducer_->HostBytes();
+    MutexLock lock(&mu_);
+    host_bytes_ = host_bytes;
+    if (!outcome.ok() && failure_.ok()) failure_ = outcome;
+    return outcome;
+  }
+
+  StagingRing& ring_;
+  const BatchPacker packer_;
+  const std::unique_ptr<StagedFieldReducer<Acc>> reducer_;
+  mutable Mutex mu_;
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;  // reductions submitted and not yet done
+  Outcome failure_ ABSL_GUARDED_BY(mu_);
+  uint64_t host_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace fedagg::portable
+
+#endif  // FEDAGG_PORTABLE_RING_FIELD_REDUCER_H_

@@ -1,0 +1,170 @@
+// The staging ring: slot allocation and leases, back pressure, and the compute thread
+// that waits for each slot's copy and runs its reduction in submission order.
+#include "portable/staging_ring.h"
+
+#include <utility>
+
+namespace fedagg::portable {
+namespace {
+
+// Bucket bounds of the copy and reduction histograms, in seconds: 10 µs to 10 s.
+std::vector<double> SecondsBuckets() {
+  return {1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1, 5, 10};
+}
+
+}  // namespace
+
+StagingRing::Lease::Lease(Lease&& other) noexcept
+    : ring_(std::exchange(other.ring_, nullptr)), slot_(other.slot_) {}
+
+StagingRing::Lease& StagingRing::Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    if (ring_ != nullptr) ring_->Release(slot_);
+    ring_ = std::exchange(other.ring_, nullptr);
+    slot_ = other.slot_;
+  }
+  return *this;
+}
+
+StagingRing::Lease::~Lease() {
+  if (ring_ != nullptr) ring_->Release(slot_);
+}
+
+void* StagingRing::Lease::host() const {
+  MutexLock lock(&ring_->mu_);
+  return ring_->buffers_[slot_]->host();
+}
+
+size_t StagingRing::Lease::capacity() const { return ring_->options_.slot_bytes; }
+
+StagingRing::StagingRing(std::unique_ptr<CopyEngine> engine, StagingRingOptions options)
+    : options_(options),
+      engine_(std::move(engine)),
+      copy_seconds_(SecondsBuckets()),
+      reduce_seconds_(SecondsBuckets()),
+      compute_([this] { RunReductions(); }) {}
+
+StagingRing::~StagingRing() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+    mu_.Await([&] { return acquiring_ == 0; });  // every Acquire has seen it and left
+  }
+  compute_.join();
+}
+
+absl::StatusOr<StagingRing::Lease> StagingRing::Acquire() {
+  {
+    MutexLock lock(&mu_);
+    ++acquiring_;
+  }
+  absl::StatusOr<Lease> lease = AcquireSlot();
+  MutexLock lock(&mu_);
+  --acquiring_;
+  return lease;
+}
+
+absl::StatusOr<StagingRing::Lease> StagingRing::AcquireSlot() {
+  while (true) {
+    {
+      MutexLock lock(&mu_);
+      mu_.Await([&] {
+        return stopping_ || !free_.empty() ||
+               (!growth_failed_ && static_cast<int>(buffers_.size()) + allocating_ < options_.slots);
+      });
+      if (stopping_) return absl::CancelledError("the staging ring is shutting down");
+      if (!free_.empty()) {
+        const int slot = free_.back();
+        free_.pop_back();
+        return Lease(this, slot);
+      }
+      ++allocating_;
+    }
+    absl::StatusOr<std::unique_ptr<StagingBuffer>> buffer = engine_->Allocate(options_.slot_bytes);
+    MutexLock lock(&mu_);
+    --allocating_;
+    if (buffer.ok()) {
+      buffers_.push_back(*std::move(buffer));
+      return Lease(this, static_cast<int>(buffers_.size()) - 1);
+    }
+    // With slots already allocated the ring runs on those; without any it cannot run.
+    if (buffers_.empty() && allocating_ == 0) return buffer.status();
+    growth_failed_ = true;
+  }
+}
+
+void StagingRing::Submit(Lease lease, size_t bytes, Reduction reduction) {
+  const int slot = lease.slot_;
+  lease.ring_ = nullptr;  // the slot now belongs to the job, released after its reduction
+  StagingBuffer* buffer;
+  {
+    MutexLock lock(&mu_);
+    buffer = buffers_[slot].get();
+  }
+  absl::Status started = engine_->StartCopy(*buffer, bytes);
+  MutexLock lock(&mu_);
+  if (started.ok()) bytes_staged_ += bytes;
+  jobs_.push_back(Job{slot, std::move(started), std::move(reduction)});
+}
+
+void StagingRing::Release(int slot) {
+  MutexLock lock(&mu_);
+  free_.push_back(slot);
+}
+
+int StagingRing::slots_in_use() const {
+  MutexLock lock(&mu_);
+  return static_cast<int>(buffers_.size() - free_.size());
+}
+
+uint64_t StagingRing::host_bytes() const {
+  MutexLock lock(&mu_);
+  return static_cast<uint64_t>(buffers_.size()) * options_.slot_bytes;
+}
+
+uint64_t StagingRing::bytes_staged() const {
+  MutexLock lock(&mu_);
+  return bytes_staged_;
+}
+
+void StagingRing::RunReductions() {
+  const absl::Status bound = engine_->BindThread();
+  while (true) {
+    Job job;
+    StagingBuffer* buffer;
+    bool cancelled;
+    {
+      MutexLock lock(&mu_);
+      mu_.Await([&] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, and every submitted job has been answered
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+      buffer = buffers_[job.slot].get();
+      cancelled = stopping_;
+    }
+    absl::StatusOr<const void*> data = buffer->device();
+    if (!job.started.ok()) {
+      data = job.started;
+    } else {
+      // A started copy is always waited for, cancelled or not: the slot is reused after.
+      absl::StatusOr<absl::Duration> copied = engine_->WaitCopied(*buffer);
+      if (copied.ok()) {
+        copy_seconds_.Observe(absl::ToDoubleSeconds(*copied));
+      } else {
+        data = copied.status();
+      }
+    }
+    if (data.ok() && cancelled) {
+      data = absl::CancelledError("the staging ring shut down before the batch was reduced");
+    } else if (data.ok() && !bound.ok()) {
+      data = bound;
+    }
+    const bool reducing = data.ok();
+    const absl::Time start = absl::Now();
+    job.reduction(std::move(data));
+    if (reducing) reduce_seconds_.Observe(absl::ToDoubleSeconds(absl::Now() - start));
+    Release(job.slot);
+  }
+}
+
+}  // namespace fedagg::portable

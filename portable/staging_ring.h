@@ -1,0 +1,118 @@
+// StagingRing: the pipeline between receiving a batch and reducing it on a device. A ring
+// of `slots` slot buffers (host memory + device memory each, made by a CopyEngine): a
+// batch is packed into a slot's host memory by the caller, its copy to the device starts
+// at once on the engine's copy queue, and its reduction runs on the ring's compute thread
+// as soon as that copy is done, after every reduction submitted before it. So packing
+// batch k+1, copying batch k and reducing batch k-1 overlap, and the reductions keep the
+// order of submission.
+//   back pressure  Acquire blocks while every slot is packed, copying or reducing;
+//   failures       a copy that fails (or cannot start) skips its reduction: the reduction's
+//                  callback receives the error instead of the data, in its turn;
+//   shutdown       the destructor wakes every waiting Acquire (CANCELLED) and waits for it
+//                  to return, cancels the reductions not yet started (their callbacks
+//                  receive CANCELLED once their copies are done), lets the running one
+//                  finish and joins the compute thread. No lease may outlive the ring.
+// Slots are allocated on first use, so an idle ring holds no memory. One ring serves every
+// accumulator of a backend on one device; it is thread-safe.
+#ifndef FEDAGG_PORTABLE_STAGING_RING_H_
+#define FEDAGG_PORTABLE_STAGING_RING_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "monitoring/metrics_registry.h"
+#include "portable/copy_engine.h"
+#include "service/core/mutex.h"
+#include "service/core/staging_monitor.h"
+
+namespace fedagg::portable {
+
+struct StagingRingOptions {
+  int slots = 4;
+  size_t slot_bytes = size_t{64} << 20;
+  int device = 0;  // the device the engine copies to, for metric labels
+};
+
+class StagingRing final : public StagingRingStats {
+ public:
+  // Called on the compute thread with the batch's device memory once its copy is done,
+  // or with why there is none (the copy failed, or the ring is shutting down).
+  using Reduction = std::function<void(absl::StatusOr<const void*> device_data)>;
+
+  // A slot held by one caller between Acquire and Submit; a lease dropped without being
+  // submitted returns its slot. Must not outlive the ring.
+  class Lease {
+   public:
+    Lease(Lease&& other) noexcept;
+    Lease& operator=(Lease&& other) noexcept;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease();
+
+    void* host() const;
+    size_t capacity() const;
+
+   private:
+    friend class StagingRing;
+    Lease(StagingRing* ring, int slot) : ring_(ring), slot_(slot) {}
+    StagingRing* ring_ = nullptr;
+    int slot_ = -1;
+  };
+
+  StagingRing(std::unique_ptr<CopyEngine> engine, StagingRingOptions options);
+  ~StagingRing() override;
+  StagingRing(const StagingRing&) = delete;
+  StagingRing& operator=(const StagingRing&) = delete;
+
+  // A free slot, waiting while none is (back pressure). RESOURCE_EXHAUSTED when the first
+  // slot cannot be allocated; CANCELLED once the ring is shutting down.
+  absl::StatusOr<Lease> Acquire();
+  // Starts copying the lease's first `bytes` to the device and queues `reduction` after
+  // every reduction submitted before. Never waits for the device.
+  void Submit(Lease lease, size_t bytes, Reduction reduction);
+
+  // StagingRingStats, read by the metrics endpoint.
+  int device() const override { return options_.device; }
+  int slots() const override { return options_.slots; }
+  uint64_t slot_bytes() const override { return options_.slot_bytes; }
+  int slots_in_use() const override;
+  uint64_t host_bytes() const override;
+  uint64_t bytes_staged() const override;
+  const Histogram& copy_seconds() const override { return copy_seconds_; }
+  const Histogram& reduce_seconds() const override { return reduce_seconds_; }
+
+ private:
+  struct Job {
+    int slot;
+    absl::Status started;  // whether the copy could start
+    Reduction reduction;
+  };
+  absl::StatusOr<Lease> AcquireSlot();
+  void Release(int slot);
+  void RunReductions();
+
+  const StagingRingOptions options_;
+  std::unique_ptr<CopyEngine> engine_;
+  mutable Mutex mu_;
+  std::vector<std::unique_ptr<StagingBuffer>> buffers_ ABSL_GUARDED_BY(mu_);  // allocated slots
+  std::vector<int> free_ ABSL_GUARDED_BY(mu_);                                // their free ones
+  int allocating_ ABSL_GUARDED_BY(mu_) = 0;  // slots being allocated outside the lock
+  bool growth_failed_ ABSL_GUARDED_BY(mu_) = false;  // an allocation failed: keep the slots there are
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int acquiring_ ABSL_GUARDED_BY(mu_) = 0;  // callers inside Acquire
+  uint64_t bytes_staged_ ABSL_GUARDED_BY(mu_) = 0;
+  Histogram copy_seconds_;
+  Histogram reduce_seconds_;
+  std::thread compute_;
+};
+
+}  // namespace fedagg::portable
+
+#endif  // FEDAGG_PORTABLE_STAGING_RING_H_
