@@ -6,13 +6,19 @@
 //               kernels), and the ring's copies alone (device-timed) against pinned
 //               cudaMemcpy;
 //   copies      host-to-device cudaMemcpy from pageable memory, against pinned memory
-//               (cudaHostAlloc), the same bytes (PCIe / NVLink bandwidth).
+//               (cudaHostAlloc), the same bytes (PCIe / NVLink bandwidth);
+//   sparse      sparse_sum at 1% density through the cuda backend: float32 values take
+//               the CSR + cuSPARSE path, int32 values (same bytes, int64 accumulator)
+//               sort and segment (docs/GPU.md), with sorted and with shuffled indices.
 // Exits with status 77 and a message when there is no CUDA device. Run it on a GPU
 // machine (docs/GPU.md); figures go to docs/BENCHMARKS.md with the device named.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -57,6 +63,62 @@ void Row(const char* what, double bytes, double seconds, double baseline_gbps) {
   } else {
     std::printf("%-52s %9.1f GB/s\n", what, gbps);
   }
+}
+
+// Seconds per PartialAggregate::AccumulateBatch of `views` on the cuda backend, end to
+// end: after one batch that allocates the accumulator and the staging slots, kRepeats
+// batches and the Serialize that waits for their reductions (and copies the accumulator
+// back once).
+absl::StatusOr<double> TimeBackendBatch(const std::shared_ptr<const ReductionSpec>& spec,
+                                        const std::vector<UpdateView>& views) {
+  FEDAGG_ASSIGN_OR_RETURN(const AccumulatorFactory* backend, CudaBackend());
+  PartialAggregate partial(spec, *backend);
+  FEDAGG_RETURN_IF_ERROR(partial.AccumulateBatch(views));
+  FEDAGG_RETURN_IF_ERROR(partial.Serialize().status());
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRepeats; ++i) FEDAGG_RETURN_IF_ERROR(partial.AccumulateBatch(views));
+  FEDAGG_RETURN_IF_ERROR(partial.Serialize().status());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRepeats;
+}
+
+// sparse_sum of kRows updates, each touching 1% of kColumns coordinates, through the
+// two paths of the dense-result sparse family: float32 (CSR + cuSPARSE) and int32 (sort
+// and segment); the figures include packing into the staging ring and its copies.
+absl::Status SparseSum() {
+  constexpr int64_t kTouched = kColumns / 100;
+  std::mt19937_64 rng(1);
+  std::vector<std::vector<int64_t>> sorted(kRows), shuffled(kRows);
+  std::vector<int64_t> all(static_cast<size_t>(kColumns));
+  std::iota(all.begin(), all.end(), int64_t{0});
+  for (int64_t r = 0; r < kRows; ++r) {
+    std::shuffle(all.begin(), all.end(), rng);
+    shuffled[r].assign(all.begin(), all.begin() + kTouched);
+    sorted[r] = shuffled[r];
+    std::sort(sorted[r].begin(), sorted[r].end());
+  }
+  const std::vector<float> floats(static_cast<size_t>(kTouched), 1.0f);
+  const std::vector<int32_t> ints(static_cast<size_t>(kTouched), 1);
+  std::printf("\nsparse_sum, %lld updates x %lld of %lld coordinates (1%%), AccumulateBatch:\n",
+              static_cast<long long>(kRows), static_cast<long long>(kTouched), static_cast<long long>(kColumns));
+  for (const auto* indices : {&sorted, &shuffled}) {
+    double seconds[2] = {0, 0};
+    for (const DType dtype : {DType::kFloat32, DType::kInt32}) {
+      FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<const ReductionSpec> spec,
+                              ReductionSpec::Create(ValueType::Tensor(dtype, {kColumns}),
+                                                    {{Intrinsic::kSparseSum, false}}));
+      std::vector<UpdateView> views(static_cast<size_t>(kRows));
+      for (int64_t r = 0; r < kRows; ++r) {
+        views[r].fields.push_back(dtype == DType::kFloat32
+                                      ? FieldValue::Sparse<float>((*indices)[r], floats)
+                                      : FieldValue::Sparse<int32_t>((*indices)[r], ints));
+      }
+      FEDAGG_ASSIGN_OR_RETURN(seconds[dtype == DType::kInt32], TimeBackendBatch(spec, views));
+    }
+    std::printf("  %-8s indices: float32 CSR + cuSPARSE %8.3f ms, int32 sort and segment %8.3f ms (%.2fx)\n",
+                indices == &sorted ? "sorted" : "shuffled", 1e3 * seconds[0], 1e3 * seconds[1],
+                seconds[1] / seconds[0]);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Run() {
@@ -110,6 +172,8 @@ absl::Status Run() {
   // The cuda backend as the service drives it: host batch in, staged through the ring.
   FEDAGG_ASSIGN_OR_RETURN(const AccumulatorFactory* backend, CudaBackend());
   const StagingRingStats& ring = *backend->staging_rings().front();
+  const uint64_t staged_before = ring.bytes_staged();
+  const double copy_seconds_before = ring.copy_seconds().Read().sum;
   FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<const ReductionSpec> spec,
                           ReductionSpec::Create(ValueType::Tensor(DType::kFloat32, {kColumns}),
                                                 {{Intrinsic::kFederatedSum, false}}));
@@ -118,20 +182,11 @@ absl::Status Run() {
     views[r].fields.push_back(FieldValue::Dense<float>(
         absl::MakeConstSpan(pageable.data() + r * kColumns, static_cast<size_t>(kColumns))));
   }
-  PartialAggregate partial(spec, *backend);
-  FEDAGG_RETURN_IF_ERROR(partial.AccumulateBatch(views));  // allocates the accumulator and slots
-  FEDAGG_RETURN_IF_ERROR(partial.Serialize().status());     // waits for it
-  const uint64_t staged_before = ring.bytes_staged();
-  const double copy_seconds_before = ring.copy_seconds().Read().sum;
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < kRepeats; ++i) FEDAGG_RETURN_IF_ERROR(partial.AccumulateBatch(views));
-  FEDAGG_RETURN_IF_ERROR(partial.Serialize().status());  // every reduction done (+ one 64 MiB copy back)
-  const double backend_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRepeats;
+  FEDAGG_ASSIGN_OR_RETURN(double backend_s, TimeBackendBatch(spec, views));
   Row("cuda backend AccumulateBatch, end to end", batch_bytes, backend_s, pinned_gbps);
   Row("  its staging ring's copies to the device", static_cast<double>(ring.bytes_staged() - staged_before),
       ring.copy_seconds().Read().sum - copy_seconds_before, pinned_gbps);
-  return absl::OkStatus();
+  return SparseSum();
 }
 
 }  // namespace

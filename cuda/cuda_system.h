@@ -2,7 +2,8 @@
 // memory in device memory (thrust::cuda::vector, freed with the reducer), algorithms
 // as CUDA kernels. Copies are synchronous cudaMemcpy calls; a failure throws
 // thrust::system_error carrying the runtime's message, which the reducer turns into an
-// Outcome. Included only by nvcc-compiled code (cuda_reducers.cu).
+// Outcome. Its SpMV (the sparse family's y += Aᵀx) is cuSPARSE's (device_spmv.h).
+// Included only by nvcc-compiled code (cuda_reducers.cu).
 #ifndef FEDAGG_CUDA_CUDA_SYSTEM_H_
 #define FEDAGG_CUDA_CUDA_SYSTEM_H_
 
@@ -13,6 +14,10 @@
 #include <thrust/system/cuda/execution_policy.h>
 #include <thrust/system/cuda/vector.h>
 #include <thrust/system_error.h>
+
+#include "cuda/device_spmv.h"
+#include "portable/csr_matrix.h"
+#include "portable/field_reducer.h"
 
 namespace fedagg::portable {
 
@@ -27,6 +32,11 @@ struct CudaSystem {
   }
   static void ToHost(void* dst, const void* src, size_t bytes) {
     Copy(dst, src, bytes, cudaMemcpyDeviceToHost, "device-to-host cudaMemcpy");
+  }
+  // y[a.columns] += Aᵀ x[a.rows] with cuSPARSE, ordered with Thrust's kernels.
+  template <typename Index, typename T>
+  static Outcome SpmvTranspose(const CsrMatrix<Index, T>& a, const T* x, T* y) {
+    return cuda::SpmvTransposeOnDevice(a, x, y);
   }
 
  private:

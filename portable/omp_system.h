@@ -1,6 +1,7 @@
 // OmpSystem: Thrust's OpenMP system as a ThrustFieldReducer system — "device" memory is
 // host memory and algorithms run on the CPU's cores. Lets the portable reduction (the
-// code the CUDA backend runs) be built and tested on machines without a GPU.
+// code the CUDA backend runs) be built and tested on machines without a GPU. Its SpMV
+// (the sparse family's y += Aᵀx) is the CPU one of cpu_spmv.h.
 #ifndef FEDAGG_PORTABLE_OMP_SYSTEM_H_
 #define FEDAGG_PORTABLE_OMP_SYSTEM_H_
 
@@ -9,6 +10,10 @@
 
 #include <thrust/system/omp/execution_policy.h>
 #include <thrust/system/omp/vector.h>
+
+#include "portable/cpu_spmv.h"
+#include "portable/csr_matrix.h"
+#include "portable/field_reducer.h"
 
 namespace fedagg::portable {
 
@@ -23,6 +28,12 @@ struct OmpSystem {
   }
   static void ToHost(void* dst, const void* src, size_t bytes) {
     if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
+  // y[a.columns] += Aᵀ x[a.rows]; never fails.
+  template <typename Index, typename T>
+  static Outcome SpmvTranspose(const CsrMatrix<Index, T>& a, const T* x, T* y) {
+    SpmvTransposeOnCpu(a, x, y);
+    return Outcome{};
   }
 };
 

@@ -56,6 +56,13 @@ FEDAGG_HOST_DEVICE inline Acc Widen(In x) {
   return static_cast<Acc>(Decode(x));
 }
 
+// Entry k of an array of transport values, widened: for Thrust's transform iterators.
+template <typename Acc, typename In>
+struct WidenEntry {
+  const In* values;
+  FEDAGG_HOST_DEVICE Acc operator()(int64_t k) const { return Widen<Acc>(values[k]); }
+};
+
 // Wraps modulo 2^64 for int64 (as the CPU backend does); IEEE addition otherwise.
 template <typename Acc>
 FEDAGG_HOST_DEVICE inline Acc Add(Acc a, Acc b) {

@@ -5,10 +5,12 @@
 // bounds-checked on the host by batch_packer.h, copied by the staging ring).
 //   dense    [B, C] part of a batch: one pass per column over the B rows (each input byte
 //            read once), sum / weighted sum / max / min, float16 and bfloat16 decoded in place;
-//   scatter  sparse_sum / sparse_mean / sparse_weighted_mean / row_sparse_*: stable sort
-//            of the entries by row, then one segmented reduction per
-//            (row, element) adding into the dense table in batch order; per-row counts
-//            of distinct updates (and their weight sums) from the same segments;
+//   scatter  sparse_sum / sparse_mean / sparse_weighted_mean / row_sparse_*: into a
+//            floating-point accumulator with rows of one element, the batch as a CSR
+//            matrix and the system's SpMV (csr_scatter.h, whose Applies() is the rule);
+//            otherwise a stable sort of the entries by row and one segmented reduction per
+//            (row, element) adding into the dense table in batch order; per-row counts of
+//            distinct updates (and their weight sums) either way;
 //   union    sparse_sum_sparse: stable sort by index, reduce_by_key (values, and counts of
 //            distinct updates), then merge_by_key + reduce_by_key with the running state.
 // Thrust reports failures by exceptions; they never leave this file: out of memory
@@ -45,6 +47,8 @@
 #include <thrust/transform.h>
 #include <thrust/tuple.h>
 
+#include "portable/csr_batch.h"
+#include "portable/csr_scatter.h"
 #include "portable/field_reducer.h"
 #include "portable/portable_math.h"
 
@@ -175,12 +179,6 @@ struct NewContributor {
   }
 };
 
-template <typename Acc, typename In>
-struct WidenEntry {
-  const In* values;
-  FEDAGG_HOST_DEVICE Acc operator()(int64_t k) const { return Widen<Acc>(values[k]); }
-};
-
 }  // namespace functors
 
 template <typename System, typename Acc>
@@ -207,7 +205,7 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     if (!System::kHostMemory) return 0;
     return Bytes(acc_) + Bytes(counts_) + Bytes(weight_sums_) + Bytes(union_indices_) + Bytes(acc_weights_) +
            Bytes(sorted_ids_) + Bytes(order_) + Bytes(segment_rows_) + Bytes(segment_starts_) +
-           Bytes(segment_lengths_);
+           Bytes(segment_lengths_) + csr_.Bytes();
   }
 
  private:
@@ -328,6 +326,13 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
   Outcome AccumulateEntries(const In* values, const StagedBatch& batch) {
     const int64_t total = batch.entries;
     if (total == 0) return Outcome{};
+    if (CsrScatter<System, Acc>::Applies(spec_, batch.updates)) {
+      return csr_.Add(CooBatch<In>{batch.indices, batch.entry_update, values, total, batch.updates, spec_.rows},
+                      ScatterTargets<Acc>{Raw(acc_), spec_.keeps_counts ? Raw(counts_) : nullptr,
+                                          spec_.keeps_weight_sums ? Raw(weight_sums_) : nullptr,
+                                          spec_.op == ReducerOp::kWeightedSum ? Raw(acc_weights_) : nullptr,
+                                          batch.weights});
+    }
     sorted_ids_.resize(static_cast<size_t>(total));
     thrust::copy(System::policy(), batch.indices, batch.indices + total, sorted_ids_.begin());
     order_.resize(static_cast<size_t>(total));
@@ -381,7 +386,7 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     Vec<int32_t> sorted_updates(static_cast<size_t>(total));
     const thrust::counting_iterator<int64_t> first(0);
     thrust::gather(System::policy(), order_.begin(), order_.end(),
-                   thrust::make_transform_iterator(first, functors::WidenEntry<Acc, In>{values}),
+                   thrust::make_transform_iterator(first, WidenEntry<Acc, In>{values}),
                    sorted_values.begin());
     thrust::gather(System::policy(), order_.begin(), order_.end(), batch.entry_update, sorted_updates.begin());
     Vec<int64_t> flags(static_cast<size_t>(total));
@@ -489,6 +494,7 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
   Vec<int64_t> segment_rows_;
   Vec<int64_t> segment_starts_;
   Vec<int64_t> segment_lengths_;
+  CsrScatter<System, Acc> csr_;
 };
 
 template <typename System, typename Acc>
