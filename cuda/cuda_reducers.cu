@@ -10,4 +10,19 @@ portable::ReducerMakers CudaReducerMakers() {
   return portable::ThrustReducerMakers<portable::CudaSystem>();
 }
 
+template <typename Acc>
+portable::Outcome CudaReducerState(portable::FieldReducer<Acc>& reducer, portable::DeviceState<Acc>* out) {
+  auto* cuda_reducer = dynamic_cast<portable::ThrustFieldReducer<portable::CudaSystem, Acc>*>(&reducer);
+  if (cuda_reducer == nullptr) {
+    return portable::Outcome{portable::Outcome::Code::kInternal,
+                             "the reducer is not the cuda backend's: its device state cannot be read"};
+  }
+  return cuda_reducer->ViewState(out);
+}
+
+template portable::Outcome CudaReducerState<float>(portable::FieldReducer<float>&, portable::DeviceState<float>*);
+template portable::Outcome CudaReducerState<double>(portable::FieldReducer<double>&, portable::DeviceState<double>*);
+template portable::Outcome CudaReducerState<int64_t>(portable::FieldReducer<int64_t>&,
+                                                     portable::DeviceState<int64_t>*);
+
 }  // namespace fedagg::cuda

@@ -7,6 +7,7 @@
 #define FEDAGG_PORTABLE_FIELD_REDUCER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,9 +82,10 @@ class FieldReducer {
   virtual uint64_t HostBytes() const = 0;
 };
 
-// One Thrust system's reducers, made by the library that instantiates them.
+// One Thrust system's reducers, made by the library that instantiates them (or by a
+// composition of such makers: one per device, multi_device_reducer.h).
 template <typename Acc>
-using ReducerMaker = std::unique_ptr<FieldReducer<Acc>> (*)(const ReducerSpec& spec);
+using ReducerMaker = std::function<std::unique_ptr<FieldReducer<Acc>>(const ReducerSpec& spec)>;
 
 struct ReducerMakers {
   ReducerMaker<float> f32;

@@ -2,6 +2,9 @@
 // OpenMP system. It exists so that the code the CUDA backend runs is built and checked
 // against the CPU reference on machines without a GPU (the conformance suite,
 // fedagg-selftest --backend=thrust-omp); it can also serve as a reduction backend.
+// With simulated devices (--devices=0,1,2: a test aid) it reduces each field on that many
+// "devices" of the CPU, merged through the host, so the multi-device orchestration the
+// cuda backend uses across GPUs (multi_device_reducer.h) runs end to end without a GPU.
 #ifndef FEDAGG_PORTABLE_OMP_BACKEND_H_
 #define FEDAGG_PORTABLE_OMP_BACKEND_H_
 
@@ -9,8 +12,9 @@
 
 namespace fedagg {
 
-// The process-wide thrust-omp backend.
-const AccumulatorFactory& ThrustOmpBackend();
+// The process-wide thrust-omp backend over `simulated_devices` (>= 1) devices; one
+// device is the plain backend, with no multi-device layer.
+const AccumulatorFactory& ThrustOmpBackend(int simulated_devices = 1);
 
 }  // namespace fedagg
 

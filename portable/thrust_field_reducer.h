@@ -43,6 +43,7 @@
 #include <thrust/transform.h>
 #include <thrust/tuple.h>
 
+#include "portable/device_state.h"
 #include "portable/field_reducer.h"
 #include "portable/portable_math.h"
 
@@ -207,6 +208,11 @@ class ThrustFieldReducer final : public FieldReducer<Acc> {
            Bytes(staged_values_) + Bytes(ids_) + Bytes(updates_) + Bytes(acc_weights_) +
            Bytes(double_weights_) + Bytes(sorted_ids_) + Bytes(order_) + Bytes(segment_rows_) +
            Bytes(segment_starts_) + Bytes(segment_lengths_);
+  }
+  // The state arrays of a kDense or kScatter reducer (allocated now if they were not),
+  // for summing them in place across devices; kInternal for kUnion, whose size varies.
+  Outcome ViewState(DeviceState<Acc>* out) {
+    return Guarded([&] { return ViewStateNow(out); });
   }
 
  private:
@@ -496,6 +502,16 @@ class ThrustFieldReducer final : public FieldReducer<Acc> {
     ToHost(out->counts, counts_);
     ToHost(out->weight_sums, weight_sums_);
     ToHost(out->indices, union_indices_);
+    return Outcome{};
+  }
+
+  Outcome ViewStateNow(DeviceState<Acc>* out) {
+    if (spec_.kind == ReducerKind::kUnion) {
+      return Outcome{Outcome::Code::kInternal, "a sparse_sum_sparse state has no fixed arrays to view"};
+    }
+    EnsureState();
+    *out = DeviceState<Acc>{Raw(acc_), acc_.size(), Raw(counts_), counts_.size(), Raw(weight_sums_),
+                            weight_sums_.size()};
     return Outcome{};
   }
 

@@ -69,6 +69,10 @@ ABSL_FLAG(std::string, metrics_address, std::string(fedagg::kMetricsAddressAuto)
 ABSL_FLAG(std::string, backend, "auto",
           "reduction backend: auto (cuda when a CUDA device is found, else cpu), cpu, cuda, or "
           "thrust-omp (the CUDA backend's code on the CPU's cores, for checking); docs/GPU.md");
+ABSL_FLAG(std::string, devices, "all",
+          "devices to reduce on: all (every CUDA device found) or ids such as 0,2; batches go to "
+          "them in turn and Serialize / Report sum them with NCCL. With --backend=thrust-omp, the "
+          "list's length is a number of simulated devices on the CPU (a test aid); docs/GPU.md");
 
 namespace {
 
@@ -94,7 +98,12 @@ int main(int argc, char** argv) {
       "  intermediate:  fedagg-server --listen=0.0.0.0:50052 --parent=root-host:50051");
   absl::ParseCommandLine(argc, argv);
 
-  absl::StatusOr<fedagg::BackendChoice> backend = fedagg::ChooseBackend(absl::GetFlag(FLAGS_backend));
+  absl::StatusOr<fedagg::DeviceSelection> devices = fedagg::ParseDeviceSelection(absl::GetFlag(FLAGS_devices));
+  if (!devices.ok()) {
+    std::fprintf(stderr, "fedagg-server: %s\n", std::string(devices.status().message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<fedagg::BackendChoice> backend = fedagg::ChooseBackend(absl::GetFlag(FLAGS_backend), *devices);
   if (!backend.ok()) {
     std::fprintf(stderr, "fedagg-server: %s\n", std::string(backend.status().message()).c_str());
     return 2;

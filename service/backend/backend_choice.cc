@@ -24,13 +24,26 @@ std::vector<std::string> BuiltBackends() {
   return names;
 }
 
-absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name) {
+absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name, const DeviceSelection& devices) {
+  const std::string devices_flag = absl::StrCat("--devices=", DeviceSelectionName(devices));
   if (name == "cpu") {
+    if (devices.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          devices_flag, ": the cpu backend reduces in host memory and has no devices; leave --devices=all"));
+    }
     return BackendChoice{&CpuAccumulatorFactory::Default(), "cpu: chosen by --backend=cpu"};
   }
   if (name == "thrust-omp") {
 #if FEDAGG_HAVE_THRUST_OMP
-    return BackendChoice{&ThrustOmpBackend(), "thrust-omp: chosen by --backend=thrust-omp"};
+    if (devices.has_value() && devices->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(devices_flag, ": name at least one device"));
+    }
+    const int simulated = devices.has_value() ? static_cast<int>(devices->size()) : 1;
+    return BackendChoice{&ThrustOmpBackend(simulated),
+                         simulated == 1 ? std::string("thrust-omp: chosen by --backend=thrust-omp")
+                                        : absl::StrCat("thrust-omp: chosen by --backend=thrust-omp, on ",
+                                                       simulated, " simulated devices (", devices_flag,
+                                                       ", a test aid)")};
 #else
     return absl::FailedPreconditionError(
         "--backend=thrust-omp: this build has no thrust-omp backend (configure with the CUDA "
@@ -39,15 +52,19 @@ absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name) {
   }
   if (name == "cuda" || name == "auto") {
 #if FEDAGG_HAVE_CUDA
-    absl::StatusOr<const AccumulatorFactory*> cuda = cuda::CudaBackend();
+    absl::StatusOr<const AccumulatorFactory*> cuda = cuda::CudaBackend(devices);
     if (cuda.ok()) {
-      return BackendChoice{*cuda, name == "cuda" ? "cuda: chosen by --backend=cuda"
-                                                 : "cuda: --backend=auto found a CUDA device"};
+      return BackendChoice{*cuda, absl::StrCat(name == "cuda" ? "cuda: chosen by --backend=cuda"
+                                                              : "cuda: --backend=auto found a CUDA device",
+                                               ", ", devices_flag)};
     }
-    if (name == "cuda") {
+    if (cuda.status().code() != absl::StatusCode::kUnavailable) {
+      return absl::Status(cuda.status().code(), absl::StrCat(devices_flag, ": ", cuda.status().message()));
+    }
+    if (name == "cuda" || devices.has_value()) {
       return absl::UnavailableError(absl::StrCat(
-          "--backend=cuda: no usable CUDA device on this machine (", cuda.status().message(),
-          "); use --backend=cpu or --backend=auto"));
+          "--backend=", name, ": no usable CUDA device on this machine (", cuda.status().message(),
+          "); use --backend=cpu", devices.has_value() ? " with --devices=all" : " or --backend=auto"));
     }
     return BackendChoice{&CpuAccumulatorFactory::Default(),
                          absl::StrCat("cpu: --backend=auto found no CUDA device (",
@@ -57,6 +74,11 @@ absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name) {
       return absl::FailedPreconditionError(
           "--backend=cuda: this fedagg-server was built without CUDA (FEDAGG_WITH_CUDA=OFF); "
           "use --backend=cpu or --backend=auto");
+    }
+    if (devices.has_value()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          devices_flag, ": --backend=auto has no CUDA backend in this build to give devices to; "
+          "leave --devices=all"));
     }
     return BackendChoice{&CpuAccumulatorFactory::Default(),
                          "cpu: --backend=auto, and this build has no CUDA backend"};

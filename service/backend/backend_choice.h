@@ -1,7 +1,9 @@
 // Chooses the reduction backend from --backend: "cpu"; "cuda" (a GPU through the CUDA
 // backend); "thrust-omp" (the CUDA backend's portable reduction on the CPU's cores,
 // for checking it without a GPU); "auto" = cuda when cudaGetDeviceCount finds a device
-// in a build with CUDA, cpu otherwise. The choice comes with the reason, for the log.
+// in a build with CUDA, cpu otherwise. --devices (device_selection.h) picks the devices of
+// cuda and the simulated devices of thrust-omp. The choice comes with the reason, for
+// the log.
 #ifndef FEDAGG_SERVICE_BACKEND_BACKEND_CHOICE_H_
 #define FEDAGG_SERVICE_BACKEND_BACKEND_CHOICE_H_
 
@@ -10,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "service/backend/device_selection.h"
 #include "service/core/accumulator_factory.h"
 
 namespace fedagg {
@@ -19,9 +22,12 @@ struct BackendChoice {
   std::string reason;                           // one line: why this backend
 };
 
-// INVALID_ARGUMENT for an unknown name; FAILED_PRECONDITION for a backend this build
-// lacks; UNAVAILABLE for cuda on a machine without a usable device (with the reason).
-absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name);
+// INVALID_ARGUMENT for an unknown name, for devices the machine does not have and for
+// devices given to the cpu backend; FAILED_PRECONDITION for a backend this build lacks;
+// UNAVAILABLE for cuda on a machine without a usable device (with the reason), and for
+// auto there when devices were named (auto falls back to cpu only with all devices).
+absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name,
+                                            const DeviceSelection& devices = DeviceSelection());
 
 // The backends compiled into this build ("cpu", then "thrust-omp", "cuda" when built).
 std::vector<std::string> BuiltBackends();
