@@ -26,8 +26,8 @@ constexpr int kSkipped = 77;
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "fedagg-selftest --backend=cpu|thrust-omp|cuda [--devices=all|0,1,...]: every intrinsic of one backend against "
-      "the float64 reference, as a pass/fail table");
+      "fedagg-selftest --backend=cpu|thrust-omp|cuda [--devices=all|0,1,...]: every intrinsic "
+      "of one backend against the float64 reference, as a pass/fail table");
   absl::ParseCommandLine(argc, argv);
   const std::string name = absl::GetFlag(FLAGS_backend);
   if (name == "auto") {
@@ -42,8 +42,13 @@ int main(int argc, char** argv) {
   }
   absl::StatusOr<fedagg::BackendChoice> choice = fedagg::ChooseBackend(name, *devices);
   if (!choice.ok()) {
-    std::printf("fedagg-selftest: SKIPPED: %s\n", std::string(choice.status().message()).c_str());
-    return choice.status().code() == absl::StatusCode::kInvalidArgument ? 2 : kSkipped;
+    const std::string message(choice.status().message());
+    if (choice.status().code() == absl::StatusCode::kInvalidArgument) {
+      std::fprintf(stderr, "fedagg-selftest: %s\n", message.c_str());
+      return 2;
+    }
+    std::printf("fedagg-selftest: SKIPPED: %s\n", message.c_str());
+    return kSkipped;
   }
   uint64_t seed = absl::GetFlag(FLAGS_seed);
   if (seed == 0) seed = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
