@@ -2,34 +2,88 @@
 #include "cuda/cuda_backend.h"
 
 #include <map>
-#include <utility>
+#include <memory>
+#include <numeric>
+#include <tuple>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cuda/cuda_copy_engine.h"
 #include "cuda/cuda_device_monitor.h"
 #include "cuda/cuda_reducers.h"
+#include "cuda/device_bound_reducer.h"
+#include "cuda/device_group.h"
 #include "cuda/device_probe.h"
+#include "cuda/nccl_device_merger.h"
+#include "portable/multi_device_reducer.h"
 #include "portable/portable_accumulator_factory.h"
+#include "portable/ring_field_reducer.h"
 #include "service/core/mutex.h"
 #include "service/core/status_macros.h"
 
 namespace fedagg::cuda {
+namespace {
 
-absl::StatusOr<const AccumulatorFactory*> CudaBackend(const portable::StagingRingOptions& staging) {
-  if (absl::StatusOr<int> devices = UsableDeviceCount(); !devices.ok()) return devices.status();
-  // The backend reduces on device 0 only (docs/GPU.md), so that is the device it reports.
-  static const CudaDeviceMonitor* const monitor = new CudaDeviceMonitor(std::vector<int>{0});
-  static Mutex mu;
-  static auto* const backends = new std::map<std::pair<int, size_t>, const AccumulatorFactory*>();
-  MutexLock lock(&mu);
-  const AccumulatorFactory*& backend = (*backends)[{staging.slots, staging.slot_bytes}];
-  if (backend == nullptr) {
-    portable::StagingRingOptions on_device = staging;
-    on_device.device = 0;
-    FEDAGG_ASSIGN_OR_RETURN(std::unique_ptr<CudaCopyEngine> engine, CudaCopyEngine::Create(on_device.device));
-    backend = new PortableAccumulatorFactory(
-        "cuda", CudaReducerMakers(), std::make_unique<portable::StagingRing>(std::move(engine), on_device), monitor);
+struct Backend {
+  std::unique_ptr<const CudaDeviceMonitor> monitor;
+  std::unique_ptr<const PortableAccumulatorFactory> factory;
+};
+
+absl::StatusOr<Backend> MakeBackend(const portable::StagingRingOptions& staging, const std::vector<int>& devices) {
+  Backend backend;
+  backend.monitor = std::make_unique<const CudaDeviceMonitor>(devices);
+  std::vector<std::unique_ptr<portable::StagingRing>> rings;
+  std::vector<portable::ReducerMakers> per_device;
+  for (int device : devices) {
+    FEDAGG_ASSIGN_OR_RETURN(std::unique_ptr<CudaCopyEngine> engine, CudaCopyEngine::Create(device));
+    portable::StagingRingOptions options = staging;
+    options.device = device;
+    rings.push_back(std::make_unique<portable::StagingRing>(std::move(engine), options));
+    const portable::ReducerMakers staged = portable::RingReducerMakers(*rings.back(), CudaReducerMakers());
+    // Device 0 alone is the runtime's default device: its reducers need no binding.
+    per_device.push_back(devices == std::vector<int>{0} ? staged : BindToDevice(device, staged));
   }
+  portable::DeviceMergers mergers;
+  if (devices.size() > 1) {
+    absl::StatusOr<std::unique_ptr<DeviceGroup>> group = DeviceGroup::Create(devices);
+    if (!group.ok()) {
+      return absl::InternalError(absl::StrCat("NCCL could not join devices ", absl::StrJoin(devices, ","), ": ",
+                                              group.status().message()));
+    }
+    mergers = NcclDeviceMergers(std::shared_ptr<DeviceGroup>(*std::move(group)), per_device[0]);
+  }
+  backend.factory = std::make_unique<const PortableAccumulatorFactory>(
+      "cuda", portable::MultiDeviceMakers(per_device, mergers), std::move(rings), backend.monitor.get());
   return backend;
+}
+
+}  // namespace
+
+absl::StatusOr<const AccumulatorFactory*> CudaBackend(const portable::StagingRingOptions& staging,
+                                                      const std::optional<std::vector<int>>& requested) {
+  FEDAGG_ASSIGN_OR_RETURN(const int count, UsableDeviceCount());
+  std::vector<int> devices(static_cast<size_t>(count));
+  std::iota(devices.begin(), devices.end(), 0);
+  if (requested.has_value()) devices = *requested;
+  if (devices.empty()) return absl::InvalidArgumentError("no CUDA device named");
+  for (int device : devices) {
+    if (device < 0 || device >= count) {
+      return absl::InvalidArgumentError(absl::StrCat("CUDA device ", device, " does not exist here (found ",
+                                                     count == 1 ? "device 0 only" : absl::StrCat("devices 0-", count - 1),
+                                                     ")"));
+    }
+  }
+  // One backend per device list and staging options, made once and kept for the process's life.
+  static Mutex* const mutex = new Mutex();
+  static auto* const backends = new std::map<std::tuple<std::vector<int>, int, size_t>, Backend>();
+  MutexLock lock(mutex);
+  const auto key = std::make_tuple(devices, staging.slots, staging.slot_bytes);
+  auto found = backends->find(key);
+  if (found == backends->end()) {
+    FEDAGG_ASSIGN_OR_RETURN(Backend backend, MakeBackend(staging, devices));
+    found = backends->emplace(key, std::move(backend)).first;
+  }
+  return found->second.factory.get();
 }
 
 }  // namespace fedagg::cuda

@@ -1,10 +1,16 @@
-// The cuda backend: the portable reduction (portable/thrust_field_reducer.h) on the
-// first CUDA device, its batches staged through a ring of pinned slots whose copies
-// overlap the reductions (portable/staging_ring.h over cuda_copy_engine.h), its
-// accumulators living in device memory for the aggregation's life and copied back only by
-// Serialize and Report. docs/GPU.md describes the data path and what is not built yet.
+// The cuda backend: the portable reduction (portable/thrust_field_reducer.h) on the CUDA
+// devices chosen by --devices, each device's batches staged through its own ring of
+// pinned slots whose copies overlap the reductions (portable/staging_ring.h over
+// cuda_copy_engine.h), the accumulators living in device memory for the aggregation's
+// life and copied back only by Serialize and Report. With several devices each field's
+// batches go to the devices in turn and Serialize / Report first sum the devices' states
+// into the first one with NCCL (portable/multi_device_reducer.h, nccl_device_merger.h).
+// docs/GPU.md describes the data path and what is not built yet.
 #ifndef FEDAGG_CUDA_CUDA_BACKEND_H_
 #define FEDAGG_CUDA_CUDA_BACKEND_H_
+
+#include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "portable/staging_ring.h"
@@ -12,10 +18,14 @@
 
 namespace fedagg::cuda {
 
-// The process-wide cuda backend with these staging options (one per distinct options,
-// made on first use and never freed); UNAVAILABLE, with the runtime's reason, when this
-// machine has no usable CUDA device.
-absl::StatusOr<const AccumulatorFactory*> CudaBackend(const portable::StagingRingOptions& staging = {});
+// The process-wide cuda backend with these staging options on `devices` (distinct CUDA
+// device ids; nullopt: every device cudaGetDeviceCount finds), one per distinct
+// arguments, made on first use and never freed. UNAVAILABLE, with the runtime's reason,
+// when this machine has no usable CUDA device; INVALID_ARGUMENT for an empty list or an
+// id the machine does not have; INTERNAL when NCCL cannot join the devices.
+absl::StatusOr<const AccumulatorFactory*> CudaBackend(
+    const portable::StagingRingOptions& staging = {},
+    const std::optional<std::vector<int>>& devices = std::nullopt);
 
 }  // namespace fedagg::cuda
 

@@ -6,28 +6,29 @@
 
 namespace fedagg::cuda {
 
-absl::StatusOr<DeviceGroup> DeviceGroup::Create(int devices) {
-  if (devices < 1) return absl::InvalidArgumentError(absl::StrCat("a device group needs >= 1 device, not ", devices));
+absl::StatusOr<std::unique_ptr<DeviceGroup>> DeviceGroup::Create(std::vector<int> devices) {
+  if (devices.empty()) return absl::InvalidArgumentError("a device group needs at least one device");
   std::vector<NcclComm> comms;
-  if (devices > 1) {
-    std::vector<ncclComm_t> raw(static_cast<size_t>(devices), nullptr);
-    FEDAGG_NCCL_RETURN_IF_ERROR(ncclCommInitAll(raw.data(), devices, nullptr));
+  if (devices.size() > 1) {
+    std::vector<ncclComm_t> raw(devices.size(), nullptr);
+    FEDAGG_NCCL_RETURN_IF_ERROR(ncclCommInitAll(raw.data(), static_cast<int>(devices.size()), devices.data()));
     for (ncclComm_t comm : raw) comms.emplace_back(comm);
   }
-  return DeviceGroup(devices, std::move(comms));
+  return std::unique_ptr<DeviceGroup>(new DeviceGroup(std::move(devices), std::move(comms)));
 }
 
-absl::Status DeviceGroup::SumIntoFirst(absl::Span<float* const> buffers, size_t count,
-                                       absl::Span<const cudaStream_t> streams) {
-  if (buffers.size() != static_cast<size_t>(devices_) || streams.size() != buffers.size()) {
+absl::Status DeviceGroup::Sum(absl::Span<void* const> buffers, size_t count, ncclDataType_t type,
+                              absl::Span<const cudaStream_t> streams) {
+  if (buffers.size() != devices_.size() || streams.size() != buffers.size()) {
     return absl::InvalidArgumentError(absl::StrCat("SumIntoFirst: ", buffers.size(), " buffers and ",
-                                                   streams.size(), " streams for ", devices_, " devices"));
+                                                   streams.size(), " streams for ", devices_.size(), " devices"));
   }
-  if (devices_ == 1 || count == 0) return absl::OkStatus();
+  if (devices_.size() == 1 || count == 0) return absl::OkStatus();
+  MutexLock lock(&mutex_);
   FEDAGG_NCCL_RETURN_IF_ERROR(ncclGroupStart());
-  for (int d = 0; d < devices_; ++d) {
+  for (size_t d = 0; d < devices_.size(); ++d) {
     // In place on the root: its buffer is both a contribution and the result.
-    const ncclResult_t result = ncclReduce(buffers[d], buffers[d], count, ncclFloat, ncclSum,
+    const ncclResult_t result = ncclReduce(buffers[d], buffers[d], count, type, ncclSum,
                                            /*root=*/0, comms_[d].get(), streams[d]);
     if (result != ncclSuccess) {
       static_cast<void>(ncclGroupEnd());

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -130,9 +131,22 @@ class FieldReducer {
   virtual uint64_t HostBytes() const = 0;
 };
 
-// One Thrust system's reducers, made by the library that instantiates them.
+// One Thrust system's reducers, made by the library that instantiates them
+// (thrust_field_reducer.h); StagedReducerMakers has one maker per accumulator type.
 template <typename Acc>
-using ReducerMaker = std::unique_ptr<StagedFieldReducer<Acc>> (*)(const ReducerSpec& spec);
+using StagedReducerMaker = std::unique_ptr<StagedFieldReducer<Acc>> (*)(const ReducerSpec& spec);
+
+struct StagedReducerMakers {
+  StagedReducerMaker<float> f32;
+  StagedReducerMaker<double> f64;
+  StagedReducerMaker<int64_t> i64;
+};
+
+// A backend's field reducers: one device's, fed through its staging ring
+// (ring_field_reducer.h), or a composition of those, one per device
+// (multi_device_reducer.h).
+template <typename Acc>
+using ReducerMaker = std::function<std::unique_ptr<FieldReducer<Acc>>(const ReducerSpec& spec)>;
 
 struct ReducerMakers {
   ReducerMaker<float> f32;

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "portable/ring_field_reducer.h"
 #include "service/core/cpu_accumulator_factory.h"
 #include "service/core/status_macros.h"
 
@@ -142,16 +141,17 @@ portable::ReducerSpec ReducerSpecOf(const FieldSpec& field) {
 
 std::unique_ptr<FieldAccumulator> PortableAccumulatorFactory::Make(const FieldSpec& field) const {
   const portable::ReducerSpec spec = ReducerSpecOf(field);
-  const auto make = [&](auto maker) {
-    using Acc = typename decltype(maker(spec))::element_type::Accumulated;
-    return std::make_unique<PortableAccumulator<Acc>>(
-        field, std::make_unique<portable::RingFieldReducer<Acc>>(*ring_, spec, maker(spec)));
-  };
   switch (field.accumulation_dtype) {
-    case DType::kFloat64: return std::unique_ptr<FieldAccumulator>(make(makers_.f64));
-    case DType::kInt64: return std::unique_ptr<FieldAccumulator>(make(makers_.i64));
-    default: return std::unique_ptr<FieldAccumulator>(make(makers_.f32));
+    case DType::kFloat64: return std::make_unique<PortableAccumulator<double>>(field, makers_.f64(spec));
+    case DType::kInt64: return std::make_unique<PortableAccumulator<int64_t>>(field, makers_.i64(spec));
+    default: return std::make_unique<PortableAccumulator<float>>(field, makers_.f32(spec));
   }
+}
+
+std::vector<const StagingRingStats*> PortableAccumulatorFactory::staging_rings() const {
+  std::vector<const StagingRingStats*> rings;
+  for (const auto& ring : rings_) rings.push_back(ring.get());
+  return rings;
 }
 
 }  // namespace fedagg

@@ -21,23 +21,25 @@ namespace fedagg {
 
 class PortableAccumulatorFactory final : public AccumulatorFactory {
  public:
-  // The factory owns `ring`, through which every accumulator it makes stages its
-  // batches. `device_monitor` (optional, must outlive the factory) reports the devices
-  // the reducers run on; null for reducers in host memory.
+  // `makers` make each field's reducer (one device's, fed through its staging ring, or
+  // one over several devices: multi_device_reducer.h); the factory owns `rings`, one per
+  // device, which must outlive every reducer made. `device_monitor` (optional, must
+  // outlive the factory) reports the devices the reducers run on; null for reducers in
+  // host memory.
   PortableAccumulatorFactory(std::string name, portable::ReducerMakers makers,
-                             std::unique_ptr<portable::StagingRing> ring,
+                             std::vector<std::unique_ptr<portable::StagingRing>> rings,
                              const DeviceMonitor* device_monitor = nullptr)
-      : name_(std::move(name)), makers_(makers), ring_(std::move(ring)), device_monitor_(device_monitor) {}
+      : name_(std::move(name)), makers_(std::move(makers)), rings_(std::move(rings)), device_monitor_(device_monitor) {}
 
   absl::string_view name() const override { return name_; }
   std::unique_ptr<FieldAccumulator> Make(const FieldSpec& field) const override;
   const DeviceMonitor* device_monitor() const override { return device_monitor_; }
-  std::vector<const StagingRingStats*> staging_rings() const override { return {ring_.get()}; }
+  std::vector<const StagingRingStats*> staging_rings() const override;
 
  private:
   std::string name_;
   portable::ReducerMakers makers_;
-  std::unique_ptr<portable::StagingRing> ring_;
+  std::vector<std::unique_ptr<portable::StagingRing>> rings_;
   const DeviceMonitor* device_monitor_;
 };
 

@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -89,6 +90,14 @@ class RingFieldReducer final : public FieldReducer<Acc> {
     return host_bytes_;
   }
 
+  // The reducer the ring feeds, once every reduction submitted so far is done (for a
+  // merger that works on the device state in place); the failure instead, if any.
+  Outcome Settled(StagedFieldReducer<Acc>** out) const {
+    if (Outcome failed = Failure(); !failed.ok()) return failed;
+    *out = reducer_.get();
+    return Outcome{};
+  }
+
  private:
   void WaitForReductions() const {
     MutexLock lock(&mu_);
@@ -121,6 +130,18 @@ class RingFieldReducer final : public FieldReducer<Acc> {
   Outcome failure_ ABSL_GUARDED_BY(mu_);
   uint64_t host_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// Field reducers of one device: `staged`'s reducers fed through `ring` (which must outlive
+// every reducer made).
+inline ReducerMakers RingReducerMakers(StagingRing& ring, const StagedReducerMakers& staged) {
+  const auto maker = [&ring](auto make_staged) {
+    using Acc = typename decltype(make_staged(std::declval<const ReducerSpec&>()))::element_type::Accumulated;
+    return ReducerMaker<Acc>([&ring, make_staged](const ReducerSpec& spec) -> std::unique_ptr<FieldReducer<Acc>> {
+      return std::make_unique<RingFieldReducer<Acc>>(ring, spec, make_staged(spec));
+    });
+  };
+  return ReducerMakers{maker(staged.f32), maker(staged.f64), maker(staged.i64)};
+}
 
 }  // namespace fedagg::portable
 

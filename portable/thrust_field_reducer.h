@@ -49,6 +49,7 @@
 
 #include "portable/csr_batch.h"
 #include "portable/csr_scatter.h"
+#include "portable/device_state.h"
 #include "portable/field_reducer.h"
 #include "portable/portable_math.h"
 
@@ -206,6 +207,11 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     return Bytes(acc_) + Bytes(counts_) + Bytes(weight_sums_) + Bytes(union_indices_) + Bytes(acc_weights_) +
            Bytes(sorted_ids_) + Bytes(order_) + Bytes(segment_rows_) + Bytes(segment_starts_) +
            Bytes(segment_lengths_) + csr_.Bytes();
+  }
+  // The state arrays of a kDense or kScatter reducer (allocated now if they were not),
+  // for summing them in place across devices; kInternal for kUnion, whose size varies.
+  Outcome ViewState(DeviceState<Acc>* out) {
+    return Guarded([&] { return ViewStateNow(out); });
   }
 
  private:
@@ -468,6 +474,16 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     return Outcome{};
   }
 
+  Outcome ViewStateNow(DeviceState<Acc>* out) {
+    if (spec_.kind == ReducerKind::kUnion) {
+      return Outcome{Outcome::Code::kInternal, "a sparse_sum_sparse state has no fixed arrays to view"};
+    }
+    EnsureState();
+    *out = DeviceState<Acc>{Raw(acc_), acc_.size(), Raw(counts_), counts_.size(), Raw(weight_sums_),
+                            weight_sums_.size()};
+    return Outcome{};
+  }
+
   Outcome LoadNow(const HostState<Acc>& in) {
     EnsureState();
     ToDevice(acc_, in.values);
@@ -503,8 +519,8 @@ std::unique_ptr<StagedFieldReducer<Acc>> MakeThrustFieldReducer(const ReducerSpe
 }
 
 template <typename System>
-ReducerMakers ThrustReducerMakers() {
-  return ReducerMakers{&MakeThrustFieldReducer<System, float>, &MakeThrustFieldReducer<System, double>,
+StagedReducerMakers ThrustReducerMakers() {
+  return StagedReducerMakers{&MakeThrustFieldReducer<System, float>, &MakeThrustFieldReducer<System, double>,
                        &MakeThrustFieldReducer<System, int64_t>};
 }
 

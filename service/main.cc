@@ -69,6 +69,10 @@ ABSL_FLAG(std::string, metrics_address, std::string(fedagg::kMetricsAddressAuto)
 ABSL_FLAG(std::string, backend, "auto",
           "reduction backend: auto (cuda when a CUDA device is found, else cpu), cpu, cuda, or "
           "thrust-omp (the CUDA backend's code on the CPU's cores, for checking); docs/GPU.md");
+ABSL_FLAG(std::string, devices, "all",
+          "devices to reduce on: all (every CUDA device found) or ids such as 0,2; batches go to "
+          "them in turn and Serialize / Report sum them with NCCL. With --backend=thrust-omp, the "
+          "list's length is a number of simulated devices on the CPU (a test aid); docs/GPU.md");
 
 ABSL_FLAG(int, staging_slots, 4,
           "cuda / thrust-omp: slots of the staging ring that overlaps receiving, copying to the "
@@ -101,7 +105,13 @@ int main(int argc, char** argv) {
       "  intermediate:  fedagg-server --listen=0.0.0.0:50052 --parent=root-host:50051");
   absl::ParseCommandLine(argc, argv);
 
+  absl::StatusOr<fedagg::DeviceSelection> devices = fedagg::ParseDeviceSelection(absl::GetFlag(FLAGS_devices));
+  if (!devices.ok()) {
+    std::fprintf(stderr, "fedagg-server: %s\n", std::string(devices.status().message()).c_str());
+    return 2;
+  }
   fedagg::BackendOptions backend_options;
+  backend_options.devices = *devices;
   backend_options.staging_slots = absl::GetFlag(FLAGS_staging_slots);
   backend_options.staging_slot_bytes = static_cast<uint64_t>(std::max(absl::GetFlag(FLAGS_staging_slot_mib), 0)) << 20;
   absl::StatusOr<fedagg::BackendChoice> backend =

@@ -83,22 +83,44 @@ std::vector<std::unique_ptr<OwnedUpdate>> RandomUpdates(const ReductionSpec& spe
   return updates;
 }
 
-// The updates in two partial aggregates, batches of the given sizes; the second goes
-// through the binary format and is merged into the first.
-absl::StatusOr<PartialAggregate> Reduce(const std::shared_ptr<const ReductionSpec>& spec,
-                                        const std::vector<UpdateView>& views,
-                                        const std::vector<size_t>& batch_sizes, size_t split,
-                                        const AccumulatorFactory& backend) {
-  PartialAggregate first(spec, backend), second(spec, backend);
+// One case's random updates and how they are cut into batches and split, from its seed.
+struct CaseData {
+  std::shared_ptr<const ReductionSpec> spec;
+  std::vector<std::unique_ptr<OwnedUpdate>> updates;
+  std::vector<UpdateView> views;
+  std::vector<size_t> batch_sizes;
+  size_t split = 0;
+};
+
+absl::StatusOr<CaseData> MakeCaseData(const BackendCase& test_case, uint64_t seed) {
+  CaseData data;
+  FEDAGG_ASSIGN_OR_RETURN(data.spec, SpecFor(test_case));
+  std::mt19937_64 rng(seed);
+  data.updates = RandomUpdates(*data.spec, rng);
+  for (const auto& update : data.updates) data.views.push_back(update->view);
+  for (size_t total = 0; total < data.views.size();) {
+    data.batch_sizes.push_back(std::uniform_int_distribution<size_t>(1, 7)(rng));
+    total += data.batch_sizes.back();
+  }
+  data.batch_sizes.resize(data.batch_sizes.size() + 2, 7);  // the split can cut a batch short
+  data.split = std::uniform_int_distribution<size_t>(0, data.views.size())(rng);
+  return data;
+}
+
+// The case's updates in two partial aggregates, in its batches; the second goes through
+// the binary format and is merged into the first.
+absl::StatusOr<PartialAggregate> Reduce(const CaseData& data, const AccumulatorFactory& backend) {
+  PartialAggregate first(data.spec, backend), second(data.spec, backend);
+  const std::vector<UpdateView>& views = data.views;
   size_t at = 0;
-  for (size_t size : batch_sizes) {
-    PartialAggregate& target = at < split ? first : second;
-    const size_t n = std::min(size, (at < split ? split : views.size()) - at);
+  for (size_t size : data.batch_sizes) {
+    PartialAggregate& target = at < data.split ? first : second;
+    const size_t n = std::min(size, (at < data.split ? data.split : views.size()) - at);
     FEDAGG_RETURN_IF_ERROR(target.AccumulateBatch(absl::MakeConstSpan(views).subspan(at, n)));
     at += n;
   }
   FEDAGG_ASSIGN_OR_RETURN(std::string bytes, second.Serialize());
-  FEDAGG_ASSIGN_OR_RETURN(PartialAggregate restored, PartialAggregate::Deserialize(spec, bytes, backend));
+  FEDAGG_ASSIGN_OR_RETURN(PartialAggregate restored, PartialAggregate::Deserialize(data.spec, bytes, backend));
   FEDAGG_RETURN_IF_ERROR(first.MergeWith(restored));
   return first;
 }
@@ -122,26 +144,13 @@ std::vector<BackendCase> AllBackendCases() {
 BackendCheckResult CheckBackend(const AccumulatorFactory& backend, const BackendCase& test_case,
                                 uint64_t seed) {
   BackendCheckResult result;
-  absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec = SpecFor(test_case);
-  if (!spec.ok()) {
-    result.detail = absl::StrCat("no such case: ", spec.status().message());
+  absl::StatusOr<CaseData> data = MakeCaseData(test_case, seed);
+  if (!data.ok()) {
+    result.detail = absl::StrCat("no such case: ", data.status().message());
     return result;
   }
-  std::mt19937_64 rng(seed);
-  const std::vector<std::unique_ptr<OwnedUpdate>> updates = RandomUpdates(**spec, rng);
-  std::vector<UpdateView> views;
-  for (const auto& update : updates) views.push_back(update->view);
-  std::vector<size_t> batch_sizes;
-  for (size_t total = 0; total < views.size();) {
-    batch_sizes.push_back(std::uniform_int_distribution<size_t>(1, 7)(rng));
-    total += batch_sizes.back();
-  }
-  batch_sizes.resize(batch_sizes.size() + 2, 7);  // the split can cut a batch short
-  const size_t split = std::uniform_int_distribution<size_t>(0, views.size())(rng);
-
-  absl::StatusOr<PartialAggregate> tested = Reduce(*spec, views, batch_sizes, split, backend);
-  absl::StatusOr<PartialAggregate> cpu =
-      Reduce(*spec, views, batch_sizes, split, CpuAccumulatorFactory::Default());
+  absl::StatusOr<PartialAggregate> tested = Reduce(*data, backend);
+  absl::StatusOr<PartialAggregate> cpu = Reduce(*data, CpuAccumulatorFactory::Default());
   if (!tested.ok() || !cpu.ok()) {
     result.detail = absl::StrCat("reduction failed: ", (tested.ok() ? cpu : tested).status().ToString());
     return result;
@@ -151,7 +160,7 @@ BackendCheckResult CheckBackend(const AccumulatorFactory& backend, const Backend
     result.detail = absl::StrCat("report failed: ", report.status().ToString());
     return result;
   }
-  result.max_relative_error = MaxRelativeError(ReferenceReduce(**spec, views), *report);
+  result.max_relative_error = MaxRelativeError(ReferenceReduce(*data->spec, data->views), *report);
   absl::StatusOr<std::string> tested_bytes = tested->Serialize();
   absl::StatusOr<std::string> cpu_bytes = cpu->Serialize();
   if (!tested_bytes.ok()) {
@@ -164,6 +173,13 @@ BackendCheckResult CheckBackend(const AccumulatorFactory& backend, const Backend
   }
   result.passed = result.detail.empty();
   return result;
+}
+
+absl::StatusOr<std::string> SerializedCase(const AccumulatorFactory& backend, const BackendCase& test_case,
+                                           uint64_t seed) {
+  FEDAGG_ASSIGN_OR_RETURN(const CaseData data, MakeCaseData(test_case, seed));
+  FEDAGG_ASSIGN_OR_RETURN(const PartialAggregate reduced, Reduce(data, backend));
+  return reduced.Serialize();
 }
 
 }  // namespace fedagg

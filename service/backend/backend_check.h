@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "service/core/accumulator_factory.h"
 #include "service/core/dtype.h"
 #include "service/core/intrinsic.h"
@@ -38,6 +39,12 @@ struct BackendCheckResult {
 
 BackendCheckResult CheckBackend(const AccumulatorFactory& backend, const BackendCase& test_case,
                                 uint64_t seed);
+
+// The serialized state CheckBackend compares, from the same updates, batches, split and
+// merge for `seed`: for comparing two backends (or one backend on different devices)
+// byte for byte.
+absl::StatusOr<std::string> SerializedCase(const AccumulatorFactory& backend, const BackendCase& test_case,
+                                           uint64_t seed);
 
 }  // namespace fedagg
 

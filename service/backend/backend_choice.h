@@ -1,7 +1,9 @@
 // Chooses the reduction backend from --backend: "cpu"; "cuda" (a GPU through the CUDA
 // backend); "thrust-omp" (the CUDA backend's portable reduction on the CPU's cores,
 // for checking it without a GPU); "auto" = cuda when cudaGetDeviceCount finds a device
-// in a build with CUDA, cpu otherwise. The choice comes with the reason, for the log.
+// in a build with CUDA, cpu otherwise. --devices (device_selection.h) picks the devices of
+// cuda and the simulated devices of thrust-omp. The choice comes with the reason, for
+// the log.
 #ifndef FEDAGG_SERVICE_BACKEND_BACKEND_CHOICE_H_
 #define FEDAGG_SERVICE_BACKEND_BACKEND_CHOICE_H_
 
@@ -11,13 +13,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "service/backend/device_selection.h"
 #include "service/core/accumulator_factory.h"
 
 namespace fedagg {
 
-// How a device backend (thrust-omp, cuda) stages batches: its ring of `staging_slots`
-// slots of `staging_slot_bytes` each (portable/staging_ring.h). The cpu backend has none.
+// How a device backend (thrust-omp, cuda) reduces: on which devices (--devices), and how
+// it stages batches — one ring per device of `staging_slots` slots of
+// `staging_slot_bytes` each (portable/staging_ring.h). The cpu backend has neither.
 struct BackendOptions {
+  DeviceSelection devices;
   int staging_slots = 4;
   uint64_t staging_slot_bytes = uint64_t{64} << 20;
 };
@@ -27,9 +32,11 @@ struct BackendChoice {
   std::string reason;                           // one line: why this backend
 };
 
-// INVALID_ARGUMENT for an unknown name or options out of range; FAILED_PRECONDITION for a
-// backend this build lacks; UNAVAILABLE for cuda on a machine without a usable device
-// (with the reason).
+// INVALID_ARGUMENT for an unknown name, for staging options out of range, for devices the
+// machine does not have and for devices given to the cpu backend; FAILED_PRECONDITION for
+// a backend this build lacks; UNAVAILABLE for cuda on a machine without a usable device
+// (with the reason), and for auto there when devices were named (auto falls back to cpu
+// only with all devices).
 absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name, const BackendOptions& options = {});
 
 // The backends compiled into this build ("cpu", then "thrust-omp", "cuda" when built).

@@ -15,6 +15,8 @@
 #include "service/backend/backend_choice.h"
 
 ABSL_FLAG(std::string, backend, "cpu", "backend to check: cpu, thrust-omp or cuda");
+ABSL_FLAG(std::string, devices, "all",
+          "devices of the backend: all, or ids such as 0,1 (thrust-omp: that many simulated devices)");
 ABSL_FLAG(uint64_t, seed, 0, "random seed (0: a fresh one, printed)");
 ABSL_FLAG(int, rounds, 3, "random data sets per intrinsic and dtype");
 
@@ -24,8 +26,8 @@ constexpr int kSkipped = 77;
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "fedagg-selftest --backend=cpu|thrust-omp|cuda: every intrinsic of one backend against "
-      "the float64 reference, as a pass/fail table");
+      "fedagg-selftest --backend=cpu|thrust-omp|cuda [--devices=all|0,1,...]: every intrinsic "
+      "of one backend against the float64 reference, as a pass/fail table");
   absl::ParseCommandLine(argc, argv);
   const std::string name = absl::GetFlag(FLAGS_backend);
   if (name == "auto") {
@@ -33,15 +35,26 @@ int main(int argc, char** argv) {
                  absl::StrJoin(fedagg::BuiltBackends(), ", ").c_str());
     return 2;
   }
-  absl::StatusOr<fedagg::BackendChoice> choice = fedagg::ChooseBackend(name);
+  absl::StatusOr<fedagg::DeviceSelection> devices = fedagg::ParseDeviceSelection(absl::GetFlag(FLAGS_devices));
+  if (!devices.ok()) {
+    std::fprintf(stderr, "fedagg-selftest: %s\n", std::string(devices.status().message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<fedagg::BackendChoice> choice = fedagg::ChooseBackend(name, fedagg::BackendOptions{.devices = *devices});
   if (!choice.ok()) {
-    std::printf("fedagg-selftest: SKIPPED: %s\n", std::string(choice.status().message()).c_str());
-    return choice.status().code() == absl::StatusCode::kInvalidArgument ? 2 : kSkipped;
+    const std::string message(choice.status().message());
+    if (choice.status().code() == absl::StatusCode::kInvalidArgument) {
+      std::fprintf(stderr, "fedagg-selftest: %s\n", message.c_str());
+      return 2;
+    }
+    std::printf("fedagg-selftest: SKIPPED: %s\n", message.c_str());
+    return kSkipped;
   }
   uint64_t seed = absl::GetFlag(FLAGS_seed);
   if (seed == 0) seed = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
-  std::printf("fedagg-selftest: backend %s, seed %llu (--seed=%llu replays this run)\n\n",
-              name.c_str(), static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+  std::printf("fedagg-selftest: backend %s, seed %llu (--seed=%llu replays this run)\n%s\n\n",
+              name.c_str(), static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
+              choice->reason.c_str());
   std::printf("%-24s %-9s %-12s %s\n", "intrinsic", "dtype", "max rel err", "result");
   int failed = 0, total = 0;
   const std::vector<fedagg::BackendCase> cases = fedagg::AllBackendCases();

@@ -2,8 +2,10 @@
 // random exact-arithmetic updates (service/backend/backend_check.h), against the float64
 // reference and the CPU backend; plus what a device backend must do on its own (refuse
 // out-of-range indices before any scatter, leaving the state unchanged).
-// Built twice: with the cpu and thrust-omp backends (label thrust), and with the cuda
-// backend (label cuda), whose cases skip themselves, saying why, without a device.
+// Built twice: with the cpu and thrust-omp backends (label thrust; thrust-omp also on 2
+// and 3 simulated devices, the multi-device orchestration merged through the host), and
+// with the cuda backend (label cuda: device 0, and every device merged with NCCL), whose
+// cases skip themselves, saying why, without a device (or without a second one).
 // Seeds are fresh on every run and printed with each failure; FEDAGG_CONFORMANCE_SEED
 // replays one.
 #include <cstdlib>
@@ -17,6 +19,7 @@
 #include "service/core/partial_aggregate.h"
 #if FEDAGG_CONFORMANCE_CUDA
 #include "cuda/cuda_backend.h"
+#include "cuda/device_probe.h"
 #else
 #include "portable/omp_backend.h"
 #endif
@@ -26,15 +29,29 @@ namespace {
 
 #if FEDAGG_CONFORMANCE_CUDA
 struct CudaUnderTest {
-  static absl::StatusOr<const AccumulatorFactory*> Get() { return cuda::CudaBackend(); }
+  static absl::StatusOr<const AccumulatorFactory*> Get() { return cuda::CudaBackend({}, std::vector<int>{0}); }
 };
-using BackendsUnderTest = ::testing::Types<CudaUnderTest>;
+// Device 1 alone (reducers bound to a device other than the thread's default), or every
+// device (batches spread, summed with NCCL): both need a second device.
+template <bool kAllDevices>
+struct CudaSeveralDevicesUnderTest {
+  static absl::StatusOr<const AccumulatorFactory*> Get() {
+    absl::StatusOr<int> devices = cuda::UsableDeviceCount();
+    if (devices.ok() && *devices < 2) {
+      return absl::UnavailableError(absl::StrCat("needs two or more CUDA devices, found ", *devices));
+    }
+    return kAllDevices ? cuda::CudaBackend() : cuda::CudaBackend({}, std::vector<int>{1});
+  }
+};
+using BackendsUnderTest =
+    ::testing::Types<CudaUnderTest, CudaSeveralDevicesUnderTest<false>, CudaSeveralDevicesUnderTest<true>>;
 #else
 struct CpuUnderTest {
   static absl::StatusOr<const AccumulatorFactory*> Get() { return &CpuAccumulatorFactory::Default(); }
 };
+template <int kDevices>
 struct ThrustOmpUnderTest {
-  static absl::StatusOr<const AccumulatorFactory*> Get() { return &ThrustOmpBackend(); }
+  static absl::StatusOr<const AccumulatorFactory*> Get() { return &ThrustOmpBackend({}, kDevices); }
 };
 // Staging slots so small that every batch goes in parts: dense batches cut by rows and
 // columns, sparse updates cut between runs of one index (portable/batch_packer.h).
@@ -46,7 +63,8 @@ struct ThrustOmpTinySlotsUnderTest {
     return &ThrustOmpBackend(staging);
   }
 };
-using BackendsUnderTest = ::testing::Types<CpuUnderTest, ThrustOmpUnderTest, ThrustOmpTinySlotsUnderTest>;
+using BackendsUnderTest = ::testing::Types<CpuUnderTest, ThrustOmpUnderTest<1>, ThrustOmpUnderTest<2>,
+                                           ThrustOmpUnderTest<3>, ThrustOmpTinySlotsUnderTest>;
 #endif
 
 uint64_t Seed() {

@@ -1,10 +1,13 @@
 // How the service picks and survives a backend: ChooseBackend for every --backend value
-// on whatever machine runs the test (with or without CUDA, with or without a device), and
+// and --devices on whatever machine runs the test (with or without CUDA, with or without a
+// device), and
 // an aggregation whose backend runs out of device memory ends FAILED with the reason
 // while nothing crashes.
 #include <cstring>
 #include <memory>
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -47,6 +50,57 @@ TEST(BackendChoiceTest, AutoPicksCudaExactlyWhenCudaIsAvailable) {
   EXPECT_TRUE(absl::StrContains(cuda.status().message(), "--backend=cpu")) << cuda.status();
   EXPECT_EQ(automatic->backend->name(), "cpu");
   EXPECT_TRUE(absl::StrContains(automatic->reason, "no CUDA")) << automatic->reason;
+}
+
+TEST(DeviceSelectionTest, AllOrDistinctIds) {
+  absl::StatusOr<DeviceSelection> all = ParseDeviceSelection("all");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_FALSE(all->has_value());
+  EXPECT_EQ(DeviceSelectionName(*all), "all");
+  absl::StatusOr<DeviceSelection> two = ParseDeviceSelection("2,0");
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->value(), (std::vector<int>{2, 0}));
+  EXPECT_EQ(DeviceSelectionName(*two), "2,0");
+  for (const char* bad : {"", "x", "-1", "0,,1", "1,1", "ALL", "0;1"}) {
+    EXPECT_EQ(ParseDeviceSelection(bad).status().code(), absl::StatusCode::kInvalidArgument) << "'" << bad << "'";
+  }
+  EXPECT_TRUE(absl::StrContains(ParseDeviceSelection("1,1").status().message(), "twice"));
+}
+
+TEST(BackendChoiceTest, CpuHasNoDevicesToName) {
+  absl::StatusOr<BackendChoice> cpu = ChooseBackend("cpu", BackendOptions{.devices = std::vector<int>{0, 1}});
+  EXPECT_EQ(cpu.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(cpu.status().message(), "--devices=0,1")) << cpu.status();
+}
+
+TEST(BackendChoiceTest, ThrustOmpSimulatesAsManyDevicesAsNamed) {
+  const std::vector<std::string> built = BuiltBackends();
+  if (std::find(built.begin(), built.end(), "thrust-omp") == built.end()) {
+    GTEST_SKIP() << "this build has no thrust-omp backend";
+  }
+  absl::StatusOr<BackendChoice> one = ChooseBackend("thrust-omp");
+  absl::StatusOr<BackendChoice> three = ChooseBackend("thrust-omp", BackendOptions{.devices = std::vector<int>{0, 1, 2}});
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_NE(one->backend, three->backend);
+  EXPECT_EQ(three->backend->name(), "thrust-omp");
+  EXPECT_TRUE(absl::StrContains(three->reason, "3 simulated devices")) << three->reason;
+  EXPECT_EQ(ChooseBackend("thrust-omp", BackendOptions{.devices = std::vector<int>{4, 5, 6}})->backend, three->backend);
+}
+
+// Devices that are not there are refused, and naming devices never falls back to the CPU.
+TEST(BackendChoiceTest, CudaDevicesMustExist) {
+  absl::StatusOr<BackendChoice> missing = ChooseBackend("cuda", BackendOptions{.devices = std::vector<int>{0, 999}});
+  EXPECT_FALSE(missing.ok());
+  if (ChooseBackend("cuda").ok()) {
+    EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument) << missing.status();
+    EXPECT_TRUE(absl::StrContains(missing.status().message(), "999")) << missing.status();
+  }
+  absl::StatusOr<BackendChoice> automatic = ChooseBackend("auto", BackendOptions{.devices = std::vector<int>{0}});
+  if (!ChooseBackend("cuda").ok()) {
+    EXPECT_FALSE(automatic.ok()) << "auto fell back to " << automatic->reason;
+    EXPECT_TRUE(absl::StrContains(automatic.status().message(), "--devices=all")) << automatic.status();
+  }
 }
 
 UpdateBuffer DenseUpdate(const ReductionSpec& spec, float value) {

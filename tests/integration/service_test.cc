@@ -184,6 +184,16 @@ TEST(ServiceTest, TreeOnTheThrustOmpBackendMatchesTheReference) {
   CheckTreeMatchesReference(config);
 }
 
+// And on three simulated devices: batches spread over them, merged at every Serialize
+// (intermediates forwarding partials) and Report (the root's result).
+TEST(ServiceTest, TreeOnThreeSimulatedThrustOmpDevicesMatchesTheReference) {
+  absl::StatusOr<BackendChoice> backend = ChooseBackend("thrust-omp", BackendOptions{.devices = std::vector<int>{0, 1, 2}});
+  if (!backend.ok()) GTEST_SKIP() << backend.status().message();
+  ServerConfig config = LoopbackConfig();
+  config.backend = backend->backend;
+  CheckTreeMatchesReference(config);
+}
+
 TEST(ServiceTest, TwoAggregationsOverlapOnOneStream) {
   auto cluster = Cluster::Start(1);
   ASSERT_NE(cluster, nullptr);
