@@ -21,6 +21,11 @@ size_t Usable(size_t slot_bytes) { return slot_bytes > kArrays * kAlign ? slot_b
 
 const std::byte* Bytes(const void* p) { return static_cast<const std::byte*>(p); }
 
+// memcpy that accepts an empty range with null pointers (an update without entries).
+void CopyBytes(void* to, const void* from, size_t bytes) {
+  if (bytes > 0) std::memcpy(to, from, bytes);
+}
+
 }  // namespace
 
 absl::StatusOr<BatchPacker::Plan> BatchPacker::MakePlan(const HostBatch& batch, size_t slot_bytes) const {
@@ -141,8 +146,8 @@ BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, 
     layout.weights_at = Aligned(static_cast<size_t>(layout.updates) * part_row_bytes);
     double* weights = reinterpret_cast<double*>(out + layout.weights_at);
     for (int64_t r = part.row_begin; r < part.row_end; ++r) {
-      std::memcpy(out + static_cast<size_t>(r - part.row_begin) * part_row_bytes,
-                  Bytes(batch.values[r]) + static_cast<size_t>(part.column_begin) * value_bytes, part_row_bytes);
+      CopyBytes(out + static_cast<size_t>(r - part.row_begin) * part_row_bytes,
+                Bytes(batch.values[r]) + static_cast<size_t>(part.column_begin) * value_bytes, part_row_bytes);
       weights[r - part.row_begin] = batch.weights[r];
     }
     layout.bytes = layout.weights_at + static_cast<size_t>(layout.updates) * sizeof(double);
@@ -173,9 +178,9 @@ BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, 
     offsets[p] = e;
     weights[p] = batch.weights[piece.update];
     if (piece.order == nullptr) {
-      std::memcpy(indices + e, from_indices + piece.first, static_cast<size_t>(piece.count) * sizeof(int64_t));
-      std::memcpy(out + static_cast<size_t>(e) * entry_bytes, from_values + static_cast<size_t>(piece.first) * entry_bytes,
-                  static_cast<size_t>(piece.count) * entry_bytes);
+      CopyBytes(indices + e, from_indices + piece.first, static_cast<size_t>(piece.count) * sizeof(int64_t));
+      CopyBytes(out + static_cast<size_t>(e) * entry_bytes, from_values + static_cast<size_t>(piece.first) * entry_bytes,
+                static_cast<size_t>(piece.count) * entry_bytes);
     } else {
       for (int64_t i = 0; i < piece.count; ++i) {
         const int64_t from = piece.order[piece.first + i];
