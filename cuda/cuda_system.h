@@ -33,6 +33,13 @@ struct CudaSystem {
   static void ToHost(void* dst, const void* src, size_t bytes) {
     Copy(dst, src, bytes, cudaMemcpyDeviceToHost, "device-to-host cudaMemcpy");
   }
+  // Waits for the work queued on the legacy default stream (Thrust's kernels and the
+  // cuSPARSE calls), so that a staged batch's slot may be reused; throws its error.
+  static void Finish() {
+    if (const cudaError_t error = cudaStreamSynchronize(cudaStreamLegacy); error != cudaSuccess) {
+      throw thrust::system_error(error, thrust::cuda_category(), "cudaStreamSynchronize after a reduction");
+    }
+  }
   // y[a.columns] += Aᵀ x[a.rows] with cuSPARSE, ordered with Thrust's kernels.
   template <typename Index, typename T>
   static Outcome SpmvTranspose(const CsrMatrix<Index, T>& a, const T* x, T* y) {

@@ -93,8 +93,9 @@ struct HostState {
 };
 
 // Reduces batches that are already in its system's memory. Accumulate runs on the
-// staging ring's compute thread; the other calls on the caller's, never at the same time
-// as an Accumulate of the same reducer.
+// staging ring's compute thread and returns only once nothing on the device reads the
+// batch any more (its slot is reused next); the other calls run on the caller's thread,
+// never at the same time as an Accumulate of the same reducer.
 template <typename Acc>
 class StagedFieldReducer {
  public:

@@ -29,6 +29,8 @@ struct OmpSystem {
   static void ToHost(void* dst, const void* src, size_t bytes) {
     if (bytes > 0) std::memcpy(dst, src, bytes);
   }
+  // Every algorithm has returned when its call does: nothing to wait for.
+  static void Finish() {}
   // y[a.columns] += Aᵀ x[a.rows]; never fails.
   template <typename Index, typename T>
   static Outcome SpmvTranspose(const CsrMatrix<Index, T>& a, const T* x, T* y) {

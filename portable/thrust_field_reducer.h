@@ -191,7 +191,11 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
   explicit ThrustFieldReducer(const ReducerSpec& spec) : spec_(spec) {}
 
   Outcome Accumulate(const StagedBatch& batch) override {
-    return Guarded([&] { return AccumulateNow(batch); });
+    return Guarded([&] {
+      const Outcome outcome = AccumulateNow(batch);
+      System::Finish();  // asynchronous calls (cuSPARSE) may still read the slot otherwise
+      return outcome;
+    });
   }
   Outcome Merge(const StagedFieldReducer<Acc>& other_base) override {
     return Guarded([&] { return MergeNow(static_cast<const ThrustFieldReducer&>(other_base)); });
