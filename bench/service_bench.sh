@@ -4,9 +4,10 @@
 # one line "BENCH {json}" (scripts/bench.sh turns them into its summary table) after the
 # load generator's report.
 #   bench/service_bench.sh BUILD_DIR ingest [--streams=8] [--updates_1k=20000] [--updates_1m=1000] [--updates_64m=6]
+#                                           [--root_flags='--ingest_window_mib=0 ...']
 #   bench/service_bench.sh BUILD_DIR rounds [--rounds_small=20] [--rounds_large=5]
 #   bench/service_bench.sh BUILD_DIR memory [--memory_updates=100,1000] [--model_floats=4000000]
-#                                           [--memory_streams=4] [--memory_batch_max_mib=64]
+#                                           [--memory_streams=4] [--memory_batch_max_mib=64] [--root_flags=...]
 #   bench/service_bench.sh BUILD_DIR scale  [--scale_clients=10000] [--scale_concurrency=1000]
 # ingest:  N concurrent streams of 1 KiB, 1 MiB and 64 MiB updates through fedagg-server
 #          (validation, batching, reduction) and through fedagg-raw-sink (a bare gRPC sink
@@ -15,6 +16,8 @@
 #          -> result, repeated; median and p99 latency per round for N = 10 and 1,000.
 # memory:  peak RSS (VmHWM) of a root aggregating M updates of a 16 MB model from S concurrent
 #          streams, at the server's --batch_max_mib, against the model size and the idle RSS.
+# --root_flags: more flags for the root server of the ingest and memory cases (default
+#          none: the server's defaults), e.g. to measure a baseline without the ingest window.
 # scale:   10,000 logical clients through a root and two intermediate aggregators:
 #          updates/s and each server's peak RSS.
 set -euo pipefail
@@ -25,7 +28,7 @@ LOADGEN=$BUILD/client_stub/fedagg-loadgen
 SINK=$BUILD/bench/fedagg-raw-sink
 
 declare -A OPT=([streams]=8 [updates_1k]=20000 [updates_1m]=1000 [updates_64m]=6 [rounds_small]=20 [rounds_large]=5
-                [memory_updates]=100,1000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [scale_clients]=10000 [scale_concurrency]=1000)
+                [memory_updates]=100,1000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [scale_clients]=10000 [scale_concurrency]=1000)
 for arg in "$@"; do
   key=${arg#--}; key=${key%%=*}
   [ -n "${OPT[$key]+set}" ] && [[ $arg == --*=* ]] || { echo "unknown option $arg" >&2; exit 2; }
@@ -66,7 +69,7 @@ ingest)
     esac
     args=(--clients="$updates" --concurrency="$streams" --channels="$streams" --distinct_updates=$distinct
           --type="<w=float32[$floats]>" --intrinsics=federated_sum)
-    start_root
+    start_root ${OPT[root_flags]}
     loadgen "$E2E_DIR/fedagg-$size.json" --control="127.0.0.1:$ROOT" "${args[@]}"
     stop_all
     next_port; sink_port=$PORT
@@ -74,11 +77,11 @@ ingest)
     e2e_wait_port "$sink_port"
     loadgen "$E2E_DIR/sink-$size.json" --sink --servers="127.0.0.1:$sink_port" "${args[@]}"
     stop_all
-    emit "$(python3 - "$E2E_DIR/fedagg-$size.json" "$E2E_DIR/sink-$size.json" "$size" "$streams" <<'PY'
+    emit "$(python3 - "$E2E_DIR/fedagg-$size.json" "$E2E_DIR/sink-$size.json" "$size" "$streams" "${OPT[root_flags]}" <<'PY'
 import json, sys
 f, s = (json.load(open(p)) for p in sys.argv[1:3])
 ft, st = f["throughput"], s["throughput"]
-print(json.dumps({"bench": "ingest", "size": sys.argv[3], "streams": int(sys.argv[4]),
+print(json.dumps({"bench": "ingest", "size": sys.argv[3], "streams": int(sys.argv[4]), "root_flags": sys.argv[5],
                   "updates": f["updates"]["counted"], "update_bytes": f["payload_bytes_per_update"],
                   "fedagg_bytes_per_s": ft["payload_bytes_per_s"], "fedagg_updates_per_s": ft["updates_per_s"],
                   "sink_bytes_per_s": st["payload_bytes_per_s"], "sink_updates_per_s": st["updates_per_s"],
@@ -98,15 +101,15 @@ rounds)
 memory)
   IFS=, read -ra ms <<<"${OPT[memory_updates]}"
   for m in "${ms[@]}"; do
-    start_root --batch_max_mib="${OPT[memory_batch_max_mib]}"
+    start_root --batch_max_mib="${OPT[memory_batch_max_mib]}" ${OPT[root_flags]}
     idle=$(rss_kib "$ROOT_PID" VmRSS)
     loadgen "$E2E_DIR/memory-$m.json" --control="127.0.0.1:$ROOT" --clients="$m" \
         --concurrency="${OPT[memory_streams]}" --channels="$(( OPT[memory_streams] < 2 ? 1 : 2 ))" \
         --distinct_updates=2 --type="<w=float32[${OPT[model_floats]}]>" --intrinsics=federated_sum
     peak=$(rss_kib "$ROOT_PID" VmHWM)
     stop_all
-    emit "$(python3 -c 'import json,sys; m,idle,peak,model,streams,batch=map(int,sys.argv[1:7]); print(json.dumps({"bench": "memory", "updates": m, "model_bytes": model, "streams": streams, "batch_max_mib": batch, "idle_rss_bytes": idle*1024, "peak_rss_bytes": peak*1024, "peak_over_idle_in_models": (peak-idle)*1024/model, "checked": json.load(open(sys.argv[7]))["passed"]}))' \
-        "$m" "$idle" "$peak" $((OPT[model_floats] * 4)) "${OPT[memory_streams]}" "${OPT[memory_batch_max_mib]}" "$E2E_DIR/memory-$m.json")"
+    emit "$(python3 -c 'import json,sys; m,idle,peak,model,streams,batch=map(int,sys.argv[1:7]); print(json.dumps({"bench": "memory", "updates": m, "model_bytes": model, "streams": streams, "batch_max_mib": batch, "root_flags": sys.argv[8], "idle_rss_bytes": idle*1024, "peak_rss_bytes": peak*1024, "peak_over_idle_in_models": (peak-idle)*1024/model, "checked": json.load(open(sys.argv[7]))["passed"]}))' \
+        "$m" "$idle" "$peak" $((OPT[model_floats] * 4)) "${OPT[memory_streams]}" "${OPT[memory_batch_max_mib]}" "$E2E_DIR/memory-$m.json" "${OPT[root_flags]}")"
   done ;;
 scale)
   start_tree

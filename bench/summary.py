@@ -39,6 +39,11 @@ def spread(records, key, scale=1.0, fmt="{:.1f}"):
     return text if len(values) == 1 else f"{text} [{fmt.format(values[0])}-{fmt.format(values[-1])}]"
 
 
+def flags_note(record):
+    """The root's flags beyond its defaults (bench/service_bench.sh --root_flags), if any."""
+    return f", root {record['root_flags']}" if record.get("root_flags") else ""
+
+
 def grouped(path):
     """BENCH records of repeated runs, grouped by what they measured (in first-seen order)."""
     groups = {}
@@ -46,7 +51,7 @@ def grouped(path):
         if line.startswith("BENCH "):
             r = json.loads(line[len("BENCH "):])
             key = (r["bench"], r.get("size"), r.get("clients"), r.get("updates") if r["bench"] == "memory" else None,
-                   r.get("streams"), r.get("batch_max_mib"), r.get("contender"))
+                   r.get("streams"), r.get("batch_max_mib"), r.get("contender"), r.get("root_flags"))
             groups.setdefault(key, []).append(r)
     return groups.values()
 
@@ -67,7 +72,7 @@ def service_rows(path):
                       f"sink {spread(runs, 'sink_bytes_per_s', 1 / MB)} MB/s; "
                       f"ratio {spread(runs, 'ratio', 100, '{:.0f}')}%{failed}")
             size = {"1k": "1 KiB", "1m": "1 MiB", "64m": "64 MiB"}.get(r["size"], r["size"])
-            rows.append((f"ingest {size} x {r['updates']}, {r['streams']} streams, {n}", figure,
+            rows.append((f"ingest {size} x {r['updates']}, {r['streams']} streams{flags_note(r)}, {n}", figure,
                          ">= 70% of sink" if goal else "(reported)",
                          ("yes" if ratio >= 0.7 and checked else "NO") if goal else ""))
         elif r["bench"] == "rounds":
@@ -80,7 +85,7 @@ def service_rows(path):
         elif r["bench"] == "memory":
             ratio = statistics.median(x["peak_over_idle_in_models"] for x in runs)
             rows.append((f"memory, {r['updates']} updates of {r['model_bytes'] / MB:.3g} MB, {r.get('streams', '?')} stream(s), "
-                         f"--batch_max_mib={r.get('batch_max_mib', '?')}, {n}",
+                         f"--batch_max_mib={r.get('batch_max_mib', '?')}{flags_note(r)}, {n}",
                          f"peak RSS {spread(runs, 'peak_rss_bytes', 1 / MIB, '{:.0f}')} MiB, idle "
                          f"{spread(runs, 'idle_rss_bytes', 1 / MIB, '{:.0f}')} MiB: idle + "
                          f"{spread(runs, 'peak_over_idle_in_models')} x model{failed}",

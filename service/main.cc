@@ -33,6 +33,16 @@ ABSL_FLAG(int64_t, memory_budget_bytes, 0,
           "bytes of client data (updates being received, pending batches, accumulators) this "
           "node holds at most; a new update that would exceed it is refused with "
           "RESOURCE_EXHAUSTED; 0: no budget");
+ABSL_FLAG(int64_t, ingest_window_mib, 16,
+          "MiB of client updates held at once, being received or waiting in pending batches; "
+          "a new update waits (its stream paused, so gRPC flow control holds the sender back) "
+          "until its bytes fit, and an update larger than the window is received alone. "
+          "Batches close at half the window. Bounds memory to about the accumulators plus the "
+          "window; raise it when many slow senders upload large models at once. 0: no window");
+ABSL_FLAG(int64_t, stream_window_kib, 1024,
+          "HTTP/2 receive window of each stream, KiB: what a sender may have in flight beyond "
+          "what this node has read, so also what each paused stream buffers here; 0: gRPC's "
+          "own, which grows with the bandwidth-delay product");
 ABSL_FLAG(int, max_streams_per_identity, 0,
           "Contribute and Submit streams one caller (certificate, bearer token, or peer "
           "address) may hold open; more are refused with RESOURCE_EXHAUSTED; 0: no limit");
@@ -139,6 +149,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   config.memory_budget_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_memory_budget_bytes));
+  if (absl::GetFlag(FLAGS_ingest_window_mib) < 0) {
+    std::fprintf(stderr, "fedagg-server: --ingest_window_mib must be >= 0\n");
+    return 2;
+  }
+  config.ingest_window_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_ingest_window_mib)) << 20;
+  if (absl::GetFlag(FLAGS_stream_window_kib) < 0) {
+    std::fprintf(stderr, "fedagg-server: --stream_window_kib must be >= 0\n");
+    return 2;
+  }
+  config.stream_window_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_stream_window_kib)) << 10;
   config.max_streams_per_identity = absl::GetFlag(FLAGS_max_streams_per_identity);
   config.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
   config.forward_interval = absl::Milliseconds(absl::GetFlag(FLAGS_forward_interval_ms));

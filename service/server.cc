@@ -4,6 +4,8 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
+
 
 #include "absl/strings/str_cat.h"
 #include "service/core/status_macros.h"
@@ -68,7 +70,11 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   std::unique_ptr<FedaggServer> server(new FedaggServer());
   AggregationOptions options;
   options.batch_size = config.batch_size;
-  options.batch_max_bytes = config.batch_max_bytes;
+  // A pending batch never holds the whole ingest window: it closes at half of it, so an
+  // update of half the window or more is reduced as it arrives.
+  options.batch_max_bytes = config.ingest_window_bytes == 0
+                                ? config.batch_max_bytes
+                                : std::min(config.batch_max_bytes, std::max<uint64_t>(config.ingest_window_bytes / 2, 1));
   options.flush_interval = config.flush_interval;
   options.retain_finished = config.retain_finished;
   server->memory_budget_ = std::make_unique<MemoryBudget>(config.memory_budget_bytes);
@@ -120,6 +126,14 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   server->context_ = std::make_unique<ServiceContext>(
       ServiceContext{*server->registry_, *server->authenticator_, *server->metrics_, config.max_update_bytes});
   server->context_->memory_budget = server->memory_budget_.get();
+  if (config.ingest_window_bytes > 0) {
+    server->ingest_window_ = std::make_unique<IngestWindow>(config.ingest_window_bytes);
+    AggregationRegistry* registry = server->registry_.get();
+    server->ingest_window_->SetPressureHandler([registry] {
+      for (const std::shared_ptr<Aggregation>& aggregation : registry->List()) aggregation->ReducePending();
+    });
+    server->context_->ingest_window = server->ingest_window_.get();
+  }
   server->context_->stream_limiter = server->stream_limiter_.get();
   server->context_->stall_timeout = config.stall_timeout;
   server->aggregation_service_ = std::make_unique<AggregationService>(*server->context_);
@@ -138,6 +152,11 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   // gRPC's default answers pings more often than every 5 minutes with GOAWAY.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              static_cast<int>(absl::ToInt64Milliseconds(kMinParentKeepalive / 2)));
+  if (config.stream_window_bytes > 0) {
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
+                               static_cast<int>(std::min<uint64_t>(config.stream_window_bytes, INT32_MAX)));
+  }
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<MalformedRequestInterceptorFactory>());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
@@ -291,11 +310,29 @@ void FedaggServer::RegisterStateGauges() {
   metrics_registry_->AddGaugeCallback(
       "fedagg_memory_budget_bytes", "The memory budget (--memory_budget_bytes); 0: none.", {},
       [budget] { return MetricsRegistry::GaugeSamples{{{}, static_cast<double>(budget->limit())}}; });
+  if (ingest_window_ != nullptr) RegisterIngestWindowMetrics(*ingest_window_);
   metrics_registry_->AddGaugeCallback("fedagg_backend_info", "The reduction backend in use.", {"backend"},
                                       [backend] { return MetricsRegistry::GaugeSamples{{{backend}, 1}}; });
   metrics_registry_->AddGaugeCallback(
       "fedagg_process_resident_memory_bytes", "Resident memory of the fedagg-server process.", {},
       [] { return MetricsRegistry::GaugeSamples{{{}, ProcessResidentBytes()}}; });
+}
+
+void FedaggServer::RegisterIngestWindowMetrics(const IngestWindow& window) {
+  const IngestWindow* ingest = &window;  // the server's: outlives its metrics endpoint
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_ingest_window_used_bytes",
+      "Update bytes held now: being received or waiting in pending batches (--ingest_window_mib).", {},
+      [ingest] { return MetricsRegistry::GaugeSamples{{{}, static_cast<double>(ingest->used())}}; });
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_ingest_window_bytes", "The ingest window (--ingest_window_mib).", {},
+      [ingest] { return MetricsRegistry::GaugeSamples{{{}, static_cast<double>(ingest->capacity())}}; });
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_ingest_waiting_updates", "Updates whose stream is paused until their bytes fit in the ingest window.",
+      {}, [ingest] { return MetricsRegistry::GaugeSamples{{{}, static_cast<double>(ingest->waiting())}}; });
+  metrics_registry_->AddCounterCallback(
+      "fedagg_ingest_waits_total", "Updates that had to wait for their place in the ingest window.", {},
+      [ingest] { return MetricsRegistry::GaugeSamples{{{}, static_cast<double>(ingest->waits())}}; });
 }
 
 void FedaggServer::RegisterDeviceGauges(const DeviceMonitor& monitor) {
@@ -364,6 +401,8 @@ void FedaggServer::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   metrics_endpoint_.reset();
   if (checkpointer_ != nullptr) checkpointer_->Stop();
+  // Updates waiting for their place are refused, so their streams can end.
+  if (ingest_window_ != nullptr) ingest_window_->Close();
   if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   parent_link_.reset();
 }

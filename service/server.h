@@ -18,6 +18,7 @@
 #include "monitoring/metrics_registry.h"
 #include "monitoring/service_metrics.h"
 #include "service/core/accumulator_factory.h"
+#include "service/core/ingest_window.h"
 #include "service/core/memory_budget.h"
 #include "service/core/read_file.h"
 #include "service/rounds/aggregation_registry.h"
@@ -52,6 +53,14 @@ struct ServerConfig {
   // Bytes of client data (updates in flight, pending batches, accumulators) this node
   // holds at most; a new update that would exceed it is refused. 0: no budget.
   uint64_t memory_budget_bytes = 0;
+  // Update bytes (being received or waiting in pending batches) held at once: a new
+  // update waits, its stream paused, until its bytes fit (an update larger than the
+  // window goes alone). Batches close at half of it. 0: no window.
+  uint64_t ingest_window_bytes = uint64_t{16} << 20;
+  // HTTP/2 receive window of each stream: what a sender may have in flight to this node
+  // beyond what it has read, so also what a paused stream buffers here. 0: gRPC's own,
+  // which grows with the measured bandwidth-delay product (to several MiB a stream).
+  uint64_t stream_window_bytes = uint64_t{1} << 20;
   // Contribute and Submit streams one caller identity may hold open; 0: no limit.
   int max_streams_per_identity = 0;
   // An update that receives no message for this long is discarded and its stream ended
@@ -101,6 +110,8 @@ class FedaggServer {
   int restored_aggregations() const { return restored_aggregations_; }
   AggregationRegistry& registry() { return *registry_; }
   const MemoryBudget& memory_budget() const { return *memory_budget_; }
+  // Null when ServerConfig::ingest_window_bytes is 0.
+  const IngestWindow* ingest_window() const { return ingest_window_.get(); }
   void Wait() { server_->Wait(); }
   // Writes a last checkpoint (acks still waiting for one go out as RECEIVED), stops
   // accepting calls, cancels streams in progress after `grace`, stops the parent link.
@@ -112,6 +123,8 @@ class FedaggServer {
   void RegisterStateGauges();
   // fedagg_gpu_memory_*: only for a backend that reduces on devices.
   void RegisterDeviceGauges(const DeviceMonitor& monitor);
+  // fedagg_ingest_*: only when the server has an ingest window.
+  void RegisterIngestWindowMetrics(const IngestWindow& window);
   void RegisterStagingMetrics(const std::vector<const StagingRingStats*>& rings);
 
   std::string backend_name_;  // for fedagg_backend_info
@@ -122,6 +135,8 @@ class FedaggServer {
   // Declared before everything that holds reservations or slots in them.
   std::unique_ptr<MemoryBudget> memory_budget_;
   MemoryReservation staging_reservation_;  // the backend's staging slots, for the server's life
+  // Declared before registry_: the update buffers of its aggregations hold tickets in it.
+  std::unique_ptr<IngestWindow> ingest_window_;
   std::vector<const StagingRingStats*> staging_rings_;
   std::unique_ptr<StreamLimiter> stream_limiter_;
   // Declared before registry_, so destroyed after it: the registry's ticker may tell the

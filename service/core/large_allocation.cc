@@ -82,6 +82,16 @@ class MappingCache {
     for (const auto& [unmapped, size] : evicted) munmap(unmapped, size);
   }
 
+  void Clear() {
+    std::deque<std::pair<std::byte*, size_t>> evicted;
+    {
+      MutexLock lock(&mu_);
+      evicted.swap(entries_);
+      cached_bytes_ = 0;
+    }
+    for (const auto& [unmapped, size] : evicted) munmap(unmapped, size);
+  }
+
  private:
   Mutex mu_;
   std::deque<std::pair<std::byte*, size_t>> entries_ ABSL_GUARDED_BY(mu_);  // oldest first
@@ -103,6 +113,8 @@ LargeAllocation::LargeAllocation(size_t bytes) : size_(bytes) {
   if (memory == nullptr) throw std::bad_alloc();
   memory_.reset(static_cast<std::byte*>(memory));
 }
+
+void LargeAllocation::TrimCache() { MappingCache::Instance().Clear(); }
 
 void LargeAllocationRelease::operator()(std::byte* memory) const {
   if (mapped_bytes > 0) {

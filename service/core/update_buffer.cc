@@ -6,22 +6,16 @@
 
 namespace fedagg {
 
-absl::StatusOr<UpdateBuffer> UpdateBuffer::Create(const ReductionSpec& spec,
-                                                  absl::Span<const int64_t> nnz,
-                                                  std::optional<double> weight,
-                                                  uint64_t max_bytes,
-                                                  MemoryBudget* budget) {
+absl::StatusOr<UpdateBuffer::Layout> UpdateBuffer::Plan(const ReductionSpec& spec,
+                                                        absl::Span<const int64_t> nnz,
+                                                        uint64_t max_bytes) {
   if (nnz.size() != spec.fields().size()) {
     return absl::InvalidArgumentError(absl::StrCat("update header describes ", nnz.size(),
                                                    " fields but type ",
                                                    spec.value_type().ToString(), " has ",
                                                    spec.fields().size()));
   }
-  UpdateBuffer buffer;
-  buffer.fields_.resize(nnz.size());
-  buffer.view_.weight = weight;
-  // First pass: sizes and limits, before allocating anything.
-  std::vector<std::pair<uint64_t, uint64_t>> sizes;  // (indices, value bytes)
+  Layout layout;
   uint64_t total = 0;
   for (size_t f = 0; f < nnz.size(); ++f) {
     const FieldSpec& field = spec.fields()[f];
@@ -51,27 +45,48 @@ absl::StatusOr<UpdateBuffer> UpdateBuffer::Create(const ReductionSpec& spec,
                                                      " bytes exceeds the size limit of ",
                                                      max_bytes, " bytes"));
     }
-    sizes.emplace_back(indices, value_bytes);
+    layout.sections_.emplace_back(indices, value_bytes);
   }
+  layout.total_bytes_ = total;
+  return layout;
+}
+
+absl::StatusOr<UpdateBuffer> UpdateBuffer::Allocate(const ReductionSpec& spec, const Layout& layout,
+                                                    std::optional<double> weight,
+                                                    MemoryBudget* budget, IngestTicket ticket) {
+  UpdateBuffer buffer;
+  const uint64_t total = layout.total_bytes();
   if (budget != nullptr) {
     absl::StatusOr<MemoryReservation> memory =
         budget->Reserve(total, absl::StrCat("an update of ", total, " bytes"));
     if (!memory.ok()) return memory.status();
     buffer.memory_ = *std::move(memory);
   }
-  for (size_t f = 0; f < nnz.size(); ++f) {
+  buffer.ingest_place_ = std::move(ticket);
+  buffer.fields_.resize(layout.sections_.size());
+  buffer.view_.weight = weight;
+  for (size_t f = 0; f < layout.sections_.size(); ++f) {
     const FieldSpec& field = spec.fields()[f];
+    const auto [indices, value_bytes] = layout.sections_[f];
     FieldStorage& storage = buffer.fields_[f];
-    storage.indices = LargeAllocation(sizes[f].first * sizeof(int64_t));
-    storage.values = LargeAllocation(sizes[f].second);
+    storage.indices = LargeAllocation(indices * sizeof(int64_t));
+    storage.values = LargeAllocation(value_bytes);
     buffer.view_.fields.push_back(FieldValue{
         field.encoding, field.type.dtype,
-        absl::MakeConstSpan(reinterpret_cast<const int64_t*>(storage.indices.data()),
-                            sizes[f].first),
+        absl::MakeConstSpan(reinterpret_cast<const int64_t*>(storage.indices.data()), indices),
         absl::MakeConstSpan(storage.values.data(), storage.values.size())});
   }
   buffer.total_bytes_ = total;
   return buffer;
+}
+
+absl::StatusOr<UpdateBuffer> UpdateBuffer::Create(const ReductionSpec& spec,
+                                                  absl::Span<const int64_t> nnz,
+                                                  std::optional<double> weight,
+                                                  uint64_t max_bytes, MemoryBudget* budget) {
+  absl::StatusOr<Layout> layout = Plan(spec, nnz, max_bytes);
+  if (!layout.ok()) return layout.status();
+  return Allocate(spec, *layout, weight, budget);
 }
 
 absl::Span<std::byte> UpdateBuffer::section(size_t field, Section section) {

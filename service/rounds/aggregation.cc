@@ -427,6 +427,9 @@ void Aggregation::MaybeFinalize() {
       detail_ = absl::StrCat("quorum not reached: ", contributions_, " contributions, at least ",
                              std::max<int64_t>(1, config_.min_contributions), " required");
     } else {
+      // The released update buffers kept for reuse would sit beside the accumulator and
+      // the result: give them back first, so the result takes their place.
+      LargeAllocation::TrimCache();
       absl::StatusOr<AggregateResult> report = partial_.Report();
       if (report.ok()) {
         result_ = std::make_shared<const AggregateResult>(*std::move(report));

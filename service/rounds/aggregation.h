@@ -5,7 +5,8 @@
 // tier link and the deadline ticker all call into it.
 //
 // Batching: committed updates wait in a pending batch; a full batch is swapped out and
-// reduced while the next one fills. Reduction happens on the thread that filled the
+// reduced while the next one fills. An update as large as a whole batch makes a batch of
+// one: it is reduced as it arrives. Reduction happens on the thread that filled the
 // batch, outside the state lock; a second full batch waits for the first (bounded memory:
 // at most two batches of updates are held).
 //
@@ -155,6 +156,9 @@ class Aggregation {
   // finalizes a sealed aggregation whose children are done or whose child grace period
   // ran out. Called by the registry's ticker.
   void Tick(absl::Time now);
+  // Reduces the pending batch now, whatever its size and age: the node's ingest window is
+  // full and new updates wait for the bytes the batch holds.
+  void ReducePending();
 
   // Forwarding mirrors: reduces what is pending and hands out everything accumulated
   // since the last call, serialized, with its contribution count. After the final delta
@@ -231,8 +235,6 @@ class Aggregation {
   absl::Status CountClientLocked(const std::string& client_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A granted child claim becomes a counted client id.
   absl::Status CommitChildClaim(const std::string& child_id, const std::string& client_id);
-  // Moves the pending batch into the partial aggregate. Call without mu_.
-  void ReducePending();
   // Accumulates `batch` into the partial aggregate and empties it.
   void ReduceBatch(std::vector<UpdateBuffer>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(reduce_mu_);
   // `error` from the backend, with this aggregation's id and the backend's name.

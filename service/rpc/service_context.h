@@ -1,6 +1,6 @@
 // ServiceContext: what every RPC handler of a fedagg server shares — the aggregation
 // registry, the authenticator and the limits an operator set (update size, memory budget,
-// streams per caller identity, stall timeout).
+// ingest window, streams per caller identity, stall timeout).
 #ifndef FEDAGG_SERVICE_RPC_SERVICE_CONTEXT_H_
 #define FEDAGG_SERVICE_RPC_SERVICE_CONTEXT_H_
 
@@ -8,6 +8,7 @@
 
 #include "monitoring/service_metrics.h"
 #include "absl/time/time.h"
+#include "service/core/ingest_window.h"
 #include "service/core/memory_budget.h"
 #include "service/rounds/aggregation_registry.h"
 #include "service/rpc/authenticator.h"
@@ -26,6 +27,8 @@ struct ServiceContext {
   int welcome_aggregations = 16;
   // Accounts (and bounds) the bytes held for client data; null: no accounting.
   MemoryBudget* memory_budget = nullptr;
+  // Bounds the update bytes held at once by making new updates wait; null: no bound.
+  IngestWindow* ingest_window = nullptr;
   // Open Contribute and Submit streams per caller identity; null: no limit.
   StreamLimiter* stream_limiter = nullptr;
   // An update that receives no message for this long is discarded and its stream ended

@@ -19,18 +19,19 @@ void UpdateAssembler::Begin(const v1::UpdateHeader& header, const std::string& c
   }
   registry_.GetAsync(header.aggregation_id(),
                      [this, header, client_id, done = std::move(done)](
-                         absl::StatusOr<std::shared_ptr<Aggregation>> aggregation) {
-                       absl::Status begun = aggregation.ok()
-                                                ? BeginWith(*std::move(aggregation), header, client_id)
-                                                : aggregation.status();
-                       done(begun.ok() ? begun : Fail(begun));
+                         absl::StatusOr<std::shared_ptr<Aggregation>> aggregation) mutable {
+                       if (!aggregation.ok()) {
+                         done(Fail(aggregation.status()));
+                         return;
+                       }
+                       BeginWith(*std::move(aggregation), header, client_id, std::move(done));
                      });
 }
 
-absl::Status UpdateAssembler::BeginWith(std::shared_ptr<Aggregation> aggregation,
-                                        const v1::UpdateHeader& header, const std::string& client_id) {
+absl::StatusOr<UpdateBuffer::Layout> UpdateAssembler::CheckHeader(const Aggregation& aggregation,
+                                                                  const v1::UpdateHeader& header) const {
   std::vector<int64_t> nnz;
-  const std::vector<FieldSpec>& fields = aggregation->reduction().fields();
+  const std::vector<FieldSpec>& fields = aggregation.reduction().fields();
   for (int f = 0; f < header.fields_size(); ++f) {
     const v1::FieldLayout& layout = header.fields(f);
     nnz.push_back(layout.nnz());
@@ -47,7 +48,7 @@ absl::Status UpdateAssembler::BeginWith(std::shared_ptr<Aggregation> aggregation
     return absl::InvalidArgumentError(absl::StrCat("UpdateHeader.ack_level ", header.ack_level(),
                                                    " is not RECEIVED or DURABLE"));
   }
-  if (header.ack_level() == v1::DURABLE && !aggregation->checkpointed()) {
+  if (header.ack_level() == v1::DURABLE && !aggregation.checkpointed()) {
     return absl::FailedPreconditionError(
         registry_.is_intermediate()
             ? "DURABLE acks were asked for, but this intermediate aggregator writes no checkpoints "
@@ -57,19 +58,48 @@ absl::Status UpdateAssembler::BeginWith(std::shared_ptr<Aggregation> aggregation
               "(--checkpoint_dir is not set); ask for RECEIVED acks, or restart the server with "
               "--checkpoint_dir");
   }
-  std::optional<double> weight;
-  if (header.has_weight()) weight = header.weight();
-  FEDAGG_ASSIGN_OR_RETURN(UpdateBuffer buffer, UpdateBuffer::Create(aggregation->reduction(), nnz,
-                                                                    weight, max_update_bytes_,
-                                                                    memory_budget_));
-  FEDAGG_RETURN_IF_ERROR(aggregation->BeginUpdate(client_id));
+  return UpdateBuffer::Plan(aggregation.reduction(), nnz, max_update_bytes_);
+}
+
+void UpdateAssembler::BeginWith(std::shared_ptr<Aggregation> aggregation, const v1::UpdateHeader& header,
+                                const std::string& client_id, std::function<void(absl::Status)> done) {
+  absl::StatusOr<UpdateBuffer::Layout> layout = CheckHeader(*aggregation, header);
+  if (!layout.ok()) {
+    done(Fail(layout.status()));
+    return;
+  }
+  if (absl::Status begun = aggregation->BeginUpdate(client_id); !begun.ok()) {
+    done(Fail(begun));
+    return;
+  }
+  // From here on the client id is reserved: Fail (Abandon) gives it back.
   aggregation_ = std::move(aggregation);
   aggregation_id_ = header.aggregation_id();
   client_id_ = client_id;
   ack_level_ = header.ack_level() == v1::DURABLE ? v1::DURABLE : v1::RECEIVED;
-  received_.assign(buffer.num_fields() * 2, 0);
-  buffer_.emplace(std::move(buffer));
-  return absl::OkStatus();
+  std::optional<double> weight;
+  if (header.has_weight()) weight = header.weight();
+  // The buffer is allocated once the update has its place in the ingest window: until
+  // then the stream reads nothing more, and gRPC flow control holds the sender back.
+  auto allocate = [this, layout = *layout, weight, done = std::move(done)](
+                      absl::StatusOr<IngestTicket> place) {
+    absl::StatusOr<UpdateBuffer> buffer =
+        place.ok() ? UpdateBuffer::Allocate(aggregation_->reduction(), layout, weight, memory_budget_,
+                                            *std::move(place))
+                   : absl::StatusOr<UpdateBuffer>(place.status());
+    if (!buffer.ok()) {
+      done(Fail(buffer.status()));
+      return;
+    }
+    received_.assign(buffer->num_fields() * 2, 0);
+    buffer_.emplace(*std::move(buffer));
+    done(absl::OkStatus());
+  };
+  if (ingest_window_ == nullptr) {
+    allocate(IngestTicket());
+  } else {
+    ingest_window_->Acquire(layout->total_bytes(), std::move(allocate));
+  }
 }
 
 absl::Status UpdateAssembler::AddChunk(const v1::Chunk& chunk) {

@@ -1,8 +1,9 @@
 // UpdateAssembler: turns the header / chunks / end messages of one update into a
 // committed contribution. Shared by the Contribute (bidi) and Submit (client-streaming)
 // reactors so both paths validate and account identically:
-//   Begin  — finds the aggregation, claims the update's bytes from the memory budget and
-//            allocates the UpdateBuffer, reserves the client id
+//   Begin  — finds the aggregation, checks the header, reserves the client id, waits for
+//            the update's place in the ingest window (when the server has one), then
+//            claims its bytes from the memory budget and allocates the UpdateBuffer
 //   AddChunk — copies a chunk straight into its place; chunks of a section arrive in
 //              order, without gaps or overlaps, within the declared size
 //   End    — checks every section is complete, the CRC-32C and the values, then hands
@@ -39,7 +40,8 @@ class UpdateAssembler {
       : registry_(service.registry),
         metrics_(service.metrics),
         max_update_bytes_(service.max_update_bytes),
-        memory_budget_(service.memory_budget) {}
+        memory_budget_(service.memory_budget),
+        ingest_window_(service.ingest_window) {}
   ~UpdateAssembler() { Abandon(); }
 
   // Starts an update. `done` receives the outcome — inline when the aggregation is known
@@ -68,9 +70,12 @@ class UpdateAssembler {
   const std::string& aggregation_id() const { return aggregation_id_; }
 
  private:
-  // Second half of Begin, once the aggregation is known.
-  absl::Status BeginWith(std::shared_ptr<Aggregation> aggregation, const v1::UpdateHeader& header,
-                         const std::string& client_id);
+  // Second half of Begin, once the aggregation is known; runs `done` once.
+  void BeginWith(std::shared_ptr<Aggregation> aggregation, const v1::UpdateHeader& header,
+                 const std::string& client_id, std::function<void(absl::Status)> done);
+  // The header against the aggregation's spec and this node's limits: the update's layout.
+  absl::StatusOr<UpdateBuffer::Layout> CheckHeader(const Aggregation& aggregation,
+                                                   const v1::UpdateHeader& header) const;
   // "field 'w' (float32[3], field 0) values", for messages about one section of the update.
   std::string SectionName(size_t field, bool indices) const;
   // For a section whose byte count is not the declared one: a hint at a dtype mix-up when
@@ -85,6 +90,7 @@ class UpdateAssembler {
   absl::Time started_;  // when the header arrived
   const uint64_t max_update_bytes_;
   MemoryBudget* const memory_budget_;  // may be null
+  IngestWindow* const ingest_window_;  // may be null
   std::shared_ptr<Aggregation> aggregation_;
   std::string aggregation_id_;
   std::string client_id_;

@@ -1,9 +1,14 @@
 // LargeAllocation: sizes, alignment (2 MiB for huge-page mappings, 64 bytes otherwise),
-// memory that holds what is written to every byte of it, and reuse of released mappings.
+// memory that holds what is written to every byte of it, reuse of released mappings, and
+// giving them back (TrimCache).
 #include "service/core/large_allocation.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -69,6 +74,20 @@ TEST(LargeAllocationTest, ReleasedMappingServesTheNextBufferOfItsSize) {
   LargeAllocation same_size(bytes);
   EXPECT_EQ(same_size.data(), released);
   ExpectWritableEverywhere(same_size);
+}
+
+TEST(LargeAllocationTest, TrimCacheUnmapsTheReleasedMappings) {
+  const size_t bytes = LargeAllocation::kHugePageBytes * 3;
+  std::byte* released;
+  {
+    LargeAllocation kept(bytes);
+    released = kept.data();
+  }
+  std::vector<unsigned char> pages(bytes / 4096);
+  ASSERT_EQ(mincore(released, bytes, pages.data()), 0);  // cached: still mapped
+  LargeAllocation::TrimCache();
+  EXPECT_EQ(mincore(released, bytes, pages.data()), -1);  // gone from the address space
+  EXPECT_EQ(errno, ENOMEM);
 }
 
 }  // namespace

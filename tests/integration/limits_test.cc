@@ -1,7 +1,10 @@
-// The limits a node enforces on its clients: the memory budget, open streams per caller
-// identity, and eviction of updates whose client stalled. Each test checks the refusal's
+// The limits a node enforces on its clients: the memory budget, the ingest window (which
+// makes updates wait rather than refusing them), open streams per caller identity, and
+// eviction of updates whose client stalled. Each test checks the refusal's
 // code and message, that nothing was counted, that other work went on unharmed, and that
 // the refused client succeeds once the limit allows it.
+#include <thread>
+
 #include "absl/time/clock.h"
 #include "tests/integration/raw_streams.h"
 
@@ -97,6 +100,108 @@ TEST(MemoryBudgetServiceTest, AnUpdateLargerThanTheWholeBudgetIsRefusedWithTheBu
             std::string::npos)
       << refused.status();
   EXPECT_EQ(control.Get("mem")->contributions(), 0);
+}
+
+// Sends one update of BudgetSpec on its own stream from another thread (it may wait for
+// its place in the ingest window); Join returns the ack.
+class BackgroundContribution {
+ public:
+  BackgroundContribution(int port, const std::string& client_id, float value)
+      : thread_([this, port, client_id, value] {
+          auto stream = ContributeStream::Open(Connect(port), client_id);
+          ack_ = stream.ok() ? (*stream)->Contribute(BudgetSpec(), DenseUpdate(Filled(value)))
+                             : absl::StatusOr<v1::Ack>(stream.status());
+        }) {}
+  absl::StatusOr<v1::Ack> Join() {
+    thread_.join();
+    return ack_;
+  }
+
+ private:
+  absl::StatusOr<v1::Ack> ack_ = absl::UnknownError("not sent");
+  std::thread thread_;
+};
+
+// With a window of two updates and batches of one (half the window), a third update waits
+// — nothing of it is allocated, nothing refused — until the first is counted and reduced.
+TEST(IngestWindowServiceTest, AnUpdateWaitsForItsPlaceAndIsCountedOnceOneIsFree) {
+  ServerConfig config = LoopbackConfig();
+  config.ingest_window_bytes = 2 * kUpdateBytes;
+  config.flush_interval = absl::Hours(1);  // only the window's own rules free bytes here
+  auto cluster = Cluster::Start(0, config);
+  ASSERT_NE(cluster, nullptr);
+  const IngestWindow& window = *cluster->root->ingest_window();
+  const int port = cluster->root->port();
+  ControlClient control(Connect(port));
+  ASSERT_TRUE(control.Create(BudgetSpec()).ok());
+  const uint64_t accumulator = cluster->root->memory_budget().used();
+
+  RawContributeStream first(port, "first"), second(port, "second");
+  ASSERT_TRUE(first.open() && second.open());
+  ASSERT_TRUE(first.Write(HeaderRequest("mem", 1)));
+  ASSERT_TRUE(second.Write(HeaderRequest("mem", 1)));
+  ASSERT_TRUE(Eventually([&] { return window.used() == 2 * kUpdateBytes; })) << window.used();
+
+  BackgroundContribution third(port, "third", 3);
+  ASSERT_TRUE(Eventually([&] { return window.waiting() == 1; }));
+  EXPECT_EQ(cluster->root->memory_budget().used(), accumulator + 2 * kUpdateBytes);  // third: nothing held
+
+  const std::string first_bytes = BytesOf(Filled(1));
+  ASSERT_TRUE(first.Write(ChunkRequest(0, 0, first_bytes)));
+  ASSERT_TRUE(first.Write(EndRequest(first_bytes)));
+  absl::StatusOr<v1::ContributeResponse> ack = first.Read();
+  ASSERT_TRUE(ack.ok() && ack->has_ack()) << ack.status();
+  // The first was reduced as it arrived (a batch of one), which let the third in.
+  absl::StatusOr<v1::Ack> third_ack = third.Join();
+  ASSERT_TRUE(third_ack.ok()) << third_ack.status();
+  EXPECT_EQ(third_ack->contributions(), 2);
+  EXPECT_TRUE(second.Close().ok());
+  ASSERT_TRUE(Eventually([&] { return window.used() == 0; })) << window.used();
+  EXPECT_EQ(window.waits(), 1);
+
+  ASSERT_TRUE(control.Seal("mem").ok());
+  absl::StatusOr<AggregateResult> result = control.GetResult("mem");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->contributions, 2);
+  for (int i = 0; i < kElements; ++i) ASSERT_EQ(result->fields[0].value.values<float>()[i], 4.0f);
+}
+
+// A pending batch holds bytes of the window too: when an update has to wait, pending
+// batches are reduced at once instead of at their flush interval.
+TEST(IngestWindowServiceTest, AWaitingUpdateHasPendingBatchesReducedAtOnce) {
+  ServerConfig config = LoopbackConfig();
+  config.ingest_window_bytes = 3 * kUpdateBytes;  // batches close at 1.5 updates: one waits
+  config.flush_interval = absl::Hours(1);
+  auto cluster = Cluster::Start(0, config);
+  ASSERT_NE(cluster, nullptr);
+  const IngestWindow& window = *cluster->root->ingest_window();
+  const int port = cluster->root->port();
+  ControlClient control(Connect(port));
+  ASSERT_TRUE(control.Create(BudgetSpec()).ok());
+  absl::StatusOr<std::shared_ptr<Aggregation>> aggregation = cluster->root->registry().Find("mem");
+  ASSERT_TRUE(aggregation.ok());
+
+  auto pending = ContributeStream::Open(Connect(port), "pending");
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_TRUE((*pending)->Contribute(BudgetSpec(), DenseUpdate(Filled(1))).ok());
+  EXPECT_EQ((*aggregation)->pending_updates(), 1);
+  RawContributeStream open_b(port, "b"), open_c(port, "c");
+  ASSERT_TRUE(open_b.open() && open_c.open());
+  ASSERT_TRUE(open_b.Write(HeaderRequest("mem", 1)));
+  ASSERT_TRUE(open_c.Write(HeaderRequest("mem", 1)));
+  ASSERT_TRUE(Eventually([&] { return window.used() == 3 * kUpdateBytes; })) << window.used();
+
+  BackgroundContribution waiting(port, "d", 5);
+  absl::StatusOr<v1::Ack> ack = waiting.Join();
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->contributions(), 2);
+  EXPECT_EQ(window.waits(), 1);
+  EXPECT_TRUE(open_b.Close().ok());
+  EXPECT_TRUE(open_c.Close().ok());
+  ASSERT_TRUE(control.Seal("mem").ok());
+  absl::StatusOr<AggregateResult> result = control.GetResult("mem");
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (int i = 0; i < kElements; ++i) ASSERT_EQ(result->fields[0].value.values<float>()[i], 6.0f);
 }
 
 TEST(StreamLimitTest, StreamsOverTheLimitOfOnePeerAreRefusedOthersContinue) {
