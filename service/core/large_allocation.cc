@@ -42,7 +42,8 @@ std::byte* MapAligned(size_t bytes) {
 // Released mappings kept for the next allocation of the same size. A fresh mapping costs
 // page faults and the kernel's zeroing of every page; updates of one model all have the
 // same size, so the next one can take the memory the last one left, already resident.
-// At most LargeAllocation::kCachedBytes are kept; the oldest are unmapped first.
+// At most LargeAllocation::kCachedBytes are kept, or one larger mapping alone; the oldest
+// are unmapped first.
 class MappingCache {
  public:
   static MappingCache& Instance() {
@@ -67,17 +68,15 @@ class MappingCache {
     std::vector<std::pair<std::byte*, size_t>> evicted;
     {
       MutexLock lock(&mu_);
-      if (bytes > LargeAllocation::kCachedBytes) {
-        evicted.emplace_back(memory, bytes);
-      } else {
-        while (cached_bytes_ + bytes > LargeAllocation::kCachedBytes) {
-          evicted.push_back(entries_.front());
-          cached_bytes_ -= entries_.front().second;
-          entries_.pop_front();
-        }
-        entries_.emplace_back(memory, bytes);
-        cached_bytes_ += bytes;
+      // A mapping larger than the cap is kept too, alone: the next update of that model
+      // takes it (the ingest window receives such updates one at a time).
+      while (!entries_.empty() && cached_bytes_ + bytes > LargeAllocation::kCachedBytes) {
+        evicted.push_back(entries_.front());
+        cached_bytes_ -= entries_.front().second;
+        entries_.pop_front();
       }
+      entries_.emplace_back(memory, bytes);
+      cached_bytes_ += bytes;
     }
     for (const auto& [unmapped, size] : evicted) munmap(unmapped, size);
   }

@@ -9,7 +9,8 @@
 // the kernel as transparent-huge-page candidates (MADV_HUGEPAGE; a no-op where THP is
 // off). A released mapping is kept for the next buffer of its size (updates of one model
 // all have one size), which skips the kernel's faults and zeroing of fresh pages; at most
-// kCachedBytes are kept, the oldest unmapped first, and TrimCache gives them all back
+// kCachedBytes are kept (or one larger mapping alone), the oldest unmapped first, and
+// TrimCache gives them all back
 // (an aggregation that finalizes makes room for its result that way). Smaller buffers
 // are cache-line-aligned heap memory.
 #ifndef FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_

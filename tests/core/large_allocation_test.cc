@@ -76,6 +76,19 @@ TEST(LargeAllocationTest, ReleasedMappingServesTheNextBufferOfItsSize) {
   ExpectWritableEverywhere(same_size);
 }
 
+TEST(LargeAllocationTest, AMappingLargerThanTheCacheIsKeptAloneForTheNextOfItsSize) {
+  const size_t bytes = LargeAllocation::kCachedBytes + LargeAllocation::kHugePageBytes;
+  std::byte* released;
+  {
+    LargeAllocation large(bytes);
+    LargeAllocation small(LargeAllocation::kHugePageBytes);
+    released = large.data();
+  }  // the small one is released first, the large one last: the small one makes room
+  LargeAllocation same_size(bytes);
+  EXPECT_EQ(same_size.data(), released);
+  ExpectWritableEverywhere(same_size);
+}
+
 TEST(LargeAllocationTest, TrimCacheUnmapsTheReleasedMappings) {
   const size_t bytes = LargeAllocation::kHugePageBytes * 3;
   std::byte* released;
