@@ -1,8 +1,11 @@
 // ContributeReactor: the bidirectional contribution stream.
 #include "service/rpc/contribute_reactor.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "service/rpc/grpc_status.h"
+#include "service/rpc/raw_chunk.h"
 #include "service/rpc/raw_message.h"
 #include "service/rpc/update_stream_limits.h"
 
@@ -42,8 +45,18 @@ void ContributeReactor::OnReadDone(bool ok) {
     assembler_.Abandon();
     FinishWhenDrained(grpc::Status::OK);
   } else {
-    absl::Status parsed = ParseRawMessage(raw_request_, &request_);
-    Outcome outcome = parsed.ok() ? Handle(request_) : Outcome{ToGrpcStatus(parsed)};
+    // A chunk is read in place (its payload copied once, into the update); every other
+    // request is parsed.
+    std::optional<RawChunk> chunk;
+    if (phase_ != Phase::kAwaitHello) chunk = ReadRawChunk(raw_request_, v1::ContributeRequest::kChunkFieldNumber);
+    Outcome outcome;
+    if (chunk.has_value()) {
+      raw_request_.Clear();
+      outcome = HandleChunk(*chunk);
+    } else {
+      absl::Status parsed = ParseRawMessage(raw_request_, &request_);
+      outcome = parsed.ok() ? Handle(request_) : Outcome{ToGrpcStatus(parsed)};
+    }
     if (outcome.end.has_value()) {
       assembler_.Abandon();
       FinishWhenDrained(*outcome.end);
@@ -134,17 +147,7 @@ ContributeReactor::Outcome ContributeReactor::Handle(const v1::ContributeRequest
       return Outcome{std::nullopt, handoff->exchange(1) != 2};
     }
     case Kind::kChunk:
-      if (phase_ == Phase::kSkippingUpdate) return {};
-      if (phase_ != Phase::kInUpdate) {
-        Reject(absl::FailedPreconditionError("chunk outside an update: send an update header first"), "");
-        phase_ = Phase::kSkippingUpdate;
-        return {};
-      }
-      if (absl::Status added = assembler_.AddChunk(request.chunk()); !added.ok()) {
-        Reject(added, assembler_.aggregation_id());
-        phase_ = Phase::kSkippingUpdate;
-      }
-      return {};
+      return HandleChunk(request.chunk());
     case Kind::kEnd: {
       if (phase_ == Phase::kSkippingUpdate) {
         phase_ = Phase::kIdle;
@@ -191,6 +194,21 @@ ContributeReactor::Outcome ContributeReactor::Handle(const v1::ContributeRequest
       return {grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                            "empty ContributeRequest: set hello, header, chunk or end")};
   }
+}
+
+template <typename ChunkMessage>
+ContributeReactor::Outcome ContributeReactor::HandleChunk(const ChunkMessage& chunk) {
+  if (phase_ == Phase::kSkippingUpdate) return {};
+  if (phase_ != Phase::kInUpdate) {
+    Reject(absl::FailedPreconditionError("chunk outside an update: send an update header first"), "");
+    phase_ = Phase::kSkippingUpdate;
+    return {};
+  }
+  if (absl::Status added = assembler_.AddChunk(chunk); !added.ok()) {
+    Reject(added, assembler_.aggregation_id());
+    phase_ = Phase::kSkippingUpdate;
+  }
+  return {};
 }
 
 v1::ContributeResponse ContributeReactor::RejectionOf(const absl::Status& status, const std::string& aggregation_id) {

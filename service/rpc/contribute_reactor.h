@@ -47,6 +47,9 @@ class ContributeReactor final
     bool paused = false;              // an asynchronous step resumes reading later
   };
   Outcome Handle(const v1::ContributeRequest& request);
+  // A chunk, parsed (v1::Chunk) or read in place (RawChunk).
+  template <typename ChunkMessage>
+  Outcome HandleChunk(const ChunkMessage& chunk);
   // Starts the next read, or pauses reading while too many responses are queued.
   void ContinueReading();
   static v1::ContributeResponse RejectionOf(const absl::Status& status, const std::string& aggregation_id);

@@ -3,8 +3,10 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 
 #include "service/rpc/grpc_status.h"
+#include "service/rpc/raw_chunk.h"
 #include "service/rpc/raw_message.h"
 #include "service/rpc/update_stream_limits.h"
 
@@ -45,6 +47,13 @@ void SubmitReactor::OnReadDone(bool ok) {
 }
 
 bool SubmitReactor::Handle() {
+  // A chunk is read in place (its payload copied once, into the update); every other
+  // request is parsed.
+  if (std::optional<RawChunk> chunk = ReadRawChunk(raw_request_, v1::SubmitRequest::kChunkFieldNumber)) {
+    raw_request_.Clear();
+    if (absl::Status added = assembler_.AddChunk(*chunk); !added.ok()) End(ToGrpcStatus(added));
+    return true;
+  }
   absl::Status status = ParseRawMessage(raw_request_, &request_);
   if (!status.ok()) {
     End(ToGrpcStatus(status));

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "service/core/crc32c.h"
 #include "service/core/status_macros.h"
 
 namespace fedagg {
@@ -92,6 +93,9 @@ void UpdateAssembler::BeginWith(std::shared_ptr<Aggregation> aggregation, const 
       return;
     }
     received_.assign(buffer->num_fields() * 2, 0);
+    crc_cursor_ = 0;
+    crc_in_order_ = true;
+    running_crc_ = 0;
     buffer_.emplace(*std::move(buffer));
     done(absl::OkStatus());
   };
@@ -103,40 +107,71 @@ void UpdateAssembler::BeginWith(std::shared_ptr<Aggregation> aggregation, const 
 }
 
 absl::Status UpdateAssembler::AddChunk(const v1::Chunk& chunk) {
+  const absl::Span<const std::byte> data(reinterpret_cast<const std::byte*>(chunk.data().data()),
+                                         chunk.data().size());
+  return AddChunkPayload(chunk.field(), chunk.section(), chunk.offset(), absl::MakeConstSpan(&data, 1),
+                         data.size());
+}
+
+absl::Status UpdateAssembler::AddChunk(const RawChunk& chunk) {
+  return AddChunkPayload(chunk.field, chunk.section, chunk.offset, chunk.data, chunk.data_bytes);
+}
+
+absl::Status UpdateAssembler::AddChunkPayload(uint32_t field, int32_t section, uint64_t offset,
+                                              absl::Span<const absl::Span<const std::byte>> data,
+                                              size_t data_bytes) {
   if (!active()) {
     return absl::FailedPreconditionError("chunk outside an update: send an update header first");
   }
-  if (chunk.field() >= buffer_->num_fields()) {
+  if (field >= buffer_->num_fields()) {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "chunk names field ", chunk.field(), "; the type has ", buffer_->num_fields(), " fields")));
+        "chunk names field ", field, "; the type has ", buffer_->num_fields(), " fields")));
   }
-  if (chunk.section() != v1::VALUES && chunk.section() != v1::INDICES) {
+  if (section != v1::VALUES && section != v1::INDICES) {
     return Fail(absl::InvalidArgumentError("chunk section must be VALUES or INDICES"));
   }
-  if (chunk.data().size() > kMaxChunkBytes) {
+  if (data_bytes > kMaxChunkBytes) {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "chunk of ", chunk.data().size(), " bytes exceeds the ", kMaxChunkBytes, "-byte limit")));
+        "chunk of ", data_bytes, " bytes exceeds the ", kMaxChunkBytes, "-byte limit")));
   }
-  const bool indices = chunk.section() == v1::INDICES;
-  absl::Span<std::byte> target = buffer_->section(
-      chunk.field(), indices ? UpdateBuffer::Section::kIndices : UpdateBuffer::Section::kValues);
-  uint64_t& received = received_[chunk.field() * 2 + (indices ? 1 : 0)];
-  if (chunk.offset() != received) {
+  const bool indices = section == v1::INDICES;
+  const size_t ordinal = field * 2 + (indices ? 0 : 1);  // wire order: indices, then values
+  absl::Span<std::byte> target =
+      buffer_->section(field, indices ? UpdateBuffer::Section::kIndices : UpdateBuffer::Section::kValues);
+  uint64_t& received = received_[ordinal];
+  if (offset != received) {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "chunk for ", SectionName(chunk.field(), indices), " at offset ", chunk.offset(),
+        "chunk for ", SectionName(field, indices), " at offset ", offset,
         " is out of order: ", received,
         " bytes of that section were received; send chunks in order, without gaps or overlaps")));
   }
-  if (chunk.data().size() > target.size() - received) {
-    const uint64_t would_be = received + chunk.data().size();
+  if (data_bytes > target.size() - received) {
+    const uint64_t would_be = received + data_bytes;
     return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "chunk overruns ", SectionName(chunk.field(), indices), ": the header declares ", target.size(),
-        " bytes, this chunk would bring it to ", would_be, SizeHint(chunk.field(), indices, target.size(), would_be))));
+        "chunk overruns ", SectionName(field, indices), ": the header declares ", target.size(),
+        " bytes, this chunk would bring it to ", would_be, SizeHint(field, indices, target.size(), would_be))));
   }
-  if (!chunk.data().empty()) std::memcpy(target.data() + received, chunk.data().data(), chunk.data().size());
-  received += chunk.data().size();
-  metrics_.payload_bytes.Increment(static_cast<double>(chunk.data().size()));
+  // The running checksum follows the sections in wire order; a chunk that arrives out of
+  // that order leaves the checksum to End, over the whole buffer.
+  while (crc_cursor_ < received_.size() && received_[crc_cursor_] == SectionSize(crc_cursor_)) ++crc_cursor_;
+  const bool checksum_here = crc_in_order_ && crc_cursor_ == ordinal;
+  if (!checksum_here && data_bytes > 0) crc_in_order_ = false;
+  std::byte* out = target.data() + received;
+  for (absl::Span<const std::byte> piece : data) {
+    if (piece.empty()) continue;
+    std::memcpy(out, piece.data(), piece.size());
+    // Read back while the piece is still in cache: the payload crosses memory once.
+    if (checksum_here) running_crc_ = Crc32cExtend(running_crc_, out, piece.size());
+    out += piece.size();
+  }
+  received += data_bytes;
+  metrics_.payload_bytes.Increment(static_cast<double>(data_bytes));
   return absl::OkStatus();
+}
+
+uint64_t UpdateAssembler::SectionSize(size_t ordinal) {
+  return buffer_->section(ordinal / 2, ordinal % 2 == 0 ? UpdateBuffer::Section::kIndices
+                                                        : UpdateBuffer::Section::kValues).size();
 }
 
 absl::Status UpdateAssembler::End(const v1::UpdateEnd& end,
@@ -148,7 +183,7 @@ absl::Status UpdateAssembler::End(const v1::UpdateEnd& end,
     for (bool indices : {true, false}) {
       const size_t expected =
           buffer_->section(f, indices ? UpdateBuffer::Section::kIndices : UpdateBuffer::Section::kValues).size();
-      const uint64_t got = received_[f * 2 + (indices ? 1 : 0)];
+      const uint64_t got = received_[f * 2 + (indices ? 0 : 1)];
       if (got != expected) {
         return Fail(absl::InvalidArgumentError(absl::StrCat(
             "update ended with ", SectionName(f, indices), " incomplete: ", got, " of ", expected,
@@ -156,7 +191,7 @@ absl::Status UpdateAssembler::End(const v1::UpdateEnd& end,
       }
     }
   }
-  const uint32_t crc = buffer_->Crc32c();
+  const uint32_t crc = crc_in_order_ ? running_crc_ : buffer_->Crc32c();
   if (crc != end.crc32c()) {
     return Fail(absl::DataLossError(absl::StrCat(
         "update checksum mismatch: sent CRC-32C ", end.crc32c(), ", computed ", crc,

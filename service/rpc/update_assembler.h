@@ -4,8 +4,10 @@
 //   Begin  — finds the aggregation, checks the header, reserves the client id, waits for
 //            the update's place in the ingest window (when the server has one), then
 //            claims its bytes from the memory budget and allocates the UpdateBuffer
-//   AddChunk — copies a chunk straight into its place; chunks of a section arrive in
-//              order, without gaps or overlaps, within the declared size
+//   AddChunk — copies a chunk straight into its place, from a parsed Chunk or from the
+//              gRPC slices it arrived in (RawChunk), and checksums it there while the
+//              sections arrive in wire order; chunks of a section arrive in order, without
+//              gaps or overlaps, within the declared size
 //   End    — checks every section is complete, the CRC-32C and the values, then hands
 //            the update over to be counted (on an intermediate aggregator once its parent
 //            granted the client's claim, Aggregation::ClaimAndCommit) and reports the ack:
@@ -27,6 +29,7 @@
 #include "monitoring/service_metrics.h"
 #include "service/core/update_buffer.h"
 #include "service/rounds/aggregation_registry.h"
+#include "service/rpc/raw_chunk.h"
 #include "service/rpc/service_context.h"
 
 namespace fedagg {
@@ -50,6 +53,7 @@ class UpdateAssembler {
   void Begin(const v1::UpdateHeader& header, const std::string& client_id,
              std::function<void(absl::Status)> done);
   absl::Status AddChunk(const v1::Chunk& chunk);
+  absl::Status AddChunk(const RawChunk& chunk);
   // What an ack reports: the contributions counted at this node after the update, and
   // its level — DURABLE when asked for and a checkpoint on disk holds the update, else
   // RECEIVED (also when no checkpoint will: shutdown).
@@ -76,6 +80,12 @@ class UpdateAssembler {
   // The header against the aggregation's spec and this node's limits: the update's layout.
   absl::StatusOr<UpdateBuffer::Layout> CheckHeader(const Aggregation& aggregation,
                                                    const v1::UpdateHeader& header) const;
+  // AddChunk's work, for a payload in one or several pieces.
+  absl::Status AddChunkPayload(uint32_t field, int32_t section, uint64_t offset,
+                               absl::Span<const absl::Span<const std::byte>> data, size_t data_bytes);
+  // Bytes the header declared for a section, by its place in wire order (field * 2, + 1
+  // for values).
+  uint64_t SectionSize(size_t ordinal);
   // "field 'w' (float32[3], field 0) values", for messages about one section of the update.
   std::string SectionName(size_t field, bool indices) const;
   // For a section whose byte count is not the declared one: a hint at a dtype mix-up when
@@ -96,8 +106,13 @@ class UpdateAssembler {
   std::string client_id_;
   v1::AckLevel ack_level_ = v1::RECEIVED;  // asked for by the header
   std::optional<UpdateBuffer> buffer_;
-  // Bytes received so far per (field, section): [field * 2 + (section == INDICES)].
+  // Bytes received so far per section, in wire order: [field * 2 + (section == VALUES)].
   std::vector<uint64_t> received_;
+  // CRC-32C of the bytes received so far, while they arrived in wire order: the sections
+  // before crc_cursor_ are complete and checksummed, the one at it in part.
+  size_t crc_cursor_ = 0;
+  bool crc_in_order_ = true;
+  uint32_t running_crc_ = 0;
 };
 
 }  // namespace fedagg

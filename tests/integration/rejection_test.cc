@@ -146,6 +146,33 @@ TEST_F(RejectionTest, ChecksumMismatch) {
   ExpectRejected(stream_->SendRaw(requests), absl::StatusCode::kDataLoss, "checksum mismatch");
 }
 
+// Sections may arrive in any order; the checksum is over wire order (field 0 indices, field
+// 0 values, field 1 indices, ...) whatever the order of arrival.
+std::vector<v1::ContributeRequest> SectionsBackToFront(const std::vector<float>& dense, const std::vector<int64_t>& indices,
+                                                       const std::vector<float>& sparse, bool checksum_in_wire_order) {
+  v1::ContributeRequest header = HeaderRequest("r", 2);
+  header.mutable_header()->mutable_fields(1)->set_nnz(2);
+  const std::string index_bytes(reinterpret_cast<const char*>(indices.data()), indices.size() * sizeof(int64_t));
+  v1::ContributeRequest index_chunk = ChunkRequest(1, 0, index_bytes);
+  index_chunk.mutable_chunk()->set_section(v1::INDICES);
+  const std::string wire_order = BytesOf(dense) + index_bytes + BytesOf(sparse);
+  const std::string arrival_order = BytesOf(sparse) + index_bytes + BytesOf(dense);
+  return {header, ChunkRequest(1, 0, BytesOf(sparse)), index_chunk, ChunkRequest(0, 0, BytesOf(dense)),
+          EndRequest(checksum_in_wire_order ? wire_order : arrival_order)};
+}
+
+TEST_F(RejectionTest, ChecksumOverArrivalOrderInsteadOfWireOrder) {
+  ExpectRejected(stream_->SendRaw(SectionsBackToFront(dense_, indices_, sparse_, false)), absl::StatusCode::kDataLoss,
+                 "checksum mismatch");
+}
+
+TEST_F(RejectionTest, SectionsOutOfWireOrderAreAccepted) {
+  absl::StatusOr<v1::Ack> ack = stream_->SendRaw(SectionsBackToFront(dense_, indices_, sparse_, true));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->contributions(), 1);
+  ExpectResultOfGoodAlone();
+}
+
 TEST_F(RejectionTest, ChunksOutOfOrder) {
   std::vector<v1::ContributeRequest> requests(4);
   v1::UpdateHeader* header = requests[0].mutable_header();
