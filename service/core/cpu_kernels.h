@@ -1,6 +1,7 @@
 // Inner loops of the CPU backend, written so the compiler vectorises them: widening of
 // transport dtypes, batched dense sums (several updates per pass over the accumulator),
-// max/min, and row scatter for the sparse family. Header-only templates; the
+// max/min, and the row scatter of the row-sparse family (the COO family's scatter is in
+// cpu_partitioned_scatter.h). Header-only templates; the
 // accumulators instantiate them per (input dtype, accumulation dtype).
 #ifndef FEDAGG_SERVICE_CORE_CPU_KERNELS_H_
 #define FEDAGG_SERVICE_CORE_CPU_KERNELS_H_
@@ -138,19 +139,32 @@ FEDAGG_VECTOR_CLONES void ExtremeRows(Acc* __restrict acc, const In* const* rows
   }
 }
 
-// For each entry k: acc[ids[k] * width + e] += weight * values[k * width + e].
-// Indices were bounds-checked by the validator; duplicates simply add up.
+// Entries ahead of the one being added whose target row is prefetched by ScatterAddRows.
+inline constexpr size_t kRowPrefetchDistance = 8;
+
+// For each entry k whose row ids[k] lies in [row_begin, row_end):
+// acc[ids[k] * width + e] += values[k * width + e]. The target rows of upcoming entries in
+// the range are prefetched: each is a cache miss otherwise, and the row adds themselves
+// take less time than one. Indices were bounds-checked by the validator; duplicates
+// simply add up.
 template <typename Acc, typename In>
-void ScatterAddRows(Acc* __restrict acc, int64_t width, const int64_t* ids, const In* values,
-                    size_t num_entries, Acc weight, bool weighted) {
+FEDAGG_VECTOR_CLONES void ScatterAddRows(Acc* __restrict acc, int64_t width, const int64_t* ids,
+                                         const In* __restrict values, size_t num_entries,
+                                         int64_t row_begin, int64_t row_end) {
+  const size_t row_bytes = static_cast<size_t>(width) * sizeof(Acc);
   for (size_t k = 0; k < num_entries; ++k) {
-    Acc* __restrict target = acc + ids[k] * width;
-    const In* __restrict source = values + static_cast<int64_t>(k) * width;
-    if (weighted) {
-      for (int64_t e = 0; e < width; ++e) target[e] += weight * Widen<Acc>(source[e]);
-    } else {
-      for (int64_t e = 0; e < width; ++e) target[e] = Add(target[e], Widen<Acc>(source[e]));
+    if (k + kRowPrefetchDistance < num_entries) {
+      const int64_t ahead = ids[k + kRowPrefetchDistance];
+      if (ahead >= row_begin && ahead < row_end) {
+        const char* row = reinterpret_cast<const char*>(acc + ahead * width);
+        for (size_t offset = 0; offset < row_bytes; offset += 64) __builtin_prefetch(row + offset, 1);
+      }
     }
+    const int64_t row = ids[k];
+    if (row < row_begin || row >= row_end) continue;
+    Acc* __restrict target = acc + row * width;
+    const In* __restrict source = values + static_cast<int64_t>(k) * width;
+    for (int64_t e = 0; e < width; ++e) target[e] = Add(target[e], Widen<Acc>(source[e]));
   }
 }
 

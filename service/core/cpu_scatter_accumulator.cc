@@ -1,16 +1,18 @@
-// CPU accumulator for the dense-result sparse family (scatter into a dense table).
+// CPU accumulator for the dense-result sparse family (scatter into a dense table): COO
+// batches go through the partitioned scatter, row-sparse batches through ScatterAddRows.
 #include "service/core/cpu_scatter_accumulator.h"
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_kernels.h"
+#include "service/core/cpu_partitioned_scatter.h"
 
 namespace fedagg {
 
 namespace {
-// Below this many entries in a batch, one thread scatters them all.
-constexpr size_t kMinEntriesToSplit = 1 << 14;
+// Below this many elements in a row-sparse batch, one thread adds all the rows.
+constexpr int64_t kMinElementsToSplit = int64_t{1} << 16;
 }  // namespace
 
 template <typename Acc>
@@ -19,7 +21,7 @@ CpuScatterAccumulator<Acc>::CpuScatterAccumulator(const FieldSpec& field, Thread
   const size_t rows = static_cast<size_t>(field.rows);
   if (field.keeps_counts) {
     counts_.assign(rows, 0);
-    last_touch_.assign(rows, 0);
+    if (field.encoding == Encoding::kRowSparse) last_touch_.assign(rows, 0);
   }
   if (weighted()) weight_sums_.assign(rows, 0.0);
 }
@@ -27,37 +29,46 @@ CpuScatterAccumulator<Acc>::CpuScatterAccumulator(const FieldSpec& field, Thread
 template <typename Acc>
 absl::Status CpuScatterAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue* const> values,
                                                  absl::Span<const double> weights) {
-  size_t entries = 0;
-  for (const FieldValue* value : values) entries += value->indices.size();
+  if (field_.encoding == Encoding::kSparse) {
+    cpu::PartitionedScatterAdd<Acc>(values, weights, weighted(),
+                                    cpu::ScatterTarget<Acc>{absl::MakeSpan(acc_), absl::MakeSpan(counts_),
+                                                            absl::MakeSpan(weight_sums_)},
+                                    pool_);
+    return absl::OkStatus();
+  }
+  AccumulateRows(values);
+  return absl::OkStatus();
+}
+
+template <typename Acc>
+void CpuScatterAccumulator<Acc>::AccumulateRows(absl::Span<const FieldValue* const> values) {
+  int64_t entries = 0;
+  for (const FieldValue* value : values) entries += static_cast<int64_t>(value->indices.size());
   const uint64_t first_serial = next_serial_;
   next_serial_ += values.size();
+  const int64_t width = field_.row_width;
   cpu::DispatchDType(field_.type.dtype, [&](auto tag) {
     using In = typename decltype(tag)::type;
-    // Threads own disjoint row ranges: each reads every index but writes only its rows,
-    // so the random writes of one thread stay within its share of the table and no two
-    // threads touch the same row. Per row, updates still add in batch order.
-    const int64_t min_rows = entries < kMinEntriesToSplit ? field_.rows : 1 << 12;
+    // Threads own disjoint row ranges: each reads every row id but adds only the rows in
+    // its range, so no two threads touch the same row, and per row, updates still add in
+    // batch order.
+    const int64_t min_rows = entries * width < kMinElementsToSplit ? field_.rows : 1 << 12;
     pool_.ParallelFor(field_.rows, min_rows, [&](int64_t row_begin, int64_t row_end) {
       for (size_t i = 0; i < values.size(); ++i) {
         const FieldValue& value = *values[i];
-        const int64_t* ids = value.indices.data();
-        const In* rows = reinterpret_cast<const In*>(value.values.data());
+        cpu::ScatterAddRows(acc_.data(), width, value.indices.data(),
+                            reinterpret_cast<const In*>(value.values.data()), value.indices.size(),
+                            row_begin, row_end);
+        if (counts_.empty()) continue;
         const uint64_t serial = first_serial + i;
-        const Acc weight = static_cast<Acc>(weights[i]);
-        for (size_t k = 0; k < value.indices.size(); ++k) {
-          const int64_t row = ids[k];
-          if (row < row_begin || row >= row_end) continue;
-          cpu::ScatterAddRows(acc_.data(), field_.row_width, &row, rows + static_cast<int64_t>(k) * field_.row_width,
-                              1, weight, weighted());
-          if (counts_.empty() || last_touch_[row] == serial) continue;
-          last_touch_[row] = serial;
-          ++counts_[row];
-          if (!weight_sums_.empty()) weight_sums_[row] += weights[i];
+        for (const int64_t row : value.indices) {
+          if (row < row_begin || row >= row_end || last_touch_[static_cast<size_t>(row)] == serial) continue;
+          last_touch_[static_cast<size_t>(row)] = serial;
+          ++counts_[static_cast<size_t>(row)];
         }
       }
     });
   });
-  return absl::OkStatus();
 }
 
 template <typename Acc>

@@ -3,7 +3,9 @@
 // row_sparse_mean (rows of an [R, ...] table). Values are scattered into a dense
 // accumulator; per-row contributor counts (and weight sums, for the weighted mean) are
 // kept when the intrinsic needs them or the spec asks. An index repeated inside one
-// update adds its values and counts that update once.
+// update adds its values and counts that update once. COO batches are radix-partitioned
+// by coordinate range first (cpu_partitioned_scatter.h); row-sparse batches add whole
+// rows, threads owning disjoint row ranges.
 #ifndef FEDAGG_SERVICE_CORE_CPU_SCATTER_ACCUMULATOR_H_
 #define FEDAGG_SERVICE_CORE_CPU_SCATTER_ACCUMULATOR_H_
 
@@ -30,14 +32,17 @@ class CpuScatterAccumulator final : public FieldAccumulator {
 
  private:
   bool weighted() const { return field_.intrinsic == Intrinsic::kSparseWeightedMean; }
+  void AccumulateRows(absl::Span<const FieldValue* const> values);
 
   const FieldSpec& field_;
   ThreadPool& pool_;
   std::vector<Acc> acc_;              // rows * row_width
   std::vector<int64_t> counts_;       // per row, when field_.keeps_counts
   std::vector<double> weight_sums_;   // per row, for sparse_weighted_mean
-  // Per row, the serial of the last update that touched it: lets an update with a
-  // repeated index count once. Working state only; not serialized.
+  // Row-sparse fields with counts: per row, the serial of the last update that touched
+  // it, so that an update with a repeated row id counts once (8 bytes a row of
+  // row_width elements; the COO family dedupes per bucket instead). Working state only;
+  // not serialized.
   std::vector<uint64_t> last_touch_;
   uint64_t next_serial_ = 1;
 };

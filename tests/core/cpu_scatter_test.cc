@@ -1,0 +1,253 @@
+// Tests of the CPU backend's scatters at sizes where they partition, split work across
+// threads and cut a batch into runs: the partitioned COO scatter (sparse_sum, sparse_mean,
+// sparse_weighted_mean) and the row-sparse accumulator's row adds, each against a serial
+// scatter of the same batch in batch order, which they must match bit for bit (values,
+// counts, weight sums), with the edge cases: an index repeated in one update, indices 0
+// and rows - 1, empty updates, a table of one bucket, weights, integer and half-float
+// inputs.
+#include "service/core/cpu_partitioned_scatter.h"
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "service/core/cpu_kernels.h"
+#include "service/core/cpu_scatter_accumulator.h"
+#include "service/core/thread_pool.h"
+#include "tests/core/core_test_util.h"
+
+namespace fedagg {
+namespace {
+
+using ::fedagg::testing::IsOk;
+using ::fedagg::testing::OneFieldSpec;
+using ::fedagg::testing::ValueOrDie;
+
+// A batch of COO (or row-sparse) updates that owns its memory.
+template <typename In>
+struct Batch {
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<std::vector<In>> values;  // `width` values per id
+  std::vector<double> weights;
+  std::vector<FieldValue> fields;
+  std::vector<const FieldValue*> views;
+
+  void Add(std::vector<int64_t> update_ids, std::vector<In> update_values, double weight) {
+    ids.push_back(std::move(update_ids));
+    values.push_back(std::move(update_values));
+    weights.push_back(weight);
+  }
+  // Call once all updates are added (the views point into the vectors).
+  void Seal(Encoding encoding) {
+    for (size_t u = 0; u < ids.size(); ++u) {
+      fields.push_back(FieldValue{encoding, DTypeOf<In>::value, ids[u],
+                                  AsBytes(absl::MakeConstSpan(values[u]))});
+    }
+    for (const FieldValue& f : fields) views.push_back(&f);
+  }
+};
+
+template <typename In>
+In RandomValue(std::mt19937_64& rng) {
+  if constexpr (std::is_integral_v<In>) {
+    return static_cast<In>(std::uniform_int_distribution<int64_t>(-1000, 1000)(rng));
+  } else {
+    return ::fedagg::testing::FromDouble<In>(std::uniform_real_distribution<double>(-8, 8)(rng));
+  }
+}
+
+// `updates` random updates of up to `max_entries` entries of `width` values over `rows`
+// rows (some empty when max_entries is small); every other update repeats some of its
+// indices, and each hits 0 and rows - 1. Sealed.
+template <typename In>
+Batch<In> RandomBatch(uint64_t seed, int64_t rows, int64_t width, int updates, int64_t max_entries,
+                      Encoding encoding = Encoding::kSparse) {
+  std::mt19937_64 rng(seed);
+  Batch<In> batch;
+  for (int u = 0; u < updates; ++u) {
+    const int64_t n = std::uniform_int_distribution<int64_t>(0, max_entries)(rng);
+    std::vector<int64_t> ids;
+    for (int64_t k = 0; k < n; ++k) {
+      if (u % 2 == 1 && k > 0 && k % 7 == 0) {
+        ids.push_back(ids[static_cast<size_t>(k) / 2]);  // repeated within the update
+      } else if (k % 101 == 0) {
+        ids.push_back(k % 202 == 0 ? 0 : rows - 1);
+      } else {
+        ids.push_back(std::uniform_int_distribution<int64_t>(0, rows - 1)(rng));
+      }
+    }
+    std::vector<In> values;
+    for (int64_t i = 0; i < n * width; ++i) values.push_back(RandomValue<In>(rng));
+    batch.Add(std::move(ids), std::move(values), 0.25 + 0.5 * u);
+  }
+  batch.Seal(encoding);
+  return batch;
+}
+
+// The serial scatter the partitioned one must equal.
+template <typename Acc>
+struct SerialResult {
+  std::vector<Acc> acc;
+  std::vector<int64_t> counts;
+  std::vector<double> weight_sums;
+};
+
+// The batch is scattered `repeats` times over.
+template <typename Acc, typename In>
+SerialResult<Acc> SerialScatter(const Batch<In>& batch, int64_t rows, int64_t width, bool counts, bool weighted,
+                                int repeats = 1) {
+  SerialResult<Acc> out{std::vector<Acc>(static_cast<size_t>(rows * width)),
+                        std::vector<int64_t>(counts ? static_cast<size_t>(rows) : 0),
+                        std::vector<double>(weighted ? static_cast<size_t>(rows) : 0)};
+  std::vector<size_t> last(static_cast<size_t>(rows), 0);
+  size_t serial = 0;
+  for (int r = 0; r < repeats; ++r) {
+    for (size_t u = 0; u < batch.ids.size(); ++u) {
+      ++serial;
+      const Acc weight = static_cast<Acc>(batch.weights[u]);
+      for (size_t k = 0; k < batch.ids[u].size(); ++k) {
+        const size_t row = static_cast<size_t>(batch.ids[u][k]);
+        for (int64_t e = 0; e < width; ++e) {
+          const Acc v = cpu::Widen<Acc>(batch.values[u][k * static_cast<size_t>(width) + static_cast<size_t>(e)]);
+          Acc& target = out.acc[row * static_cast<size_t>(width) + static_cast<size_t>(e)];
+          target = cpu::Add(target, weighted ? weight * v : v);
+        }
+        if (!counts || last[row] == serial) continue;
+        last[row] = serial;
+        ++out.counts[row];
+        if (weighted) out.weight_sums[row] += batch.weights[u];
+      }
+    }
+  }
+  return out;
+}
+
+template <typename T>
+::testing::AssertionResult BitIdentical(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << a.size() << " vs " << b.size() << " elements";
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Runs the partitioned scatter of a sealed batch on a pool of `threads` twice (so the
+// second adds to the first's state) and compares with the serial scatter of it twice.
+template <typename Acc, typename In>
+void ExpectSameAsSerial(const Batch<In>& batch, int64_t rows, bool counts, bool weighted, int threads) {
+  SCOPED_TRACE(::testing::Message() << "rows " << rows << ", counts " << counts << ", weighted " << weighted
+                                    << ", threads " << threads);
+  const SerialResult<Acc> want = SerialScatter<Acc>(batch, rows, 1, counts, weighted, 2);
+
+  ThreadPool pool(threads);
+  SerialResult<Acc> got{std::vector<Acc>(static_cast<size_t>(rows)),
+                        std::vector<int64_t>(counts ? static_cast<size_t>(rows) : 0),
+                        std::vector<double>(weighted ? static_cast<size_t>(rows) : 0)};
+  const cpu::ScatterTarget<Acc> target{absl::MakeSpan(got.acc), absl::MakeSpan(got.counts),
+                                       absl::MakeSpan(got.weight_sums)};
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    cpu::PartitionedScatterAdd<Acc>(batch.views, batch.weights, weighted, target, pool);
+  }
+  EXPECT_TRUE(BitIdentical(got.acc, want.acc));
+  EXPECT_EQ(got.counts, want.counts);
+  EXPECT_TRUE(BitIdentical(got.weight_sums, want.weight_sums));
+}
+
+TEST(PartitionedScatterTest, HandWrittenEdgeCases) {
+  // Rows 0 and 4 (the last), an index repeated in one update, an empty update.
+  Batch<float> batch;
+  batch.Add({4, 0, 4, 4}, {1, 2, 3, 4}, 2);
+  batch.Add({}, {}, 3);
+  batch.Add({0, 2}, {8, 16}, 0.5);
+  batch.Seal(Encoding::kSparse);
+  ThreadPool pool(2);
+  std::vector<float> acc(5);
+  std::vector<int64_t> counts(5);
+  std::vector<double> weight_sums(5);
+  cpu::PartitionedScatterAdd<float>(batch.views, batch.weights, true,
+                                    {absl::MakeSpan(acc), absl::MakeSpan(counts), absl::MakeSpan(weight_sums)},
+                                    pool);
+  EXPECT_EQ(acc, (std::vector<float>{2 * 2 + 0.5f * 8, 0, 0.5f * 16, 0, 2 * (1 + 3 + 4)}));
+  EXPECT_EQ(counts, (std::vector<int64_t>{2, 0, 1, 0, 1}));
+  EXPECT_EQ(weight_sums, (std::vector<double>{2.5, 0, 0.5, 0, 2}));
+}
+
+TEST(PartitionedScatterTest, NothingToAdd) {
+  Batch<float> batch;
+  batch.Add({}, {}, 1);
+  batch.Seal(Encoding::kSparse);
+  ThreadPool pool(2);
+  std::vector<float> acc(3, 1.0f);
+  std::vector<int64_t> counts(3);
+  cpu::PartitionedScatterAdd<float>(batch.views, batch.weights, false,
+                                    {absl::MakeSpan(acc), absl::MakeSpan(counts), {}}, pool);
+  cpu::PartitionedScatterAdd<float>({}, {}, false, {absl::MakeSpan(acc), absl::MakeSpan(counts), {}}, pool);
+  EXPECT_EQ(acc, (std::vector<float>{1, 1, 1}));
+  EXPECT_EQ(counts, (std::vector<int64_t>{0, 0, 0}));
+}
+
+// One coordinate, many entries: one bucket of one row, split across threads.
+TEST(PartitionedScatterTest, OneRow) {
+  const Batch<float> batch = RandomBatch<float>(1, 1, 1, 5, 40000);
+  ExpectSameAsSerial<float>(batch, 1, true, true, 2);
+}
+
+// Tables of one bucket and of many, with batches large enough to split across threads,
+// for every accumulator and some inputs.
+TEST(PartitionedScatterTest, SameAsSerialScatter) {
+  for (const int64_t rows : {int64_t{7}, int64_t{1} << 12, (int64_t{1} << 20) + 3, int64_t{1} << 22}) {
+    for (const int threads : {1, 2, 3}) {
+      const Batch<float> floats = RandomBatch<float>(static_cast<uint64_t>(rows + threads), rows, 1, 6, 30000);
+      ExpectSameAsSerial<float>(floats, rows, false, false, threads);
+      ExpectSameAsSerial<float>(floats, rows, true, false, threads);
+      ExpectSameAsSerial<float>(floats, rows, true, true, threads);
+      ExpectSameAsSerial<double>(floats, rows, true, true, threads);
+    }
+  }
+  const int64_t rows = (int64_t{1} << 18) + 5;
+  ExpectSameAsSerial<float>(RandomBatch<Float16>(7, rows, 1, 5, 30000), rows, true, true, 2);
+  ExpectSameAsSerial<double>(RandomBatch<double>(8, rows, 1, 5, 30000), rows, true, true, 2);
+  ExpectSameAsSerial<int64_t>(RandomBatch<int32_t>(9, rows, 1, 5, 30000), rows, true, false, 2);
+  ExpectSameAsSerial<int64_t>(RandomBatch<int64_t>(10, rows, 1, 5, 30000), rows, false, false, 2);
+}
+
+// A batch of more entries than one run partitions: cut into runs of whole updates, with
+// counts still once per update and coordinate (each update repeats indices).
+TEST(PartitionedScatterTest, BatchOfSeveralRuns) {
+  Batch<float> batch;
+  std::mt19937_64 rng(11);
+  const int64_t rows = 5000;
+  for (int u = 0; u < 2; ++u) {
+    std::vector<int64_t> ids((size_t{5} << 20) / 2);
+    for (int64_t& id : ids) id = std::uniform_int_distribution<int64_t>(0, rows - 1)(rng);
+    std::vector<float> values(ids.size());
+    for (float& v : values) v = RandomValue<float>(rng);
+    batch.Add(std::move(ids), std::move(values), 1 + u);
+  }
+  batch.Seal(Encoding::kSparse);
+  ExpectSameAsSerial<float>(batch, rows, true, true, 2);
+}
+
+// Row-sparse through the accumulator: threads own row ranges; sums and counts must equal
+// a serial scatter's, repeated row ids included.
+TEST(RowScatterTest, SameAsSerialScatter) {
+  const int64_t rows = 20000, width = 8;
+  const Batch<float> batch = RandomBatch<float>(12, rows, width, 6, 4000, Encoding::kRowSparse);
+  const SerialResult<float> want = SerialScatter<float>(batch, rows, width, true, false);
+  const std::shared_ptr<const ReductionSpec> spec =
+      OneFieldSpec(DType::kFloat32, {rows, width}, Intrinsic::kRowSparseSum, true);
+  ThreadPool pool(3);
+  CpuScatterAccumulator<float> accumulator(spec->fields()[0], pool);
+  ASSERT_TRUE(IsOk(accumulator.AccumulateBatch(batch.views, batch.weights)));
+  const ReportedField got = ValueOrDie(accumulator.Report(6, 6));
+  const absl::Span<const float> values = got.value.values<float>();
+  EXPECT_TRUE(BitIdentical(std::vector<float>(values.begin(), values.end()), want.acc));
+  EXPECT_EQ(got.counts, want.counts);
+}
+
+}  // namespace
+}  // namespace fedagg
