@@ -5,6 +5,13 @@
 #include <utility>
 
 namespace fedagg {
+namespace {
+absl::Status ShuttingDown() {
+  return absl::UnavailableError(
+      "this server is shutting down; the update was not received: send it to another aggregator "
+      "or again once the server is back");
+}
+}  // namespace
 
 IngestTicket::IngestTicket(IngestTicket&& other) noexcept
     : window_(std::exchange(other.window_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
@@ -47,21 +54,18 @@ bool IngestWindow::FitsLocked(uint64_t bytes) const {
 }
 
 void IngestWindow::Acquire(uint64_t bytes, Grant granted) {
-  absl::StatusOr<IngestTicket> now = absl::UnavailableError("");
+  absl::StatusOr<IngestTicket> now = ShuttingDown();
   {
     MutexLock lock(&mu_);
-    if (closed_) {
-      now = absl::UnavailableError(
-          "this server is shutting down and takes no more updates; send the update to another "
-          "aggregator or again once the server is back");
-    } else if (waiting_.empty() && FitsLocked(bytes)) {
+    if (!closed_) {
+      if (!waiting_.empty() || !FitsLocked(bytes)) {
+        waiting_.push_back(Waiter{bytes, std::move(granted)});
+        ++waits_;
+        pressure_ = true;
+        return;
+      }
       used_ += bytes;
       now = IngestTicket(this, bytes);
-    } else {
-      waiting_.push_back(Waiter{bytes, std::move(granted)});
-      ++waits_;
-      pressure_ = true;
-      return;
     }
   }
   granted(std::move(now));
@@ -87,9 +91,7 @@ void IngestWindow::Close() {
   if (closed_) return;
   closed_ = true;
   for (Waiter& waiter : waiting_) {
-    ready_.emplace_back(std::move(waiter.granted),
-                        absl::UnavailableError("this server is shutting down; the update was not received: "
-                                               "send it to another aggregator or again once the server is back"));
+    ready_.emplace_back(std::move(waiter.granted), ShuttingDown());
   }
   waiting_.clear();
   mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !in_pressure_handler_; });
