@@ -6,7 +6,7 @@
 #   bench/service_bench.sh BUILD_DIR ingest [--streams=8] [--updates_1k=20000] [--updates_1m=1000] [--updates_64m=6]
 #                                           [--root_flags='--ingest_window_mib=0 ...']
 #   bench/service_bench.sh BUILD_DIR rounds [--rounds_small=20] [--rounds_large=5]
-#   bench/service_bench.sh BUILD_DIR memory [--memory_updates=100,1000] [--model_floats=4000000]
+#   bench/service_bench.sh BUILD_DIR memory [--memory_updates=100,1000,10000] [--model_floats=4000000]
 #                                           [--memory_streams=4] [--memory_batch_max_mib=64] [--root_flags=...]
 #   bench/service_bench.sh BUILD_DIR scale  [--scale_clients=10000] [--scale_concurrency=1000]
 # ingest:  N concurrent streams of 1 KiB, 1 MiB and 64 MiB updates through fedagg-server
@@ -28,7 +28,7 @@ LOADGEN=$BUILD/client_stub/fedagg-loadgen
 SINK=$BUILD/bench/fedagg-raw-sink
 
 declare -A OPT=([streams]=8 [updates_1k]=20000 [updates_1m]=1000 [updates_64m]=6 [rounds_small]=20 [rounds_large]=5
-                [memory_updates]=100,1000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [scale_clients]=10000 [scale_concurrency]=1000)
+                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [scale_clients]=10000 [scale_concurrency]=1000)
 for arg in "$@"; do
   key=${arg#--}; key=${key%%=*}
   [ -n "${OPT[$key]+set}" ] && [[ $arg == --*=* ]] || { echo "unknown option $arg" >&2; exit 2; }

@@ -14,7 +14,7 @@
 #   scripts/bench.sh [--repeat=N] [--benchmark_filter=REGEX ...]  [--updates_1m=N --memory_updates=100,1000,10000 ...]
 # Options starting with --benchmark_ go to the core benchmark, --peers_* (without the
 # prefix) to the peer comparison, the others to bench/service_bench.sh (its header lists
-# them). The default run takes about 10 minutes on 2 cores. Run it on an otherwise idle
+# them). The default run takes about 20 minutes on 2 cores (--repeat=2: 14). Run it on an otherwise idle
 # machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
