@@ -1,12 +1,15 @@
-// Fuzz target: one Contribute request as the server receives it — raw bytes parsed by
-// ParseRawMessage, as the reactor does — and, when it is an update header, the sizing and
-// limits UpdateBuffer::Create applies before anything is allocated. Invariants: a buffer
-// is either refused with nothing claimed from the memory budget, or exactly the declared
-// size, within the update size limit, and claimed in full.
+// Fuzz target: one Contribute request as the server receives it — raw bytes read as a
+// chunk in place (ReadRawChunk) or parsed by ParseRawMessage, as the reactor does — and,
+// when it is an update header, the sizing and limits UpdateBuffer::Create applies before
+// anything is allocated. Invariants: a chunk read in place is exactly the chunk protobuf
+// parses from the same bytes (whatever the split into slices); a buffer is either refused
+// with nothing claimed from the memory budget, or exactly the declared size, within the
+// update size limit, and claimed in full.
 #include <grpcpp/support/byte_buffer.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include "fedagg/v1/aggregation.pb.h"
 #include "service/core/memory_budget.h"
 #include "service/core/update_buffer.h"
+#include "service/rpc/raw_chunk.h"
 #include "service/rpc/raw_message.h"
 #include "tests/fuzz/fuzz_support.h"
 
@@ -33,10 +37,27 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fedagg;
   static const std::shared_ptr<const ReductionSpec> spec = fuzz::FuzzSpec();
-  grpc::Slice slice(data, size);
-  grpc::ByteBuffer buffer(&slice, 1);
+  // Two slices, cut where the input's first byte says, as gRPC may hand a message over.
+  const size_t cut = size == 0 ? 0 : data[0] % (size + 1);
+  grpc::Slice slices[2] = {grpc::Slice(data, cut), grpc::Slice(data + cut, size - cut)};
+  grpc::ByteBuffer buffer(slices, 2);
+  std::optional<RawChunk> raw = ReadRawChunk(buffer, v1::ContributeRequest::kChunkFieldNumber);
   v1::ContributeRequest request;
-  if (!ParseRawMessage(buffer, &request).ok() || !request.has_header()) return 0;
+  const bool parsed = ParseRawMessage(buffer, &request).ok();
+  if (raw.has_value()) {
+    FUZZ_CHECK(parsed && request.has_chunk());
+    const v1::Chunk& chunk = request.chunk();
+    FUZZ_CHECK(raw->field == chunk.field() && raw->section == static_cast<int32_t>(chunk.section()) &&
+               raw->offset == chunk.offset() && raw->data_bytes == chunk.data().size());
+    size_t at = 0;
+    for (absl::Span<const std::byte> piece : raw->data) {
+      FUZZ_CHECK(piece.size() <= chunk.data().size() - at &&
+                 std::memcmp(piece.data(), chunk.data().data() + at, piece.size()) == 0);
+      at += piece.size();
+    }
+    FUZZ_CHECK(at == chunk.data().size());
+  }
+  if (!parsed || !request.has_header()) return 0;
 
   const v1::UpdateHeader& header = request.header();
   std::vector<int64_t> nnz;
