@@ -52,6 +52,14 @@ class GrantBox {
   std::thread::id granted_thread_ ABSL_GUARDED_BY(mu_);
 };
 
+// Claims `bytes` of an idle enough window: the grant comes inline.
+absl::StatusOr<IngestTicket> Hold(IngestWindow& window, uint64_t bytes) {
+  GrantBox box;
+  window.Acquire(bytes, box.Callback());
+  EXPECT_TRUE(box.ready());
+  return box.Take();
+}
+
 TEST(IngestWindowTest, RequestsThatFitAreGrantedInlineAndFreedOnDestruction) {
   IngestWindow window(100);
   GrantBox a, b;
@@ -76,9 +84,8 @@ TEST(IngestWindowTest, RequestsThatFitAreGrantedInlineAndFreedOnDestruction) {
 
 TEST(IngestWindowTest, AWaitingRequestIsGrantedOnTheWindowsThreadOnceItFits) {
   IngestWindow window(100);
-  GrantBox a, b;
-  window.Acquire(70, a.Callback());
-  absl::StatusOr<IngestTicket> held = a.Take();
+  GrantBox b;
+  absl::StatusOr<IngestTicket> held = Hold(window, 70);
   ASSERT_TRUE(IsOk(held.status()));
   window.Acquire(40, b.Callback());
   EXPECT_FALSE(b.ready());
@@ -95,9 +102,8 @@ TEST(IngestWindowTest, AWaitingRequestIsGrantedOnTheWindowsThreadOnceItFits) {
 
 TEST(IngestWindowTest, WaitersAreGrantedInArrivalOrderSoALargeOneIsNotStarved) {
   IngestWindow window(100);
-  GrantBox holder, large, small;
-  window.Acquire(50, holder.Callback());
-  absl::StatusOr<IngestTicket> held = holder.Take();
+  GrantBox large, small;
+  absl::StatusOr<IngestTicket> held = Hold(window, 50);
   window.Acquire(80, large.Callback());  // waits: 50 + 80 > 100
   window.Acquire(10, small.Callback());  // would fit, but waits behind the large one
   EXPECT_FALSE(small.ready());
@@ -124,10 +130,9 @@ TEST(IngestWindowTest, AnUpdateLargerThanTheWindowGoesAloneWhenTheWindowIsEmpty)
 
 TEST(IngestWindowTest, WaitingAsksThePressureHandlerToFreeBytes) {
   IngestWindow window(100);
-  GrantBox holder, waiter;
-  window.Acquire(100, holder.Callback());
+  GrantBox waiter;
   // The "pending batch": freed by the handler, as the server's handler reduces batches.
-  std::optional<absl::StatusOr<IngestTicket>> pending(holder.Take());
+  std::optional<absl::StatusOr<IngestTicket>> pending(Hold(window, 100));
   std::atomic<int> calls = 0;
   window.SetPressureHandler([&] {
     ++calls;
@@ -140,9 +145,8 @@ TEST(IngestWindowTest, WaitingAsksThePressureHandlerToFreeBytes) {
 
 TEST(IngestWindowTest, CloseRefusesWaitersAndLaterRequests) {
   IngestWindow window(10);
-  GrantBox holder, waiter, later;
-  window.Acquire(10, holder.Callback());
-  absl::StatusOr<IngestTicket> held = holder.Take();
+  GrantBox waiter, later;
+  absl::StatusOr<IngestTicket> held = Hold(window, 10);
   window.Acquire(5, waiter.Callback());
   window.Close();
   EXPECT_TRUE(StatusIs(waiter.Take().status(), absl::StatusCode::kUnavailable, "shutting down"));

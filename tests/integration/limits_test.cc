@@ -24,6 +24,15 @@ UpdateView DenseUpdate(const std::vector<float>& values) {
   return UpdateView{{FieldValue::Dense<float>(values)}, std::nullopt};
 }
 
+// Seals "mem" and checks its result: `contributions` updates, every element `value`.
+void ExpectSealedResult(ControlClient& control, int64_t contributions, float value) {
+  ASSERT_TRUE(control.Seal("mem").ok());
+  absl::StatusOr<AggregateResult> result = control.GetResult("mem");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->contributions, contributions);
+  for (int i = 0; i < kElements; ++i) ASSERT_EQ(result->fields[0].value.values<float>()[i], value);
+}
+
 // The accumulator bytes of BudgetSpec's aggregation, measured on a node without a budget.
 uint64_t AccumulatorBytes() {
   auto cluster = Cluster::Start(0);
@@ -79,11 +88,7 @@ TEST(MemoryBudgetServiceTest, RefusesAnUpdateOverBudgetUntilMemoryIsReleased) {
   ASSERT_TRUE(accepted.ok()) << accepted.status();
   EXPECT_EQ(accepted->contributions(), 2);
 
-  ASSERT_TRUE(control.Seal("mem").ok());
-  absl::StatusOr<AggregateResult> result = control.GetResult("mem");
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->contributions, 2);
-  for (int i = 0; i < kElements; ++i) ASSERT_EQ(result->fields[0].value.values<float>()[i], 4.0f);
+  ExpectSealedResult(control, 2, 4.0f);
 }
 
 TEST(MemoryBudgetServiceTest, AnUpdateLargerThanTheWholeBudgetIsRefusedWithTheBudgetInTheMessage) {
@@ -159,11 +164,7 @@ TEST(IngestWindowServiceTest, AnUpdateWaitsForItsPlaceAndIsCountedOnceOneIsFree)
   ASSERT_TRUE(Eventually([&] { return window.used() == 0; })) << window.used();
   EXPECT_EQ(window.waits(), 1);
 
-  ASSERT_TRUE(control.Seal("mem").ok());
-  absl::StatusOr<AggregateResult> result = control.GetResult("mem");
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->contributions, 2);
-  for (int i = 0; i < kElements; ++i) ASSERT_EQ(result->fields[0].value.values<float>()[i], 4.0f);
+  ExpectSealedResult(control, 2, 4.0f);
 }
 
 // A pending batch holds bytes of the window too: when an update has to wait, pending
@@ -198,10 +199,7 @@ TEST(IngestWindowServiceTest, AWaitingUpdateHasPendingBatchesReducedAtOnce) {
   EXPECT_EQ(window.waits(), 1);
   EXPECT_TRUE(open_b.Close().ok());
   EXPECT_TRUE(open_c.Close().ok());
-  ASSERT_TRUE(control.Seal("mem").ok());
-  absl::StatusOr<AggregateResult> result = control.GetResult("mem");
-  ASSERT_TRUE(result.ok()) << result.status();
-  for (int i = 0; i < kElements; ++i) ASSERT_EQ(result->fields[0].value.values<float>()[i], 6.0f);
+  ExpectSealedResult(control, 2, 6.0f);
 }
 
 TEST(StreamLimitTest, StreamsOverTheLimitOfOnePeerAreRefusedOthersContinue) {
