@@ -1,6 +1,8 @@
 // fedagg-server: the aggregation service. Without --parent it is the root (the server
 // placement); with --parent it is an intermediate aggregator. Every flag can also come
 // from a file: --flagfile=/etc/fedagg/server.flags (one --flag=value per line).
+#include <malloc.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -43,6 +45,10 @@ ABSL_FLAG(int64_t, stream_window_kib, 1024,
           "HTTP/2 receive window of each stream, KiB: what a sender may have in flight beyond "
           "what this node has read, so also what each paused stream buffers here; 0: gRPC's "
           "own, which grows with the bandwidth-delay product");
+ABSL_FLAG(int, heap_arenas, 1,
+          "glibc heap arenas the server's threads share (mallopt M_ARENA_MAX); each arena keeps "
+          "memory its threads freed, so fewer arenas hold less (docs/BENCHMARKS.md item 19); "
+          "0: glibc's default, 8 per core");
 ABSL_FLAG(int, max_streams_per_identity, 0,
           "Contribute and Submit streams one caller (certificate, bearer token, or peer "
           "address) may hold open; more are refused with RESOURCE_EXHAUSTED; 0: no limit");
@@ -114,6 +120,12 @@ int main(int argc, char** argv) {
       "  root:          fedagg-server --listen=0.0.0.0:50051\n"
       "  intermediate:  fedagg-server --listen=0.0.0.0:50052 --parent=root-host:50051");
   absl::ParseCommandLine(argc, argv);
+  // Before any thread starts: threads are given their arena at their first allocation.
+  if (absl::GetFlag(FLAGS_heap_arenas) < 0) {
+    std::fprintf(stderr, "fedagg-server: --heap_arenas must be >= 0\n");
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_heap_arenas) > 0) mallopt(M_ARENA_MAX, absl::GetFlag(FLAGS_heap_arenas));
 
   absl::StatusOr<fedagg::DeviceSelection> devices = fedagg::ParseDeviceSelection(absl::GetFlag(FLAGS_devices));
   if (!devices.ok()) {
