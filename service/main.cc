@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <optional>
 #include <cstdio>
 #include <thread>
 
@@ -114,6 +115,15 @@ std::atomic<bool> g_stop{false};
 
 }  // namespace
 
+namespace {
+// A flag that must not be negative, as unsigned; nullopt (after saying so) when it is.
+std::optional<uint64_t> NonNegativeFlag(const char* name, int64_t value) {
+  if (value >= 0) return static_cast<uint64_t>(value);
+  std::fprintf(stderr, "fedagg-server: --%s must be >= 0\n", name);
+  return std::nullopt;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "fedagg-server: aggregation tier for federated computation.\n"
@@ -121,11 +131,9 @@ int main(int argc, char** argv) {
       "  intermediate:  fedagg-server --listen=0.0.0.0:50052 --parent=root-host:50051");
   absl::ParseCommandLine(argc, argv);
   // Before any thread starts: threads are given their arena at their first allocation.
-  if (absl::GetFlag(FLAGS_heap_arenas) < 0) {
-    std::fprintf(stderr, "fedagg-server: --heap_arenas must be >= 0\n");
-    return 2;
-  }
-  if (absl::GetFlag(FLAGS_heap_arenas) > 0) mallopt(M_ARENA_MAX, absl::GetFlag(FLAGS_heap_arenas));
+  const std::optional<uint64_t> heap_arenas = NonNegativeFlag("heap_arenas", absl::GetFlag(FLAGS_heap_arenas));
+  if (!heap_arenas.has_value()) return 2;
+  if (*heap_arenas > 0) mallopt(M_ARENA_MAX, static_cast<int>(*heap_arenas));
 
   absl::StatusOr<fedagg::DeviceSelection> devices = fedagg::ParseDeviceSelection(absl::GetFlag(FLAGS_devices));
   if (!devices.ok()) {
@@ -156,21 +164,15 @@ int main(int argc, char** argv) {
   config.flush_interval = absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
   config.max_update_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_update_mib)) << 20;
   config.child_grace = absl::Milliseconds(absl::GetFlag(FLAGS_child_grace_ms));
-  if (absl::GetFlag(FLAGS_memory_budget_bytes) < 0) {
-    std::fprintf(stderr, "fedagg-server: --memory_budget_bytes must be >= 0\n");
-    return 2;
-  }
-  config.memory_budget_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_memory_budget_bytes));
-  if (absl::GetFlag(FLAGS_ingest_window_mib) < 0) {
-    std::fprintf(stderr, "fedagg-server: --ingest_window_mib must be >= 0\n");
-    return 2;
-  }
-  config.ingest_window_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_ingest_window_mib)) << 20;
-  if (absl::GetFlag(FLAGS_stream_window_kib) < 0) {
-    std::fprintf(stderr, "fedagg-server: --stream_window_kib must be >= 0\n");
-    return 2;
-  }
-  config.stream_window_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_stream_window_kib)) << 10;
+  const std::optional<uint64_t> memory_budget_bytes = NonNegativeFlag("memory_budget_bytes", absl::GetFlag(FLAGS_memory_budget_bytes));
+  if (!memory_budget_bytes.has_value()) return 2;
+  config.memory_budget_bytes = *memory_budget_bytes;
+  const std::optional<uint64_t> ingest_window_mib = NonNegativeFlag("ingest_window_mib", absl::GetFlag(FLAGS_ingest_window_mib));
+  if (!ingest_window_mib.has_value()) return 2;
+  config.ingest_window_bytes = *ingest_window_mib << 20;
+  const std::optional<uint64_t> stream_window_kib = NonNegativeFlag("stream_window_kib", absl::GetFlag(FLAGS_stream_window_kib));
+  if (!stream_window_kib.has_value()) return 2;
+  config.stream_window_bytes = *stream_window_kib << 10;
   config.max_streams_per_identity = absl::GetFlag(FLAGS_max_streams_per_identity);
   config.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
   config.forward_interval = absl::Milliseconds(absl::GetFlag(FLAGS_forward_interval_ms));
