@@ -31,6 +31,12 @@ class ByteWriter {
   template <typename T>
   void PutArray(const T* data, size_t count) {
     Put<uint64_t>(count);
+    PutElements(data, count);
+  }
+  // Writes elements only: an array written in parts is its u64 total count, then each part.
+  template <typename T>
+  void PutElements(const T* data, size_t count) {
+    static_assert(std::is_trivially_copyable_v<T>);
     Append(data, count * sizeof(T));
   }
   void PutString(absl::string_view s) { PutArray(s.data(), s.size()); }

@@ -14,7 +14,7 @@ std::unique_ptr<FieldAccumulator> MakeFor(const FieldSpec& field, ThreadPool& po
     return std::make_unique<CpuDenseAccumulator<Acc>>(field, pool);
   }
   if (field.intrinsic == Intrinsic::kSparseSumSparse) {
-    return std::make_unique<CpuSparseUnionAccumulator<Acc>>(field);
+    return std::make_unique<CpuSparseUnionAccumulator<Acc>>(field, pool);
   }
   return std::make_unique<CpuScatterAccumulator<Acc>>(field, pool);
 }

@@ -6,6 +6,7 @@
 #include <bit>
 #include <vector>
 
+#include "service/core/cpu_coordinate_partition.h"
 #include "service/core/cpu_kernels.h"
 #include "service/core/large_allocation.h"
 
@@ -22,8 +23,6 @@ constexpr size_t kBucketStateBytes = size_t{512} << 10;
 constexpr int kMaxFanoutBits = 10;
 // Entries partitioned at once (a run of whole updates; one update may have more).
 constexpr size_t kMaxChunkEntries = size_t{1} << 22;
-// Below this many entries in a run, one thread does all: splitting costs more.
-constexpr size_t kMinEntriesToSplit = size_t{1} << 14;
 // A bucket with at least one entry per this many cache lines of its share of the table
 // has that share prefetched in order before its entries are added.
 constexpr size_t kDenseBucketLinesPerEntry = 4;
@@ -88,18 +87,6 @@ std::vector<Run> PlanRuns(absl::Span<const FieldValue* const> values, const Layo
   return runs;
 }
 
-// Calls fn(update, k_begin, k_end) for the entries [begin, end) of a run, numbered across
-// its updates in batch order; starts[u] is the number of entries before update u.
-template <typename Fn>
-void ForEachSlice(const std::vector<size_t>& starts, size_t begin, size_t end, Fn&& fn) {
-  size_t u = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
-  for (; u + 1 < starts.size() && starts[u] < end; ++u) {
-    const size_t lo = std::max(begin, starts[u]);
-    const size_t hi = std::min(end, starts[u + 1]);
-    if (lo < hi) fn(u, lo - starts[u], hi - starts[u]);
-  }
-}
-
 template <typename Acc>
 class RunScatter {
  public:
@@ -108,18 +95,15 @@ class RunScatter {
              Entry<Acc>* buffer)
       : values_(values), weights_(weights), weighted_(weighted), layout_(layout),
         target_(target), pool_(pool), entries_(buffer) {
-    starts_.assign(values.size() + 1, 0);
-    for (size_t u = 0; u < values.size(); ++u) starts_[u + 1] = starts_[u] + values[u]->indices.size();
-    threads_ = starts_.back() < kMinEntriesToSplit ? 1 : pool.threads();
+    size_t entries = 0;
+    for (const FieldValue* value : values) entries += value->indices.size();
+    threads_ = entries < kMinEntriesToSplit ? 1 : pool.threads();
   }
 
   void Partition();
   void Scatter();
 
  private:
-  // The entries [begin, end) of the run that thread t partitions.
-  size_t ThreadBegin(int64_t t) const { return starts_.back() * static_cast<size_t>(t) / static_cast<size_t>(threads_); }
-
   void ScatterBucket(int64_t bucket, std::vector<uint64_t>& touched) const;
 
   absl::Span<const FieldValue* const> values_;
@@ -129,56 +113,22 @@ class RunScatter {
   const ScatterTarget<Acc> target_;
   ThreadPool& pool_;
   Entry<Acc>* const entries_;
-  std::vector<size_t> starts_;       // per update of the run, its first entry; then the total
   std::vector<size_t> bucket_start_;  // per bucket, its first entry in entries_; then the total
   int threads_ = 1;
 };
 
-// Stable: thread t's entries come before thread t+1's in every bucket, and each thread
-// writes its entries in order, so every bucket holds its entries in batch order.
 template <typename Acc>
 void RunScatter<Acc>::Partition() {
-  const size_t buckets = static_cast<size_t>(layout_.buckets);
   const int bits = layout_.bucket_bits;
-  // next[t * buckets + b]: where thread t writes its next entry of bucket b.
-  std::vector<size_t> next(static_cast<size_t>(threads_) * buckets);
-  pool_.ParallelFor(threads_, 1, [&](int64_t t, int64_t) {
-    std::vector<size_t> histogram(buckets);  // the thread's own: no shared cache lines
-    ForEachSlice(starts_, ThreadBegin(t), ThreadBegin(t + 1), [&](size_t u, size_t k0, size_t k1) {
-      const int64_t* ids = values_[u]->indices.data();
-      for (size_t k = k0; k < k1; ++k) ++histogram[static_cast<uint64_t>(ids[k]) >> bits];
-    });
-    std::copy(histogram.begin(), histogram.end(), next.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(t) * buckets));
-  });
-  bucket_start_.assign(buckets + 1, 0);
-  size_t position = 0;
-  for (size_t b = 0; b < buckets; ++b) {
-    bucket_start_[b] = position;
-    for (size_t t = 0; t < static_cast<size_t>(threads_); ++t) {
-      const size_t count = next[t * buckets + b];
-      next[t * buckets + b] = position;
-      position += count;
-    }
-  }
-  bucket_start_[buckets] = position;
   const uint32_t mask = layout_.offset_mask();
-  pool_.ParallelFor(threads_, 1, [&](int64_t t, int64_t) {
-    size_t* cursor = next.data() + static_cast<size_t>(t) * buckets;
-    ForEachSlice(starts_, ThreadBegin(t), ThreadBegin(t + 1), [&](size_t u, size_t k0, size_t k1) {
-      const int64_t* ids = values_[u]->indices.data();
-      const uint32_t update_key = static_cast<uint32_t>(u << bits);
-      const Acc weight = static_cast<Acc>(weights_[u]);
-      DispatchDType(values_[u]->dtype, [&](auto tag) {
-        using In = typename decltype(tag)::type;
-        const In* in = reinterpret_cast<const In*>(values_[u]->values.data());
-        for (size_t k = k0; k < k1; ++k) {
-          const uint64_t index = static_cast<uint64_t>(ids[k]);
-          const Acc value = weighted_ ? weight * Widen<Acc>(in[k]) : Widen<Acc>(in[k]);
-          entries_[cursor[index >> bits]++] = Entry<Acc>{update_key | (static_cast<uint32_t>(index) & mask), value};
-        }
-      });
-    });
-  });
+  bucket_start_ = PartitionByCoordinate(values_, bits, static_cast<size_t>(layout_.buckets), threads_, pool_,
+                                        entries_, [&](size_t u, uint64_t index, auto in) {
+                                          const Acc value = weighted_ ? static_cast<Acc>(weights_[u]) * Widen<Acc>(in)
+                                                                      : Widen<Acc>(in);
+                                          return Entry<Acc>{static_cast<uint32_t>(u << bits) |
+                                                                (static_cast<uint32_t>(index) & mask),
+                                                            value};
+                                        }).bucket_start;
 }
 
 template <typename Acc>

@@ -1,163 +1,393 @@
-// CPU accumulator for sparse_sum_sparse (sorted, coalesced union of coordinates).
+// CPU accumulator for sparse_sum_sparse (sharded, sorted, coalesced union; see the header).
 #include "service/core/cpu_sparse_union_accumulator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
-#include <numeric>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "service/core/cpu_coordinate_partition.h"
 #include "service/core/cpu_kernels.h"
+#include "service/core/large_allocation.h"
 
 namespace fedagg {
+namespace {
+
+// At most 2^10 shards: the partition pass writes to every shard at once, and more write
+// streams than that no longer fit the L1 cache and the TLB.
+constexpr int kMaxShardFanoutBits = 10;
+// Shards of fewer than 2^12 coordinates would be mostly empty or cost more in per-shard
+// overhead than they save.
+constexpr int kMinShardBits = 12;
+// The radix sort within a shard takes at most 8 bits a pass (256 counters, in L1).
+constexpr int kMaxDigitBits = 8;
+
+int ShardBits(int64_t rows) {
+  const int rows_bits = std::bit_width(static_cast<uint64_t>(std::max<int64_t>(rows - 1, 0)));
+  return std::min(rows_bits, std::max(kMinShardBits, rows_bits - kMaxShardFanoutBits));
+}
+
+size_t ShardCount(int64_t rows, int shard_bits) {
+  return rows <= 1 ? 1 : static_cast<size_t>(((rows - 1) >> shard_bits) + 1);
+}
+
+// One entry of a batch: its coordinate, its update's position in the batch (an update is
+// counted once per coordinate however often it repeats it) and its widened value.
+template <typename Acc>
+struct Entry {
+  uint64_t index;
+  uint32_t update;
+  Acc value;
+};
+
+// Stable LSD radix sort of one shard's entries by their offset in the shard (its low
+// `offset_bits` bits), with equal passes of at most kMaxDigitBits bits; a pass whose digit
+// is the same for every entry is skipped. `scratch` has room for n entries. Returns where
+// the sorted entries ended up: `entries` or `scratch`.
+template <typename Acc>
+const Entry<Acc>* SortByOffset(Entry<Acc>* entries, Entry<Acc>* scratch, size_t n, int offset_bits) {
+  if (n < 2 || offset_bits == 0) return entries;
+  const int passes = (offset_bits + kMaxDigitBits - 1) / kMaxDigitBits;
+  const int digit_bits = (offset_bits + passes - 1) / passes;
+  const uint64_t digit_mask = (uint64_t{1} << digit_bits) - 1;
+  size_t offsets[(size_t{1} << kMaxDigitBits) + 1];
+  for (int shift = 0; shift < offset_bits; shift += digit_bits) {
+    auto digit = [&](const Entry<Acc>& e) { return static_cast<size_t>((e.index >> shift) & digit_mask); };
+    std::fill(offsets, offsets + digit_mask + 2, size_t{0});
+    for (size_t i = 0; i < n; ++i) ++offsets[digit(entries[i]) + 1];
+    if (offsets[digit(entries[0]) + 1] == n) continue;
+    for (size_t d = 0; d <= digit_mask; ++d) offsets[d + 1] += offsets[d];
+    for (size_t i = 0; i < n; ++i) scratch[offsets[digit(entries[i])]++] = entries[i];
+    std::swap(entries, scratch);
+  }
+  return entries;
+}
+
+// What MergeShard merges into a shard, one coalesced coordinate at a time, in increasing
+// order of coordinate: done(), index() of the next one, and Take(value, count), which
+// gives its value and count and moves past it.
+
+// A shard's part of a batch, sorted by coordinate: a coordinate's entries are summed in
+// batch order, and counted once per update.
+template <typename Acc>
+class SortedEntries {
+ public:
+  SortedEntries(const Entry<Acc>* entries, size_t n) : entries_(entries), n_(n) {}
+  bool done() const { return i_ == n_; }
+  int64_t index() const { return static_cast<int64_t>(entries_[i_].index); }
+  void Take(Acc& value, int64_t& count) {
+    const uint64_t index = entries_[i_].index;
+    value = Acc{0};
+    count = 0;
+    uint32_t last_update = 0;
+    for (; i_ < n_ && entries_[i_].index == index; ++i_) {
+      value = cpu::Add(value, entries_[i_].value);
+      if (count == 0 || entries_[i_].update != last_update) ++count;
+      last_update = entries_[i_].update;
+    }
+  }
+
+ private:
+  const Entry<Acc>* entries_;
+  size_t n_;
+  size_t i_ = 0;
+};
+
+// A shard's part of a batch, coalesced in a table of one slot per coordinate of the shard
+// (small enough to stay in a core's L2 cache) instead of sorted: each entry, in batch
+// order, is added into its slot, and a bitmap marks the slots in use, which are then
+// read back in coordinate order. Sums and counts are those of SortedEntries, bit for bit.
+// Used where the table fits and the entries are dense enough in the shard that walking
+// the bitmap costs less than sorting.
+template <typename Acc>
+class SlotTable {
+ public:
+  // The widest shard whose slots are at most kMaxBytes.
+  static constexpr size_t kMaxBytes = size_t{512} << 10;
+  static bool Fits(int shard_bits) { return (sizeof(Slot) << shard_bits) <= kMaxBytes; }
+  // Worth it when there is an entry per 64 coordinates (one bitmap word) or more.
+  static bool Pays(size_t entries, int shard_bits) { return entries * 64 >= (size_t{1} << shard_bits); }
+
+  explicit SlotTable(int shard_bits)
+      : mask_((uint64_t{1} << shard_bits) - 1), slots_(size_t{1} << shard_bits),
+        in_use_(((size_t{1} << shard_bits) + 63) / 64) {}
+
+  // Adds a shard's entries (in batch order); every slot must be free.
+  void Fill(const Entry<Acc>* entries, size_t n, int64_t shard_base) {
+    base_ = shard_base;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t offset = static_cast<size_t>(entries[i].index & mask_);
+      Slot& slot = slots_[offset];
+      uint64_t& word = in_use_[offset / 64];
+      const uint64_t bit = uint64_t{1} << (offset % 64);
+      if (!(word & bit)) {
+        word |= bit;
+        slot = Slot{cpu::Add(Acc{0}, entries[i].value), entries[i].update, 1};
+        continue;
+      }
+      slot.value = cpu::Add(slot.value, entries[i].value);
+      if (slot.last_update != entries[i].update) ++slot.count;
+      slot.last_update = entries[i].update;
+    }
+    word_ = 0;
+    Advance();
+  }
+
+  // Merge source over the slots in use, freeing each as it is taken.
+  bool done() const { return word_ == in_use_.size(); }
+  int64_t index() const { return base_ + static_cast<int64_t>(word_ * 64) + std::countr_zero(in_use_[word_]); }
+  void Take(Acc& value, int64_t& count) {
+    const size_t offset = word_ * 64 + static_cast<size_t>(std::countr_zero(in_use_[word_]));
+    value = slots_[offset].value;
+    count = slots_[offset].count;
+    in_use_[word_] &= in_use_[word_] - 1;
+    Advance();
+  }
+
+ private:
+  struct Slot {
+    Acc value;
+    uint32_t last_update;
+    int64_t count;
+  };
+  void Advance() {
+    while (word_ < in_use_.size() && in_use_[word_] == 0) ++word_;
+  }
+
+  const uint64_t mask_;
+  std::vector<Slot> slots_;
+  std::vector<uint64_t> in_use_;
+  int64_t base_ = 0;
+  size_t word_ = 0;
+};
+
+// Another accumulator's shard.
+template <typename Shard>
+class ShardEntries {
+ public:
+  explicit ShardEntries(const Shard& shard) : shard_(shard) {}
+  bool done() const { return i_ == shard_.indices.size(); }
+  int64_t index() const { return shard_.indices[i_]; }
+  template <typename Acc>
+  void Take(Acc& value, int64_t& count) {
+    value = shard_.values[i_];
+    count = shard_.counts[i_];
+    ++i_;
+  }
+
+ private:
+  const Shard& shard_;
+  size_t i_ = 0;
+};
+
+// out = state ∪ source: where a coordinate is in both, the values are added (state's
+// first) and the counts summed. `source_size` bounds how many coordinates the source has.
+// What `out` held is dropped; its capacity is reused (and not zeroed: every element
+// below the final size is written).
+template <typename Acc, typename Shard, typename Source>
+void MergeShard(const Shard& state, Source&& source, size_t source_size, Shard& out) {
+  const size_t capacity = state.indices.size() + source_size;
+  out.indices.resize(capacity);
+  out.values.resize(capacity);
+  out.counts.resize(capacity);
+  int64_t* const out_indices = out.indices.data();
+  Acc* const out_values = out.values.data();
+  int64_t* const out_counts = out.counts.data();
+  size_t o = 0;
+  auto copy_state = [&](size_t from, size_t to) {
+    std::copy(state.indices.begin() + static_cast<ptrdiff_t>(from), state.indices.begin() + static_cast<ptrdiff_t>(to),
+              out_indices + o);
+    std::copy(state.values.begin() + static_cast<ptrdiff_t>(from), state.values.begin() + static_cast<ptrdiff_t>(to),
+              out_values + o);
+    std::copy(state.counts.begin() + static_cast<ptrdiff_t>(from), state.counts.begin() + static_cast<ptrdiff_t>(to),
+              out_counts + o);
+    o += to - from;
+  };
+  const int64_t* const state_indices = state.indices.data();
+  const size_t state_size = state.indices.size();
+  size_t a = 0;
+  while (!source.done()) {
+    const int64_t index = source.index();
+    const size_t run_begin = a;
+    while (a < state_size && state_indices[a] < index) ++a;
+    if (a > run_begin) copy_state(run_begin, a);
+    Acc value;
+    int64_t count;
+    source.Take(value, count);
+    if (a < state_size && state_indices[a] == index) {
+      value = cpu::Add(state.values[a], value);
+      count += state.counts[a];
+      ++a;
+    }
+    out_indices[o] = index;
+    out_values[o] = value;
+    out_counts[o] = count;
+    ++o;
+  }
+  copy_state(a, state_size);
+  out.indices.resize(o);
+  out.values.resize(o);
+  out.counts.resize(o);
+}
+
+// Calls fn(shard, spare) for shards [0, shards), spread over `threads` threads of the
+// pool, each thread taking the next shard when it is done with one. `spare` is the
+// thread's own Shard to merge into: swapped with the shard's state afterwards, it lends
+// that state's buffers to the thread's next shard, so merging allocates little.
+// make_local() makes any other per-thread working state, passed as fn's third argument.
+template <typename Shard, typename MakeLocal, typename Fn>
+void ForEachShard(size_t shards, int threads, ThreadPool& pool, MakeLocal&& make_local, Fn&& fn) {
+  std::atomic<size_t> next_shard{0};
+  pool.ParallelFor(threads, 1, [&](int64_t, int64_t) {
+    Shard spare;
+    auto local = make_local();
+    for (size_t s; (s = next_shard.fetch_add(1, std::memory_order_relaxed)) < shards;) fn(s, spare, local);
+  });
+}
+
+}  // namespace
+
+template <typename Acc>
+CpuSparseUnionAccumulator<Acc>::CpuSparseUnionAccumulator(const FieldSpec& field, ThreadPool& pool)
+    : field_(field), pool_(pool), shard_bits_(ShardBits(field.rows)),
+      shards_(ShardCount(field.rows, shard_bits_)) {}
 
 template <typename Acc>
 absl::Status CpuSparseUnionAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue* const> values,
-                                                     absl::Span<const double>) {
-  struct Entry {
-    int64_t index;
-    uint32_t update;  // position in the batch: counts an update once per index
-    Acc value;
-  };
+                                                             absl::Span<const double>) {
   size_t total = 0;
   for (const FieldValue* value : values) total += value->indices.size();
   if (total == 0) return absl::OkStatus();
-  std::vector<Entry> entries;
-  entries.reserve(total);
-  cpu::DispatchDType(field_.type.dtype, [&](auto tag) {
-    using In = typename decltype(tag)::type;
-    for (size_t i = 0; i < values.size(); ++i) {
-      const In* in = reinterpret_cast<const In*>(values[i]->values.data());
-      for (size_t k = 0; k < values[i]->indices.size(); ++k) {
-        entries.push_back(Entry{values[i]->indices[k], static_cast<uint32_t>(i),
-                                cpu::Widen<Acc>(in[k])});
-      }
+  const int threads = total < cpu::kMinEntriesToSplit ? 1 : pool_.threads();
+  // The partitioned entries, then as much again for the sorts (each shard sorts within
+  // its own range of both halves).
+  LargeAllocation buffer(2 * total * sizeof(Entry<Acc>));
+  Entry<Acc>* const entries = reinterpret_cast<Entry<Acc>*>(buffer.data());
+  Entry<Acc>* const scratch = entries + total;
+  const cpu::CoordinatePartition partition = cpu::PartitionByCoordinate(
+      values, shard_bits_, shards_.size(), threads, pool_, entries, [](size_t u, uint64_t index, auto in) {
+        return Entry<Acc>{index, static_cast<uint32_t>(u), cpu::Widen<Acc>(in)};
+      });
+  // Slot tables are made where the first shard that pays for one is met.
+  auto no_table = [] { return std::unique_ptr<SlotTable<Acc>>(); };
+  ForEachShard<Shard>(shards_.size(), threads, pool_, no_table,
+                      [&](size_t s, Shard& spare, std::unique_ptr<SlotTable<Acc>>& table) {
+    const size_t begin = partition.bucket_start[s];
+    const size_t n = partition.bucket_start[s + 1] - begin;
+    if (n == 0) return;
+    if (SlotTable<Acc>::Fits(shard_bits_) && SlotTable<Acc>::Pays(n, shard_bits_)) {
+      if (table == nullptr) table = std::make_unique<SlotTable<Acc>>(shard_bits_);
+      table->Fill(entries + begin, n, static_cast<int64_t>(s) << shard_bits_);
+      MergeShard<Acc>(shards_[s], *table, n, spare);
+    } else {
+      const Entry<Acc>* sorted = SortByOffset(entries + begin, scratch + begin, n, shard_bits_);
+      MergeShard<Acc>(shards_[s], SortedEntries<Acc>(sorted, n), n, spare);
     }
+    std::swap(shards_[s], spare);
   });
-  // Stable LSD radix sort by index, 8 bits a pass, only over the bits an index of this
-  // field can have: equal indices keep batch order, so sums keep it too.
-  std::vector<Entry> scratch(entries.size());
-  const int index_bits = std::bit_width(static_cast<uint64_t>(std::max<int64_t>(field_.rows - 1, 1)));
-  for (int shift = 0; shift < index_bits; shift += 8) {
-    size_t offsets[257] = {};
-    for (const Entry& e : entries) ++offsets[((static_cast<uint64_t>(e.index) >> shift) & 0xff) + 1];
-    for (int b = 0; b < 256; ++b) offsets[b + 1] += offsets[b];
-    for (const Entry& e : entries) scratch[offsets[(static_cast<uint64_t>(e.index) >> shift) & 0xff]++] = e;
-    entries.swap(scratch);
-  }
-  Coalesced batch;
-  for (size_t k = 0; k < entries.size();) {
-    const int64_t index = entries[k].index;
-    Acc sum = Acc{0};
-    int64_t count = 0;
-    uint32_t last_update = 0;
-    for (; k < entries.size() && entries[k].index == index; ++k) {
-      sum = cpu::Add(sum, entries[k].value);
-      if (count == 0 || entries[k].update != last_update) ++count;
-      last_update = entries[k].update;
-    }
-    batch.indices.push_back(index);
-    batch.values.push_back(sum);
-    batch.counts.push_back(count);
-  }
-  MergeSorted(batch);
   return absl::OkStatus();
 }
 
 template <typename Acc>
-void CpuSparseUnionAccumulator<Acc>::MergeSorted(const Coalesced& other) {
-  Coalesced merged;
-  const size_t capacity = state_.indices.size() + other.indices.size();
-  merged.indices.reserve(capacity);
-  merged.values.reserve(capacity);
-  merged.counts.reserve(capacity);
-  size_t a = 0, b = 0;
-  auto take = [&merged](const Coalesced& from, size_t i) {
-    merged.indices.push_back(from.indices[i]);
-    merged.values.push_back(from.values[i]);
-    merged.counts.push_back(from.counts[i]);
-  };
-  while (a < state_.indices.size() && b < other.indices.size()) {
-    if (state_.indices[a] < other.indices[b]) {
-      take(state_, a++);
-    } else if (other.indices[b] < state_.indices[a]) {
-      take(other, b++);
-    } else {
-      merged.indices.push_back(state_.indices[a]);
-      merged.values.push_back(cpu::Add(state_.values[a], other.values[b]));
-      merged.counts.push_back(state_.counts[a] + other.counts[b]);
-      ++a;
-      ++b;
-    }
-  }
-  for (; a < state_.indices.size(); ++a) take(state_, a);
-  for (; b < other.indices.size(); ++b) take(other, b);
-  state_ = std::move(merged);
-}
-
-template <typename Acc>
-absl::Status CpuSparseUnionAccumulator<Acc>::MergeWith(const FieldAccumulator& other) {
-  MergeSorted(static_cast<const CpuSparseUnionAccumulator<Acc>&>(other).state_);
+absl::Status CpuSparseUnionAccumulator<Acc>::MergeWith(const FieldAccumulator& other_base) {
+  const auto& other = static_cast<const CpuSparseUnionAccumulator<Acc>&>(other_base);
+  const int threads = Nonzeros() + other.Nonzeros() < cpu::kMinEntriesToSplit ? 1 : pool_.threads();
+  ForEachShard<Shard>(shards_.size(), threads, pool_, [] { return 0; }, [&](size_t s, Shard& spare, int) {
+    const Shard& from = other.shards_[s];
+    if (from.indices.empty()) return;
+    MergeShard<Acc>(shards_[s], ShardEntries<Shard>(from), from.indices.size(), spare);
+    std::swap(shards_[s], spare);
+  });
   return absl::OkStatus();
 }
 
 template <typename Acc>
 absl::Status CpuSparseUnionAccumulator<Acc>::SerializeTo(ByteWriter& out) const {
-  out.PutArray(state_.indices.data(), state_.indices.size());
-  out.PutArray(state_.values.data(), state_.values.size());
-  out.PutArray(state_.counts.data(), state_.counts.size());
+  const uint64_t nnz = Nonzeros();
+  out.Put<uint64_t>(nnz);
+  for (const Shard& shard : shards_) out.PutElements(shard.indices.data(), shard.indices.size());
+  out.Put<uint64_t>(nnz);
+  for (const Shard& shard : shards_) out.PutElements(shard.values.data(), shard.values.size());
+  out.Put<uint64_t>(nnz);
+  for (const Shard& shard : shards_) out.PutElements(shard.counts.data(), shard.counts.size());
   return absl::OkStatus();
 }
 
 template <typename Acc>
-absl::Status CpuSparseUnionAccumulator<Acc>::DeserializeFrom(ByteReader& in,
-                                                             int64_t contributions) {
+absl::Status CpuSparseUnionAccumulator<Acc>::DeserializeFrom(ByteReader& in, int64_t contributions) {
   const std::string what = absl::StrCat("field '", field_.path, "'");
-  Coalesced read;
-  if (absl::Status s = in.GetArray(&read.indices); !s.ok()) return s;
-  const uint64_t nnz = read.indices.size();
+  std::vector<int64_t> indices;
+  if (absl::Status s = in.GetArray(&indices); !s.ok()) return s;
+  const uint64_t nnz = indices.size();
   // Bound the allocation by what the input can hold before resizing.
   if (nnz > static_cast<uint64_t>(field_.rows)) {
     return absl::DataLossError(absl::StrCat("partial aggregate: ", what, " has ", nnz,
                                             " entries but only ", field_.rows, " coordinates"));
   }
-  read.values.resize(nnz);
-  read.counts.resize(nnz);
-  if (absl::Status s = in.GetArrayExact(read.values.data(), nnz, what + " values"); !s.ok()) return s;
-  if (absl::Status s = in.GetArrayExact(read.counts.data(), nnz, what + " counts"); !s.ok()) return s;
+  std::vector<Acc> values(nnz);
+  std::vector<int64_t> counts(nnz);
+  if (absl::Status s = in.GetArrayExact(values.data(), nnz, what + " values"); !s.ok()) return s;
+  if (absl::Status s = in.GetArrayExact(counts.data(), nnz, what + " counts"); !s.ok()) return s;
   for (size_t k = 0; k < nnz; ++k) {
-    const int64_t index = read.indices[k];
-    if (index < 0 || index >= field_.rows || (k > 0 && index <= read.indices[k - 1])) {
+    const int64_t index = indices[k];
+    if (index < 0 || index >= field_.rows || (k > 0 && index <= indices[k - 1])) {
       return absl::DataLossError(absl::StrCat("partial aggregate: ", what, " index ", index,
                                               " at entry ", k,
                                               " is out of range or not strictly increasing"));
     }
-    if (read.counts[k] < 1 || read.counts[k] > contributions) {
+    if (counts[k] < 1 || counts[k] > contributions) {
       return absl::DataLossError(absl::StrCat("partial aggregate: ", what, " entry ", k,
-                                              " has count ", read.counts[k], " with ",
+                                              " has count ", counts[k], " with ",
                                               contributions, " contributions"));
     }
   }
-  state_ = std::move(read);
+  std::vector<Shard> shards(shards_.size());
+  for (size_t k = 0; k < nnz;) {
+    const int64_t shard_id = indices[k] >> shard_bits_;
+    Shard& shard = shards[static_cast<size_t>(shard_id)];
+    const size_t begin = k;
+    while (k < nnz && (indices[k] >> shard_bits_) == shard_id) ++k;
+    shard.indices.assign(indices.begin() + static_cast<ptrdiff_t>(begin), indices.begin() + static_cast<ptrdiff_t>(k));
+    shard.values.assign(values.begin() + static_cast<ptrdiff_t>(begin), values.begin() + static_cast<ptrdiff_t>(k));
+    shard.counts.assign(counts.begin() + static_cast<ptrdiff_t>(begin), counts.begin() + static_cast<ptrdiff_t>(k));
+  }
+  shards_ = std::move(shards);
   return absl::OkStatus();
 }
 
 template <typename Acc>
 absl::StatusOr<ReportedField> CpuSparseUnionAccumulator<Acc>::Report(int64_t, double) const {
-  const size_t nnz = state_.indices.size();
+  const size_t nnz = Nonzeros();
   ReportedField out{field_.path, field_.intrinsic,
                     Tensor{field_.result_dtype, {static_cast<int64_t>(nnz)}, {}}};
   out.value.bytes.resize(nnz * sizeof(Acc));
-  std::copy(state_.values.begin(), state_.values.end(), out.value.mutable_values<Acc>().begin());
-  out.indices = state_.indices;
-  if (field_.report_counts) out.counts = state_.counts;
+  Acc* values = out.value.mutable_values<Acc>().data();
+  out.indices.reserve(nnz);
+  if (field_.report_counts) out.counts.reserve(nnz);
+  for (const Shard& shard : shards_) {
+    values = std::copy(shard.values.begin(), shard.values.end(), values);
+    out.indices.insert(out.indices.end(), shard.indices.begin(), shard.indices.end());
+    if (field_.report_counts) out.counts.insert(out.counts.end(), shard.counts.begin(), shard.counts.end());
+  }
   return out;
 }
 
 template <typename Acc>
 uint64_t CpuSparseUnionAccumulator<Acc>::MemoryBytes() const {
-  return state_.indices.capacity() * sizeof(state_.indices[0]) +
-         state_.values.capacity() * sizeof(state_.values[0]) +
-         state_.counts.capacity() * sizeof(state_.counts[0]);
+  uint64_t bytes = shards_.capacity() * sizeof(Shard);
+  for (const Shard& shard : shards_) {
+    bytes += shard.indices.capacity() * sizeof(int64_t) + shard.values.capacity() * sizeof(Acc) +
+             shard.counts.capacity() * sizeof(int64_t);
+  }
+  return bytes;
+}
+
+template <typename Acc>
+size_t CpuSparseUnionAccumulator<Acc>::Nonzeros() const {
+  size_t nnz = 0;
+  for (const Shard& shard : shards_) nnz += shard.indices.size();
+  return nnz;
 }
 
 template class CpuSparseUnionAccumulator<float>;

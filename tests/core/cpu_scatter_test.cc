@@ -8,7 +8,6 @@
 #include "service/core/cpu_partitioned_scatter.h"
 
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -17,74 +16,18 @@
 #include "service/core/cpu_scatter_accumulator.h"
 #include "service/core/thread_pool.h"
 #include "tests/core/core_test_util.h"
+#include "tests/core/random_sparse_batch.h"
 
 namespace fedagg {
 namespace {
 
+using ::fedagg::testing::BitIdentical;
 using ::fedagg::testing::IsOk;
 using ::fedagg::testing::OneFieldSpec;
+using ::fedagg::testing::RandomBatch;
+using ::fedagg::testing::RandomValue;
+using ::fedagg::testing::SparseBatch;
 using ::fedagg::testing::ValueOrDie;
-
-// A batch of COO (or row-sparse) updates that owns its memory.
-template <typename In>
-struct Batch {
-  std::vector<std::vector<int64_t>> ids;
-  std::vector<std::vector<In>> values;  // `width` values per id
-  std::vector<double> weights;
-  std::vector<FieldValue> fields;
-  std::vector<const FieldValue*> views;
-
-  void Add(std::vector<int64_t> update_ids, std::vector<In> update_values, double weight) {
-    ids.push_back(std::move(update_ids));
-    values.push_back(std::move(update_values));
-    weights.push_back(weight);
-  }
-  // Call once all updates are added (the views point into the vectors).
-  void Seal(Encoding encoding) {
-    for (size_t u = 0; u < ids.size(); ++u) {
-      fields.push_back(FieldValue{encoding, DTypeOf<In>::value, ids[u],
-                                  AsBytes(absl::MakeConstSpan(values[u]))});
-    }
-    for (const FieldValue& f : fields) views.push_back(&f);
-  }
-};
-
-template <typename In>
-In RandomValue(std::mt19937_64& rng) {
-  if constexpr (std::is_integral_v<In>) {
-    return static_cast<In>(std::uniform_int_distribution<int64_t>(-1000, 1000)(rng));
-  } else {
-    return ::fedagg::testing::FromDouble<In>(std::uniform_real_distribution<double>(-8, 8)(rng));
-  }
-}
-
-// `updates` random updates of up to `max_entries` entries of `width` values over `rows`
-// rows (some empty when max_entries is small); every other update repeats some of its
-// indices, and each hits 0 and rows - 1. Sealed.
-template <typename In>
-Batch<In> RandomBatch(uint64_t seed, int64_t rows, int64_t width, int updates, int64_t max_entries,
-                      Encoding encoding = Encoding::kSparse) {
-  std::mt19937_64 rng(seed);
-  Batch<In> batch;
-  for (int u = 0; u < updates; ++u) {
-    const int64_t n = std::uniform_int_distribution<int64_t>(0, max_entries)(rng);
-    std::vector<int64_t> ids;
-    for (int64_t k = 0; k < n; ++k) {
-      if (u % 2 == 1 && k > 0 && k % 7 == 0) {
-        ids.push_back(ids[static_cast<size_t>(k) / 2]);  // repeated within the update
-      } else if (k % 101 == 0) {
-        ids.push_back(k % 202 == 0 ? 0 : rows - 1);
-      } else {
-        ids.push_back(std::uniform_int_distribution<int64_t>(0, rows - 1)(rng));
-      }
-    }
-    std::vector<In> values;
-    for (int64_t i = 0; i < n * width; ++i) values.push_back(RandomValue<In>(rng));
-    batch.Add(std::move(ids), std::move(values), 0.25 + 0.5 * u);
-  }
-  batch.Seal(encoding);
-  return batch;
-}
 
 // The serial scatter the partitioned one must equal.
 template <typename Acc>
@@ -96,7 +39,7 @@ struct SerialResult {
 
 // The batch is scattered `repeats` times over.
 template <typename Acc, typename In>
-SerialResult<Acc> SerialScatter(const Batch<In>& batch, int64_t rows, int64_t width, bool counts, bool weighted,
+SerialResult<Acc> SerialScatter(const SparseBatch<In>& batch, int64_t rows, int64_t width, bool counts, bool weighted,
                                 int repeats = 1) {
   SerialResult<Acc> out{std::vector<Acc>(static_cast<size_t>(rows * width)),
                         std::vector<int64_t>(counts ? static_cast<size_t>(rows) : 0),
@@ -124,21 +67,10 @@ SerialResult<Acc> SerialScatter(const Batch<In>& batch, int64_t rows, int64_t wi
   return out;
 }
 
-template <typename T>
-::testing::AssertionResult BitIdentical(const std::vector<T>& a, const std::vector<T>& b) {
-  if (a.size() != b.size()) return ::testing::AssertionFailure() << a.size() << " vs " << b.size() << " elements";
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) {
-      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
 // Runs the partitioned scatter of a sealed batch on a pool of `threads` twice (so the
 // second adds to the first's state) and compares with the serial scatter of it twice.
 template <typename Acc, typename In>
-void ExpectSameAsSerial(const Batch<In>& batch, int64_t rows, bool counts, bool weighted, int threads) {
+void ExpectSameAsSerial(const SparseBatch<In>& batch, int64_t rows, bool counts, bool weighted, int threads) {
   SCOPED_TRACE(::testing::Message() << "rows " << rows << ", counts " << counts << ", weighted " << weighted
                                     << ", threads " << threads);
   const SerialResult<Acc> want = SerialScatter<Acc>(batch, rows, 1, counts, weighted, 2);
@@ -159,7 +91,7 @@ void ExpectSameAsSerial(const Batch<In>& batch, int64_t rows, bool counts, bool 
 
 TEST(PartitionedScatterTest, HandWrittenEdgeCases) {
   // Rows 0 and 4 (the last), an index repeated in one update, an empty update.
-  Batch<float> batch;
+  SparseBatch<float> batch;
   batch.Add({4, 0, 4, 4}, {1, 2, 3, 4}, 2);
   batch.Add({}, {}, 3);
   batch.Add({0, 2}, {8, 16}, 0.5);
@@ -177,7 +109,7 @@ TEST(PartitionedScatterTest, HandWrittenEdgeCases) {
 }
 
 TEST(PartitionedScatterTest, NothingToAdd) {
-  Batch<float> batch;
+  SparseBatch<float> batch;
   batch.Add({}, {}, 1);
   batch.Seal(Encoding::kSparse);
   ThreadPool pool(2);
@@ -192,7 +124,7 @@ TEST(PartitionedScatterTest, NothingToAdd) {
 
 // One coordinate, many entries: one bucket of one row, split across threads.
 TEST(PartitionedScatterTest, OneRow) {
-  const Batch<float> batch = RandomBatch<float>(1, 1, 1, 5, 40000);
+  const SparseBatch<float> batch = RandomBatch<float>(1, 1, 1, 5, 40000);
   ExpectSameAsSerial<float>(batch, 1, true, true, 2);
 }
 
@@ -201,7 +133,7 @@ TEST(PartitionedScatterTest, OneRow) {
 TEST(PartitionedScatterTest, SameAsSerialScatter) {
   for (const int64_t rows : {int64_t{7}, int64_t{1} << 12, (int64_t{1} << 20) + 3, int64_t{1} << 22}) {
     for (const int threads : {1, 2, 3}) {
-      const Batch<float> floats = RandomBatch<float>(static_cast<uint64_t>(rows + threads), rows, 1, 6, 30000);
+      const SparseBatch<float> floats = RandomBatch<float>(static_cast<uint64_t>(rows + threads), rows, 1, 6, 30000);
       ExpectSameAsSerial<float>(floats, rows, false, false, threads);
       ExpectSameAsSerial<float>(floats, rows, true, false, threads);
       ExpectSameAsSerial<float>(floats, rows, true, true, threads);
@@ -218,7 +150,7 @@ TEST(PartitionedScatterTest, SameAsSerialScatter) {
 // A batch of more entries than one run partitions: cut into runs of whole updates, with
 // counts still once per update and coordinate (each update repeats indices).
 TEST(PartitionedScatterTest, BatchOfSeveralRuns) {
-  Batch<float> batch;
+  SparseBatch<float> batch;
   std::mt19937_64 rng(11);
   const int64_t rows = 5000;
   for (int u = 0; u < 2; ++u) {
@@ -236,7 +168,7 @@ TEST(PartitionedScatterTest, BatchOfSeveralRuns) {
 // a serial scatter's, repeated row ids included.
 TEST(RowScatterTest, SameAsSerialScatter) {
   const int64_t rows = 20000, width = 8;
-  const Batch<float> batch = RandomBatch<float>(12, rows, width, 6, 4000, Encoding::kRowSparse);
+  const SparseBatch<float> batch = RandomBatch<float>(12, rows, width, 6, 4000, Encoding::kRowSparse);
   const SerialResult<float> want = SerialScatter<float>(batch, rows, width, true, false);
   const std::shared_ptr<const ReductionSpec> spec =
       OneFieldSpec(DType::kFloat32, {rows, width}, Intrinsic::kRowSparseSum, true);
