@@ -173,6 +173,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
                             ChannelCredentials(config.parent_tls));
     ParentLinkOptions link;
     link.metrics = server->metrics_.get();
+    link.memory_budget = server->memory_budget_.get();
     if (config.parent_keepalive < kMinParentKeepalive) {
       return absl::InvalidArgumentError(absl::StrCat("--parent_keepalive_ms must be at least ",
                                                      absl::ToInt64Milliseconds(kMinParentKeepalive)));

@@ -38,8 +38,8 @@ absl::StatusOr<MemoryReservation> MemoryBudget::Reserve(uint64_t bytes, absl::st
     if (limit_ != 0 && (bytes > limit_ || used > limit_ - bytes)) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "memory budget reached: ", what, " needs ", bytes, " bytes, ", used, " of the ", limit_,
-          "-byte budget (--memory_budget_bytes) are held by updates in flight, pending batches "
-          "and accumulators; send it again after a backoff, or ask the operator to raise the "
+          "-byte budget (--memory_budget_bytes) are held by updates in flight, pending batches, "
+          "partials from child aggregators and accumulators; send it again after a backoff, or ask the operator to raise the "
           "budget or add aggregators"));
     }
   } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));

@@ -1,5 +1,7 @@
 // MemoryBudget: the bytes a fedagg node may hold for client data — updates being
-// received, updates waiting in pending batches, and the accumulators of its aggregations —
+// received, updates waiting in pending batches, partials being received from child
+// aggregators, deltas kept for the parent until it holds them, and the accumulators of
+// its aggregations —
 // and MemoryReservation, the RAII claim on part of it.
 //   Reserve          refuses (RESOURCE_EXHAUSTED) a claim that would exceed the budget;
 //                    used before a new update's buffer is allocated, so a refused update

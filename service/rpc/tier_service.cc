@@ -72,6 +72,20 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
                             "the first PartialChunk must carry child_id and a sequence >= 1"));
         return;
       }
+      // The partial is held twice until it is merged: as received, and decoded. Both count
+      // in the node's memory budget; a push that would exceed it is refused before a byte
+      // is held (the child keeps its delta and pushes it again).
+      if (service_.memory_budget != nullptr) {
+        absl::StatusOr<MemoryReservation> held = service_.memory_budget->Reserve(
+            2 * header_.total_bytes(),
+            absl::StrCat("a partial of ", header_.total_bytes(), " bytes from child '", header_.child_id(),
+                         "' (held as received and decoded until merged)"));
+        if (!held.ok()) {
+          Finish(ToGrpcStatus(held.status()));
+          return;
+        }
+        held_ = *std::move(held);
+      }
       // Grow with the data actually received, not with what the header claims.
       bytes_.reserve(std::min<uint64_t>(header_.total_bytes(), uint64_t{64} << 20));
     }
@@ -91,6 +105,8 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
   // asked to wait for that.
   void MergeAndAnswer() {
     absl::StatusOr<std::shared_ptr<Aggregation>> merged_into = Merge();
+    bytes_ = std::string();  // merged or refused: neither copy is held any longer
+    held_ = MemoryReservation();
     if (!merged_into.ok()) {
       Finish(ToGrpcStatus(merged_into.status()));
       return;
@@ -144,6 +160,7 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
   v1::PartialChunk chunk_;
   v1::PartialChunk header_;
   std::string bytes_;
+  MemoryReservation held_;  // for bytes_ and their decoded partial, until the merge
   bool first_ = true;
 };
 

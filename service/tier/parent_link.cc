@@ -235,7 +235,9 @@ absl::Status ParentLink::Forward(MirrorLink* link, bool final) {
     if (delta->contributions == 0 && !final) return absl::OkStatus();
     // Kept until the parent holds it (and, when it writes checkpoints, until its
     // checkpoint does); a failed push goes out again under the same sequence number.
-    link->kept[link->next_sequence++] = KeptDelta{std::move(delta->bytes), final};
+    MemoryReservation held;
+    if (options_.memory_budget != nullptr) held = options_.memory_budget->ReserveUnchecked(delta->bytes.size());
+    link->kept[link->next_sequence++] = KeptDelta{std::move(delta->bytes), final, std::move(held)};
     link->final_taken = final;
     if (absl::Status pushed = PushKept(link); !pushed.ok()) return pushed;
   }

@@ -25,6 +25,7 @@
 #include <string>
 #include <thread>
 
+#include "service/core/memory_budget.h"
 #include "service/core/mutex.h"
 #include "absl/time/time.h"
 #include "fedagg/v1/control.grpc.pb.h"
@@ -37,6 +38,9 @@ namespace fedagg {
 
 struct ParentLinkOptions {
   ServiceMetrics* metrics = nullptr;  // required
+  // Holds the kept deltas (acknowledged updates, not yet safe at the parent) in the
+  // node's budget; null: not counted.
+  MemoryBudget* memory_budget = nullptr;
   std::shared_ptr<grpc::Channel> channel;
   std::string token;     // bearer token for the parent, if it asks for one
   std::string child_id;  // this node's name at the parent
@@ -67,10 +71,12 @@ class ParentLink final : public UpstreamSource {
   bool parent_reachable() const { return parent_reachable_; }
 
  private:
-  // A delta taken from the mirror, kept until the parent no longer needs it again.
+  // A delta taken from the mirror, kept until the parent no longer needs it again; its
+  // bytes count in the node's memory budget meanwhile (committed: never refused).
   struct KeptDelta {
     std::string bytes;
     bool final = false;
+    MemoryReservation held;
   };
   struct MirrorLink {
     std::shared_ptr<Aggregation> mirror;

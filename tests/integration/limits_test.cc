@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "fedagg/v1/tier.grpc.pb.h"
+#include "service/core/partial_aggregate.h"
 #include "tests/integration/raw_streams.h"
 
 namespace fedagg::testing {
@@ -105,6 +107,74 @@ TEST(MemoryBudgetServiceTest, AnUpdateLargerThanTheWholeBudgetIsRefusedWithTheBu
             std::string::npos)
       << refused.status();
   EXPECT_EQ(control.Get("mem")->contributions(), 0);
+}
+
+// A child aggregator's partial counts in the parent's budget from its first chunk (it is
+// held as received and again decoded): one that cannot fit is refused before a byte of it
+// is held, with the budget in the message; the child keeps it and pushes it again.
+TEST(MemoryBudgetServiceTest, APartialFromAChildThatDoesNotFitIsRefusedBeforeItIsHeld) {
+  ServerConfig config = LoopbackConfig();
+  config.memory_budget_bytes = 64 << 10;
+  auto cluster = Cluster::Start(0, config);
+  ASSERT_NE(cluster, nullptr);
+  const MemoryBudget& budget = cluster->root->memory_budget();
+  const uint64_t held_before = budget.used();
+  std::unique_ptr<v1::Tier::Stub> tier = v1::Tier::NewStub(Connect(cluster->root->port()));
+  grpc::ClientContext context;
+  v1::PushPartialResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::PartialChunk>> writer = tier->PushPartial(&context, &response);
+  v1::PartialChunk chunk;
+  chunk.set_aggregation_id("mem");
+  chunk.set_child_id("edge");
+  chunk.set_sequence(1);
+  chunk.set_total_bytes(40 << 10);  // held twice: 80 KiB of a 64 KiB budget
+  chunk.set_data(std::string(1024, 'x'));
+  writer->Write(chunk);
+  writer->WritesDone();
+  const grpc::Status refused = writer->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("a partial of 40960 bytes from child 'edge'"), std::string::npos)
+      << refused.error_message();
+  EXPECT_NE(refused.error_message().find("the 65536-byte budget (--memory_budget_bytes)"), std::string::npos)
+      << refused.error_message();
+  EXPECT_EQ(budget.used(), held_before);
+}
+
+// The child's side: a delta its parent has not taken (here: refused, the parent's budget
+// being full) stays with the child, counted in the child's budget until the parent
+// holds it; the parent holds nothing of it.
+TEST(MemoryBudgetServiceTest, AChildCountsTheDeltaItKeepsForItsParent) {
+  const v1::AggregationSpec spec = Int64SumSpec("kept");
+  PartialAggregate one_update(ReductionOf(spec));
+  ASSERT_TRUE(one_update.AccumulateBatch({Int64Update({1, 2})}).ok());
+  absl::StatusOr<std::string> delta = one_update.Serialize();
+  ASSERT_TRUE(delta.ok()) << delta.status();
+  const uint64_t delta_bytes = delta->size();
+  uint64_t accumulator = 0;
+  {
+    auto probe = Cluster::Start(0);
+    ASSERT_NE(probe, nullptr);
+    ASSERT_TRUE(ControlClient(Connect(probe->root->port())).Create(spec).ok());
+    accumulator = probe->root->memory_budget().used();
+  }
+  ServerConfig config = LoopbackConfig();
+  // Room for the accumulator and an update of 16 bytes, not for a partial held twice.
+  config.memory_budget_bytes = accumulator + 2 * delta_bytes - 1;
+  ASSERT_GE(2 * delta_bytes - 1, 16u);
+  auto cluster = Cluster::Start(1, config);
+  ASSERT_NE(cluster, nullptr);
+  FedaggServer& child = *cluster->intermediates[0];
+  ControlClient control(Connect(cluster->root->port()));
+  ASSERT_TRUE(control.Create(spec).ok());
+  ControlClient mirror(Connect(child.port()));
+  ASSERT_TRUE(Eventually([&] { return mirror.Get("kept").ok(); }));
+  absl::StatusOr<v1::Ack> ack = SubmitUpdate(Connect(child.port()), "client", spec, Int64Update({1, 2}));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  // Each forward interval the push is refused; the delta is kept, and counted.
+  EXPECT_TRUE(Eventually([&] { return child.memory_budget().used() == accumulator + delta_bytes; }))
+      << child.memory_budget().used() << " held, " << accumulator << " + " << delta_bytes << " expected";
+  EXPECT_EQ(cluster->root->memory_budget().used(), accumulator);
+  EXPECT_EQ(control.Get("kept")->contributions(), 0);
 }
 
 // Sends one update of BudgetSpec on its own stream from another thread (it may wait for
