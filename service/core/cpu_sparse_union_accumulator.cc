@@ -181,68 +181,76 @@ class ShardEntries {
   size_t i_ = 0;
 };
 
-// out = state ∪ source: where a coordinate is in both, the values are added (state's
+// state = state ∪ source: where a coordinate is in both, the values are added (state's
 // first) and the counts summed. `source_size` bounds how many coordinates the source has.
-// What `out` held is dropped; its capacity is reused (and not zeroed: every element
-// below the final size is written).
+// Coordinates already in the state are added in place, in one walk; the new ones are
+// gathered in `added` (the thread's scratch, its capacity reused) and then merged in from
+// the back, moving only the state entries above the first new coordinate. Once a
+// round's coordinates have all been seen, batches rewrite nothing but values and counts.
 template <typename Acc, typename Shard, typename Source>
-void MergeShard(const Shard& state, Source&& source, size_t source_size, Shard& out) {
-  const size_t capacity = state.indices.size() + source_size;
-  out.indices.resize(capacity);
-  out.values.resize(capacity);
-  out.counts.resize(capacity);
-  int64_t* const out_indices = out.indices.data();
-  Acc* const out_values = out.values.data();
-  int64_t* const out_counts = out.counts.data();
-  size_t o = 0;
-  auto copy_state = [&](size_t from, size_t to) {
-    std::copy(state.indices.begin() + static_cast<ptrdiff_t>(from), state.indices.begin() + static_cast<ptrdiff_t>(to),
-              out_indices + o);
-    std::copy(state.values.begin() + static_cast<ptrdiff_t>(from), state.values.begin() + static_cast<ptrdiff_t>(to),
-              out_values + o);
-    std::copy(state.counts.begin() + static_cast<ptrdiff_t>(from), state.counts.begin() + static_cast<ptrdiff_t>(to),
-              out_counts + o);
-    o += to - from;
-  };
+void MergeShard(Shard& state, Source&& source, size_t source_size, Shard& added) {
+  added.indices.clear();
+  added.values.clear();
+  added.counts.clear();
   const int64_t* const state_indices = state.indices.data();
   const size_t state_size = state.indices.size();
+  // A source much smaller than the state finds its coordinates by binary search.
+  const bool search = state_size > 8 * source_size;
   size_t a = 0;
   while (!source.done()) {
     const int64_t index = source.index();
-    const size_t run_begin = a;
-    while (a < state_size && state_indices[a] < index) ++a;
-    if (a > run_begin) copy_state(run_begin, a);
+    if (search) {
+      a = static_cast<size_t>(std::lower_bound(state_indices + a, state_indices + state_size, index) - state_indices);
+    } else {
+      while (a < state_size && state_indices[a] < index) ++a;
+    }
     Acc value;
     int64_t count;
     source.Take(value, count);
     if (a < state_size && state_indices[a] == index) {
-      value = cpu::Add(state.values[a], value);
-      count += state.counts[a];
+      state.values[a] = cpu::Add(state.values[a], value);
+      state.counts[a] += count;
       ++a;
+      continue;
     }
-    out_indices[o] = index;
-    out_values[o] = value;
-    out_counts[o] = count;
-    ++o;
+    added.indices.push_back(index);
+    added.values.push_back(value);
+    added.counts.push_back(count);
   }
-  copy_state(a, state_size);
-  out.indices.resize(o);
-  out.values.resize(o);
-  out.counts.resize(o);
+  if (added.indices.empty()) return;
+  const size_t merged_size = state_size + added.indices.size();
+  state.indices.resize(merged_size);
+  state.values.resize(merged_size);
+  state.counts.resize(merged_size);
+  // Backward merge of two sorted runs with no coordinate in common.
+  size_t from_state = state_size, from_added = added.indices.size(), to = merged_size;
+  while (from_added > 0) {
+    --to;
+    if (from_state > 0 && state.indices[from_state - 1] > added.indices[from_added - 1]) {
+      --from_state;
+      state.indices[to] = state.indices[from_state];
+      state.values[to] = state.values[from_state];
+      state.counts[to] = state.counts[from_state];
+    } else {
+      --from_added;
+      state.indices[to] = added.indices[from_added];
+      state.values[to] = added.values[from_added];
+      state.counts[to] = added.counts[from_added];
+    }
+  }
 }
 
-// Calls fn(shard, spare) for shards [0, shards), spread over `threads` threads of the
-// pool, each thread taking the next shard when it is done with one. `spare` is the
-// thread's own Shard to merge into: swapped with the shard's state afterwards, it lends
-// that state's buffers to the thread's next shard, so merging allocates little.
-// make_local() makes any other per-thread working state, passed as fn's third argument.
+// Calls fn(shard, added, local) for shards [0, shards), spread over `threads` threads of
+// the pool, each thread taking the next shard when it is done with one. `added` is the
+// thread's scratch for MergeShard; make_local() makes any other per-thread working state,
+// passed as `local`.
 template <typename Shard, typename MakeLocal, typename Fn>
 void ForEachShard(size_t shards, int threads, ThreadPool& pool, MakeLocal&& make_local, Fn&& fn) {
   std::atomic<size_t> next_shard{0};
   pool.ParallelFor(threads, 1, [&](int64_t, int64_t) {
-    Shard spare;
+    Shard added;
     auto local = make_local();
-    for (size_t s; (s = next_shard.fetch_add(1, std::memory_order_relaxed)) < shards;) fn(s, spare, local);
+    for (size_t s; (s = next_shard.fetch_add(1, std::memory_order_relaxed)) < shards;) fn(s, added, local);
   });
 }
 
@@ -272,19 +280,18 @@ absl::Status CpuSparseUnionAccumulator<Acc>::AccumulateBatch(absl::Span<const Fi
   // Slot tables are made where the first shard that pays for one is met.
   auto no_table = [] { return std::unique_ptr<SlotTable<Acc>>(); };
   ForEachShard<Shard>(shards_.size(), threads, pool_, no_table,
-                      [&](size_t s, Shard& spare, std::unique_ptr<SlotTable<Acc>>& table) {
+                      [&](size_t s, Shard& added, std::unique_ptr<SlotTable<Acc>>& table) {
     const size_t begin = partition.bucket_start[s];
     const size_t n = partition.bucket_start[s + 1] - begin;
     if (n == 0) return;
     if (SlotTable<Acc>::Fits(shard_bits_) && SlotTable<Acc>::Pays(n, shard_bits_)) {
       if (table == nullptr) table = std::make_unique<SlotTable<Acc>>(shard_bits_);
       table->Fill(entries + begin, n, static_cast<int64_t>(s) << shard_bits_);
-      MergeShard<Acc>(shards_[s], *table, n, spare);
+      MergeShard<Acc>(shards_[s], *table, n, added);
     } else {
       const Entry<Acc>* sorted = SortByOffset(entries + begin, scratch + begin, n, shard_bits_);
-      MergeShard<Acc>(shards_[s], SortedEntries<Acc>(sorted, n), n, spare);
+      MergeShard<Acc>(shards_[s], SortedEntries<Acc>(sorted, n), n, added);
     }
-    std::swap(shards_[s], spare);
   });
   return absl::OkStatus();
 }
@@ -293,11 +300,10 @@ template <typename Acc>
 absl::Status CpuSparseUnionAccumulator<Acc>::MergeWith(const FieldAccumulator& other_base) {
   const auto& other = static_cast<const CpuSparseUnionAccumulator<Acc>&>(other_base);
   const int threads = Nonzeros() + other.Nonzeros() < cpu::kMinEntriesToSplit ? 1 : pool_.threads();
-  ForEachShard<Shard>(shards_.size(), threads, pool_, [] { return 0; }, [&](size_t s, Shard& spare, int) {
+  ForEachShard<Shard>(shards_.size(), threads, pool_, [] { return 0; }, [&](size_t s, Shard& added, int) {
     const Shard& from = other.shards_[s];
     if (from.indices.empty()) return;
-    MergeShard<Acc>(shards_[s], ShardEntries<Shard>(from), from.indices.size(), spare);
-    std::swap(shards_[s], spare);
+    MergeShard<Acc>(shards_[s], ShardEntries<Shard>(from), from.indices.size(), added);
   });
   return absl::OkStatus();
 }

@@ -7,9 +7,11 @@
 // is radix-partitioned by shard (cpu_coordinate_partition.h, one stable pass), then the
 // shards are worked on in parallel over the thread pool: each sorts its part of the batch
 // (a stable radix sort on the coordinate's offset in the shard, small enough to stay in a
-// core's cache) and merges it into its state in one linear pass, adding equal
-// coordinates' values in batch order, as one serial sort of the whole batch would: results
-// are bit-identical to that. A batch that touches few shards rewrites only those.
+// core's cache) and adds it into its state: coordinates the state has are added in place,
+// new ones merged in from the back. A coordinate's values are summed in batch order, then
+// added to its running value, as one serial sort of the whole batch would: results are
+// bit-identical to that. A batch that touches few shards works on only those, and once
+// the coordinates of a round have been seen, batches move no state entries at all.
 #ifndef FEDAGG_SERVICE_CORE_CPU_SPARSE_UNION_ACCUMULATOR_H_
 #define FEDAGG_SERVICE_CORE_CPU_SPARSE_UNION_ACCUMULATOR_H_
 
