@@ -78,21 +78,29 @@ void ExpectEqualsModel(const CpuSparseUnionAccumulator<Acc>& accumulator, const 
   EXPECT_EQ(got.counts, counts);
 }
 
-// Three random batches into one accumulator on a pool of `threads`, against the model.
+// Random batches into one accumulator on a pool of `threads`, against the model: one
+// batch of updates of up to max_entries[b] entries for each b.
 template <typename Acc, typename In>
-void ExpectSameAsModel(int64_t rows, int64_t max_entries, int threads) {
-  SCOPED_TRACE(::testing::Message() << "rows " << rows << ", max entries " << max_entries << ", threads "
-                                    << threads);
+void ExpectSameAsModel(int64_t rows, std::vector<int64_t> max_entries, int threads) {
+  SCOPED_TRACE(::testing::Message() << "rows " << rows << ", max entries " << ::testing::PrintToString(max_entries)
+                                    << ", threads " << threads);
   const auto spec = OneFieldSpec(DTypeOf<In>::value, {rows}, Intrinsic::kSparseSumSparse, true);
   ThreadPool pool(threads);
   CpuSparseUnionAccumulator<Acc> accumulator(spec->fields()[0], pool);
   UnionModel<Acc> model;
-  for (int b = 0; b < 3; ++b) {
-    const SparseBatch<In> batch = RandomBatch<In>(static_cast<uint64_t>(rows * 7 + b), rows, 1, 6, max_entries);
+  for (size_t b = 0; b < max_entries.size(); ++b) {
+    const SparseBatch<In> batch =
+        RandomBatch<In>(static_cast<uint64_t>(rows * 7) + b, rows, 1, 6, max_entries[b]);
     ASSERT_TRUE(IsOk(accumulator.AccumulateBatch(batch.views, batch.weights)));
     model.Add(batch);
   }
   ExpectEqualsModel(accumulator, model);
+}
+
+// Three batches of updates of up to `max_entries` entries.
+template <typename Acc, typename In>
+void ExpectSameAsModel(int64_t rows, int64_t max_entries, int threads) {
+  ExpectSameAsModel<Acc, In>(rows, {max_entries, max_entries, max_entries}, threads);
 }
 
 // One shard (7 coordinates), shards coalesced in slot tables (2^20 + 3: 257 shards of
@@ -109,6 +117,9 @@ TEST(SparseUnionTest, SameAsSerialModel) {
   ExpectSameAsModel<int64_t, int64_t>(int64_t{1} << 40, 30000, 2);
   // Small batches: one thread partitions and merges them.
   ExpectSameAsModel<float, float>(rows, 40, 2);
+  // Small batches into a large state: each shard's few entries are found by binary
+  // search, some new coordinates merged in from the back.
+  ExpectSameAsModel<float, float>(rows, {30000, 40, 40}, 2);
 }
 
 // Two accumulators' states merged (state first), and the merge serialized and read back.

@@ -35,12 +35,12 @@ void ExpectSealedResult(ControlClient& control, int64_t contributions, float val
   for (int i = 0; i < kElements; ++i) ASSERT_EQ(result->fields[0].value.values<float>()[i], value);
 }
 
-// The accumulator bytes of BudgetSpec's aggregation, measured on a node without a budget.
-uint64_t AccumulatorBytes() {
+// The accumulator bytes of an aggregation of `spec`, measured on a node without a budget.
+uint64_t AccumulatorBytes(const v1::AggregationSpec& spec = BudgetSpec()) {
   auto cluster = Cluster::Start(0);
   if (cluster == nullptr) return 0;
   ControlClient control(Connect(cluster->root->port()));
-  EXPECT_TRUE(control.Create(BudgetSpec()).ok());
+  EXPECT_TRUE(control.Create(spec).ok());
   return cluster->root->memory_budget().used();
 }
 
@@ -150,13 +150,8 @@ TEST(MemoryBudgetServiceTest, AChildCountsTheDeltaItKeepsForItsParent) {
   absl::StatusOr<std::string> delta = one_update.Serialize();
   ASSERT_TRUE(delta.ok()) << delta.status();
   const uint64_t delta_bytes = delta->size();
-  uint64_t accumulator = 0;
-  {
-    auto probe = Cluster::Start(0);
-    ASSERT_NE(probe, nullptr);
-    ASSERT_TRUE(ControlClient(Connect(probe->root->port())).Create(spec).ok());
-    accumulator = probe->root->memory_budget().used();
-  }
+  const uint64_t accumulator = AccumulatorBytes(spec);
+  ASSERT_GT(accumulator, 0u);
   ServerConfig config = LoopbackConfig();
   // Room for the accumulator and an update of 16 bytes, not for a partial held twice.
   config.memory_budget_bytes = accumulator + 2 * delta_bytes - 1;
