@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/core/status_macros.h"
 #include "service/rpc/malformed_request_interceptor.h"
-#include "service/rpc/update_assembler.h"
+#include "service/rpc/service_context.h"
 
 namespace fedagg {
 namespace {
@@ -146,8 +146,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config.listen_address, credentials, &server->port_);
-  // A chunk is at most 4 MiB; leave room for the message around it.
-  builder.SetMaxReceiveMessageSize(static_cast<int>(UpdateAssembler::kMaxChunkBytes + (64 << 10)));
+  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxReceivedMessageBytes));
   // Children ping their parent while a Join stream is idle (ServerConfig::parent_keepalive);
   // gRPC's default answers pings more often than every 5 minutes with GOAWAY.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,

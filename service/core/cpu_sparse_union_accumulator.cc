@@ -10,6 +10,7 @@
 #include "service/core/cpu_coordinate_partition.h"
 #include "service/core/cpu_kernels.h"
 #include "service/core/large_allocation.h"
+#include "service/core/status_macros.h"
 
 namespace fedagg {
 namespace {
@@ -323,40 +324,53 @@ absl::Status CpuSparseUnionAccumulator<Acc>::SerializeTo(ByteWriter& out) const 
 template <typename Acc>
 absl::Status CpuSparseUnionAccumulator<Acc>::DeserializeFrom(ByteReader& in, int64_t contributions) {
   const std::string what = absl::StrCat("field '", field_.path, "'");
-  std::vector<int64_t> indices;
-  if (absl::Status s = in.GetArray(&indices); !s.ok()) return s;
-  const uint64_t nnz = indices.size();
-  // Bound the allocation by what the input can hold before resizing.
+  uint64_t nnz = 0;
+  FEDAGG_RETURN_IF_ERROR(in.Get(&nnz));
+  // Bound the allocation by what the input can hold before making room.
+  FEDAGG_RETURN_IF_ERROR(in.CheckRemaining(nnz, sizeof(int64_t)));
   if (nnz > static_cast<uint64_t>(field_.rows)) {
     return absl::DataLossError(absl::StrCat("partial aggregate: ", what, " has ", nnz,
                                             " entries but only ", field_.rows, " coordinates"));
   }
-  std::vector<Acc> values(nnz);
-  std::vector<int64_t> counts(nnz);
-  if (absl::Status s = in.GetArrayExact(values.data(), nnz, what + " values"); !s.ok()) return s;
-  if (absl::Status s = in.GetArrayExact(counts.data(), nnz, what + " counts"); !s.ok()) return s;
-  for (size_t k = 0; k < nnz; ++k) {
-    const int64_t index = indices[k];
-    if (index < 0 || index >= field_.rows || (k > 0 && index <= indices[k - 1])) {
-      return absl::DataLossError(absl::StrCat("partial aggregate: ", what, " index ", index,
-                                              " at entry ", k,
-                                              " is out of range or not strictly increasing"));
-    }
-    if (counts[k] < 1 || counts[k] > contributions) {
-      return absl::DataLossError(absl::StrCat("partial aggregate: ", what, " entry ", k,
-                                              " has count ", counts[k], " with ",
-                                              contributions, " contributions"));
+  // Each array goes straight into the shards (the input may be a stream being received:
+  // only the decoded state is held). The indices come a block at a time; the values and
+  // counts, in the same order, fill each shard in turn.
+  constexpr uint64_t kIndexBlock = 1 << 16;
+  std::vector<Shard> shards(shards_.size());
+  std::vector<int64_t> block(static_cast<size_t>(std::min(nnz, kIndexBlock)));
+  int64_t previous = -1;
+  for (uint64_t k = 0; k < nnz;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), nnz - k));
+    FEDAGG_RETURN_IF_ERROR(in.GetElements(block.data(), n));
+    for (size_t i = 0; i < n; ++i, ++k) {
+      const int64_t index = block[i];
+      if (index <= previous || index >= field_.rows) {
+        return absl::DataLossError(absl::StrCat("partial aggregate: ", what, " index ", index,
+                                                " at entry ", k,
+                                                " is out of range or not strictly increasing"));
+      }
+      shards[static_cast<size_t>(index >> shard_bits_)].indices.push_back(index);
+      previous = index;
     }
   }
-  std::vector<Shard> shards(shards_.size());
-  for (size_t k = 0; k < nnz;) {
-    const int64_t shard_id = indices[k] >> shard_bits_;
-    Shard& shard = shards[static_cast<size_t>(shard_id)];
-    const size_t begin = k;
-    while (k < nnz && (indices[k] >> shard_bits_) == shard_id) ++k;
-    shard.indices.assign(indices.begin() + static_cast<ptrdiff_t>(begin), indices.begin() + static_cast<ptrdiff_t>(k));
-    shard.values.assign(values.begin() + static_cast<ptrdiff_t>(begin), values.begin() + static_cast<ptrdiff_t>(k));
-    shard.counts.assign(counts.begin() + static_cast<ptrdiff_t>(begin), counts.begin() + static_cast<ptrdiff_t>(k));
+  FEDAGG_RETURN_IF_ERROR(in.GetCountExact(nnz, what + " values"));
+  for (Shard& shard : shards) {
+    shard.values.resize(shard.indices.size());
+    FEDAGG_RETURN_IF_ERROR(in.GetElements(shard.values.data(), shard.values.size()));
+  }
+  FEDAGG_RETURN_IF_ERROR(in.GetCountExact(nnz, what + " counts"));
+  uint64_t entry = 0;
+  for (Shard& shard : shards) {
+    shard.counts.resize(shard.indices.size());
+    FEDAGG_RETURN_IF_ERROR(in.GetElements(shard.counts.data(), shard.counts.size()));
+    for (const int64_t count : shard.counts) {
+      if (count < 1 || count > contributions) {
+        return absl::DataLossError(absl::StrCat("partial aggregate: ", what, " entry ", entry,
+                                                " has count ", count, " with ", contributions,
+                                                " contributions"));
+      }
+      ++entry;
+    }
   }
   shards_ = std::move(shards);
   return absl::OkStatus();

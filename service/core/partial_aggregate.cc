@@ -89,6 +89,11 @@ absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
     std::shared_ptr<const ReductionSpec> spec, absl::string_view bytes,
     const AccumulatorFactory& backend) {
   ByteReader in(bytes);
+  return Deserialize(std::move(spec), in, backend);
+}
+
+absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
+    std::shared_ptr<const ReductionSpec> spec, ByteReader& in, const AccumulatorFactory& backend) {
   char magic[4];
   for (char& c : magic) FEDAGG_RETURN_IF_ERROR(in.Get(&c));
   if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
@@ -139,8 +144,7 @@ absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
     FEDAGG_RETURN_IF_ERROR(partial.fields_[f]->DeserializeFrom(in, partial.contributions_));
   }
   if (!in.AtEnd()) {
-    return absl::DataLossError(absl::StrCat("partial aggregate has ",
-                                            bytes.size() - in.position(), " trailing bytes"));
+    return absl::DataLossError(absl::StrCat("partial aggregate has ", in.remaining(), " trailing bytes"));
   }
   return partial;
 }

@@ -15,14 +15,15 @@
 
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "service/core/accumulator_factory.h"
 #include "service/core/aggregate_result.h"
+#include "service/core/byte_codec.h"
 #include "service/core/cpu_accumulator_factory.h"
 #include "service/core/field_accumulator.h"
 #include "service/core/field_value.h"
@@ -58,6 +59,12 @@ class PartialAggregate {
   // DATA_LOSS for malformed bytes, FAILED_PRECONDITION for another spec's aggregate.
   static absl::StatusOr<PartialAggregate> Deserialize(
       std::shared_ptr<const ReductionSpec> spec, absl::string_view bytes,
+      const AccumulatorFactory& backend = CpuAccumulatorFactory::Default());
+  // The same, reading all of `in`, possibly while it arrives (a child's partial decoded
+  // from its stream's chunks: nothing but the decoded aggregate is held). An error of
+  // `in`'s source is returned as it is.
+  static absl::StatusOr<PartialAggregate> Deserialize(
+      std::shared_ptr<const ReductionSpec> spec, ByteReader& in,
       const AccumulatorFactory& backend = CpuAccumulatorFactory::Default());
 
   // FAILED_PRECONDITION when nothing was contributed (a mean of nothing is undefined).

@@ -286,16 +286,19 @@ void Aggregation::ReducePending() {
   ReduceBatch(batch);
 }
 
-absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_id,
-                                                       uint64_t sequence, bool final,
-                                                       absl::string_view bytes) {
-  absl::StatusOr<PartialAggregate> child =
-      PartialAggregate::Deserialize(config_.reduction, bytes, BackendOf(options_));
+absl::StatusOr<PartialAggregate> Aggregation::DecodeChildPartial(const std::string& child_id,
+                                                                 ByteReader& in) const {
+  absl::StatusOr<PartialAggregate> child = PartialAggregate::Deserialize(config_.reduction, in, BackendOf(options_));
   if (!child.ok()) {
     return absl::Status(child.status().code(),
-                        absl::StrCat("partial from child '", child_id, "': ",
-                                     child.status().message()));
+                        absl::StrCat("partial from child '", child_id, "': ", child.status().message()));
   }
+  return child;
+}
+
+absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_id,
+                                                       uint64_t sequence, bool final,
+                                                       const PartialAggregate& child) {
   int64_t contributions = 0;
   bool finalize = false;
   {
@@ -318,14 +321,14 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
           "partial ", sequence, " from child '", child_id, "' skips ahead: expected ",
           child_state.last_sequence + 1));
     }
-    absl::Status merged = partial_.MergeWith(*child);
+    absl::Status merged = partial_.MergeWith(child);
     if (!merged.ok()) return merged;
     AccountPartialMemory();
     child_state.last_sequence = sequence;
     child_state.final_received |= final;
     ++version_;
-    contributions_ += child->contributions();
-    weight_sum_ += child->weight_sum();
+    contributions_ += child.contributions();
+    weight_sum_ += child.weight_sum();
     contributions = contributions_;
     finalize = state_ == v1::SEALED;
   }

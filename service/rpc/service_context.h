@@ -17,6 +17,9 @@
 namespace fedagg {
 
 inline constexpr uint32_t kProtocolVersion = 1;
+// The largest gRPC message a fedagg server receives: a chunk of at most 4 MiB (of an
+// update or of a child's partial) and the message around it.
+inline constexpr uint64_t kMaxReceivedMessageBytes = (uint64_t{4} << 20) + (64 << 10);
 
 struct ServiceContext {
   AggregationRegistry& registry;

@@ -1,9 +1,14 @@
 // The fedagg.v1.Tier service (parent side).
 #include "service/rpc/tier_service.h"
 
+#include <algorithm>
 #include <atomic>
+#include <memory>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "service/core/chunk_channel.h"
+#include "service/core/mutex.h"
 #include "service/rpc/grpc_status.h"
 #include "service/rpc/push_stream.h"
 
@@ -39,105 +44,68 @@ absl::StatusOr<std::shared_ptr<Aggregation>> FindForChild(const AggregationRegis
   return found;
 }
 
-// Reassembles one pushed partial, then merges it when the child half-closes.
+// Chunks of a pushed partial that may wait for the decoder, beyond the one it decodes.
+constexpr uint64_t kQueuedPartialBytes = uint64_t{8} << 20;
+// The most chunk bytes a push holds besides its decoded partial: the queue, the chunk
+// being decoded and the one a paused read holds (a chunk is at most one gRPC message).
+constexpr uint64_t kPartialBytesInFlight = kQueuedPartialBytes + 2 * kMaxReceivedMessageBytes;
+
+// Receives one pushed partial and decodes it while it arrives, on a thread of its own fed
+// through a ChunkChannel; merges it once it is complete and decoded, then answers. The
+// partial is held once, decoded, plus the chunks in flight: never its whole serialized
+// form. A malformed partial is refused as soon as the decoder finds it, without reading
+// the rest.
 class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk> {
  public:
   PushPartialReactor(grpc::CallbackServerContext* context, ServiceContext& service,
                      v1::PushPartialResponse* response)
       : service_(service), response_(response) {
     if (absl::Status auth = service.authenticator.Check(*context); !auth.ok()) {
-      Finish(ToGrpcStatus(auth));
+      FinishOnce(ToGrpcStatus(auth));
       return;
     }
     StartRead(&chunk_);
   }
 
   void OnReadDone(bool ok) override {
+    if (finished()) return;  // refused while this read was outstanding
     if (!ok) {
-      MergeAndAnswer();
+      StreamEnded();
       return;
     }
-    if (first_) {
-      first_ = false;
-      header_ = chunk_;
-      header_.clear_data();
-      if (header_.total_bytes() > kMaxPartialBytes) {
-        Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                            absl::StrCat("partial of ", header_.total_bytes(),
-                                         " bytes exceeds the limit of ", kMaxPartialBytes)));
+    if (channel_ == nullptr) {
+      if (absl::Status started = Start(); !started.ok()) {
+        FinishOnce(ToGrpcStatus(started));
         return;
       }
-      if (header_.child_id().empty() || header_.sequence() == 0) {
-        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "the first PartialChunk must carry child_id and a sequence >= 1"));
-        return;
-      }
-      // The partial is held twice until it is merged: as received, and decoded. Both count
-      // in the node's memory budget; a push that would exceed it is refused before a byte
-      // is held (the child keeps its delta and pushes it again).
-      if (service_.memory_budget != nullptr) {
-        absl::StatusOr<MemoryReservation> held = service_.memory_budget->Reserve(
-            2 * header_.total_bytes(),
-            absl::StrCat("a partial of ", header_.total_bytes(), " bytes from child '", header_.child_id(),
-                         "' (held as received and decoded until merged)"));
-        if (!held.ok()) {
-          Finish(ToGrpcStatus(held.status()));
-          return;
-        }
-        held_ = *std::move(held);
-      }
-      // Grow with the data actually received, not with what the header claims.
-      bytes_.reserve(std::min<uint64_t>(header_.total_bytes(), uint64_t{64} << 20));
     }
-    if (bytes_.size() + chunk_.data().size() > header_.total_bytes()) {
-      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "partial chunks exceed the declared total_bytes"));
+    if (received_ + chunk_.data().size() > header_.total_bytes()) {
+      const absl::Status refused = absl::InvalidArgumentError("partial chunks exceed the declared total_bytes");
+      channel_->Close(refused);
+      FinishOnce(ToGrpcStatus(refused));
       return;
     }
-    bytes_.append(chunk_.data());
-    StartRead(&chunk_);
+    received_ += chunk_.data().size();
+    if (channel_->Put(std::move(*chunk_.mutable_data()))) StartRead(&chunk_);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (decoder_.joinable()) decoder_.join();
+    delete this;
+  }
 
  private:
-  // Merges, then answers — at once, or once a checkpoint holds the partial when the child
-  // asked to wait for that.
-  void MergeAndAnswer() {
-    absl::StatusOr<std::shared_ptr<Aggregation>> merged_into = Merge();
-    bytes_ = std::string();  // merged or refused: neither copy is held any longer
-    held_ = MemoryReservation();
-    if (!merged_into.ok()) {
-      Finish(ToGrpcStatus(merged_into.status()));
-      return;
+  // The first chunk: checks its header, finds the aggregation, claims memory, and starts
+  // the decoder.
+  absl::Status Start() {
+    header_ = chunk_;
+    header_.clear_data();
+    if (header_.total_bytes() > kMaxPartialBytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("partial of ", header_.total_bytes(), " bytes exceeds the limit of ", kMaxPartialBytes));
     }
-    std::shared_ptr<Aggregation> aggregation = *std::move(merged_into);
-    if (!header_.wait_durable()) {
-      response_->set_durable_sequence(aggregation->DurableChildSequence(header_.child_id()));
-      Finish(grpc::Status::OK);
-      return;
-    }
-    std::weak_ptr<Aggregation> weak = aggregation;
-    aggregation->WhenDurable([this, weak](bool durable) {
-      if (!durable) {
-        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                            "the partial was merged but no checkpoint holds it: this aggregator "
-                            "stopped, or its backend failed the aggregation (see its status); push it "
-                            "again (same sequence) once the aggregator is back"));
-        return;
-      }
-      if (std::shared_ptr<Aggregation> a = weak.lock()) {
-        response_->set_durable_sequence(a->DurableChildSequence(header_.child_id()));
-      }
-      Finish(grpc::Status::OK);
-    });
-  }
-
-  absl::StatusOr<std::shared_ptr<Aggregation>> Merge() {
-    if (first_) return absl::InvalidArgumentError("PushPartial carried no chunk");
-    if (bytes_.size() != header_.total_bytes()) {
-      return absl::InvalidArgumentError(absl::StrCat("partial incomplete: ", bytes_.size(), " of ",
-                                                     header_.total_bytes(), " bytes"));
+    if (header_.child_id().empty() || header_.sequence() == 0) {
+      return absl::InvalidArgumentError("the first PartialChunk must carry child_id and a sequence >= 1");
     }
     absl::StatusOr<std::shared_ptr<Aggregation>> aggregation =
         FindForChild(service_.registry, header_.aggregation_id(), header_.incarnation());
@@ -147,21 +115,136 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
           "the push asks to wait for a checkpoint, but this aggregator writes none "
           "(--checkpoint_dir is not set, or it is an intermediate aggregator); push without wait_durable");
     }
-    absl::StatusOr<int64_t> merged = (*aggregation)->MergeChildPartial(
-        header_.child_id(), header_.sequence(), header_.final(), bytes_);
+    // The decoded partial is about as large as its serialized form; with the chunks in
+    // flight it counts in the node's memory budget until merged. A push that would exceed
+    // the budget is refused before a byte is held (the child keeps its delta and pushes
+    // it again).
+    if (service_.memory_budget != nullptr) {
+      const uint64_t total = header_.total_bytes();
+      absl::StatusOr<MemoryReservation> held = service_.memory_budget->Reserve(
+          total + std::min(total, kPartialBytesInFlight),
+          absl::StrCat("a partial of ", total, " bytes from child '", header_.child_id(),
+                       "' (held decoded until merged, plus the chunks being received)"));
+      if (!held.ok()) return held.status();
+      held_ = *std::move(held);
+    }
+    aggregation_ = *std::move(aggregation);
+    channel_ = std::make_unique<ChunkChannel>(kQueuedPartialBytes, [this] {
+      if (!finished()) StartRead(&chunk_);
+    });
+    decoder_ = std::thread([this] { Decode(); });
+    return absl::OkStatus();
+  }
+
+  // The decoder's thread: reads the partial from the channel as it arrives; once it is
+  // decoded and the child has half-closed, merges it and answers (here, not in a
+  // reaction: a merge is long, and may wait for a reduction in progress).
+  void Decode() {
+    ByteReader in(*channel_, header_.total_bytes());
+    decoded_ = aggregation_->DecodeChildPartial(header_.child_id(), in);
+    if (!decoded_.ok()) {
+      FinishOnce(ToGrpcStatus(decoded_.status()));  // the rest of the stream is not read
+      return;
+    }
+    {
+      MutexLock lock(&mu_);
+      mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stream_ended_ || finished_; });
+      if (finished_) return;
+    }
+    MergeAndAnswer();
+  }
+
+  // The child half-closed (or the stream broke). An incomplete partial fails the decoder.
+  void StreamEnded() {
+    if (channel_ == nullptr) {
+      FinishOnce(ToGrpcStatus(absl::InvalidArgumentError("PushPartial carried no chunk")));
+      return;
+    }
+    channel_->Close(received_ == header_.total_bytes()
+                        ? absl::OkStatus()
+                        : absl::InvalidArgumentError(absl::StrCat("partial incomplete: ", received_, " of ",
+                                                                  header_.total_bytes(), " bytes")));
+    MutexLock lock(&mu_);
+    stream_ended_ = true;
+  }
+
+  // Merges, then answers — at once, or once a checkpoint holds the partial when the child
+  // asked to wait for that.
+  void MergeAndAnswer() {
+    absl::Status merged = Merge();
+    decoded_ = absl::CancelledError("merged or refused");  // the decoded copy is no longer held
+    held_ = MemoryReservation();
+    if (!merged.ok()) {
+      FinishOnce(ToGrpcStatus(merged));
+      return;
+    }
+    if (!header_.wait_durable()) {
+      response_->set_durable_sequence(aggregation_->DurableChildSequence(header_.child_id()));
+      FinishOnce(grpc::Status::OK);
+      return;
+    }
+    std::weak_ptr<Aggregation> weak = aggregation_;
+    aggregation_->WhenDurable([this, weak](bool durable) {
+      if (!durable) {
+        FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                "the partial was merged but no checkpoint holds it: this aggregator "
+                                "stopped, or its backend failed the aggregation (see its status); push it "
+                                "again (same sequence) once the aggregator is back"));
+        return;
+      }
+      if (std::shared_ptr<Aggregation> a = weak.lock()) {
+        response_->set_durable_sequence(a->DurableChildSequence(header_.child_id()));
+      }
+      FinishOnce(grpc::Status::OK);
+    });
+  }
+
+  absl::Status Merge() {
+    // The aggregation may have been deleted (and its id created again) while the partial
+    // was arriving: merge only into the one it was decoded for, if it is still there.
+    absl::StatusOr<std::shared_ptr<Aggregation>> current =
+        FindForChild(service_.registry, header_.aggregation_id(), header_.incarnation());
+    if (!current.ok()) return current.status();
+    if (*current != aggregation_) {
+      return absl::NotFoundError(absl::StrCat("aggregation '", header_.aggregation_id(),
+                                              "' was deleted while the partial arrived; the aggregation it "
+                                              "was pushed for is gone"));
+    }
+    absl::StatusOr<int64_t> merged = aggregation_->MergeChildPartial(
+        header_.child_id(), header_.sequence(), header_.final(), *decoded_);
     if (!merged.ok()) return merged.status();
     service_.metrics.partials_merged.Increment();
     response_->set_contributions(*merged);
-    return *std::move(aggregation);
+    return absl::OkStatus();
+  }
+
+  bool finished() {
+    MutexLock lock(&mu_);
+    return finished_;
+  }
+  // Finishes the call unless it already was (the decoder and the reads may both refuse).
+  void FinishOnce(grpc::Status status) {
+    {
+      MutexLock lock(&mu_);
+      if (finished_) return;
+      finished_ = true;
+    }
+    Finish(std::move(status));
   }
 
   ServiceContext& service_;
   v1::PushPartialResponse* response_;
-  v1::PartialChunk chunk_;
-  v1::PartialChunk header_;
-  std::string bytes_;
-  MemoryReservation held_;  // for bytes_ and their decoded partial, until the merge
-  bool first_ = true;
+  v1::PartialChunk chunk_;   // the read in progress
+  v1::PartialChunk header_;  // the first chunk, without its data
+  uint64_t received_ = 0;
+  std::shared_ptr<Aggregation> aggregation_;
+  MemoryReservation held_;  // for the decoded partial and the chunks in flight, until the merge
+  std::unique_ptr<ChunkChannel> channel_;  // set by the first chunk
+  std::thread decoder_;
+  Mutex mu_;
+  absl::StatusOr<PartialAggregate> decoded_ = absl::UnknownError("not decoded yet");  // decoder thread only
+  bool stream_ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

@@ -38,6 +38,7 @@ class UpdateAssembler {
  public:
   // Largest accepted chunk payload.
   static constexpr size_t kMaxChunkBytes = 4 << 20;
+  static_assert(kMaxChunkBytes < kMaxReceivedMessageBytes, "a chunk must fit in a received message");
 
   explicit UpdateAssembler(ServiceContext& service)
       : registry_(service.registry),

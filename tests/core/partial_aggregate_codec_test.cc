@@ -484,5 +484,88 @@ TEST(PartialAggregateCodecTest, RandomCorruptionIsRefusedOrFaithful) {
   EXPECT_TRUE(Unchanged(source, before));
 }
 
+// Hands `bytes` to a ByteReader in pieces of `piece` bytes, as a stream's chunks arrive;
+// after `fail_after` bytes (if set) it fails the way a broken stream does.
+class PieceSource : public ByteSource {
+ public:
+  PieceSource(absl::string_view bytes, size_t piece, size_t fail_after = std::string::npos)
+      : bytes_(bytes), piece_(piece), fail_after_(std::min(fail_after, bytes.size())) {}
+  absl::StatusOr<absl::string_view> Next() override {
+    if (offset_ == fail_after_) return absl::CancelledError("the stream broke");
+    const size_t n = std::min(piece_, fail_after_ - offset_);
+    const absl::string_view out = bytes_.substr(offset_, n);
+    offset_ += n;
+    return out;
+  }
+
+ private:
+  const absl::string_view bytes_;
+  const size_t piece_;
+  const size_t fail_after_;
+  size_t offset_ = 0;
+};
+
+// A sparse_sum_sparse partial with more entries than one block of the decoder (2^16) over
+// many shards, for the streamed decode.
+std::shared_ptr<const ReductionSpec> LargeUnionSpec() {
+  return OneFieldSpec(DType::kFloat32, {int64_t{1} << 22}, Intrinsic::kSparseSumSparse, true);
+}
+
+PartialAggregate LargeUnionAggregate() {
+  PartialAggregate partial(LargeUnionSpec());
+  std::vector<Update> updates(2);
+  for (int u = 0; u < 2; ++u) {
+    std::vector<int64_t> indices;
+    std::vector<float> values;
+    for (int64_t i = 0; i < 60000; ++i) {
+      indices.push_back((i * 61 + u * 17) % (int64_t{1} << 22));
+      values.push_back(static_cast<float>(i % 13) - 6.0f);
+    }
+    updates[u].Sparse<float>(indices, values);
+  }
+  EXPECT_TRUE(IsOk(partial.AccumulateBatch(Views(updates))));
+  return partial;
+}
+
+// Read as its chunks arrive, in pieces of any size, a partial decodes to the same state
+// as read whole.
+TEST(PartialAggregateCodecTest, DecodesTheSameWhenReadAsItsChunksArrive) {
+  struct Case {
+    std::shared_ptr<const ReductionSpec> spec;
+    PartialAggregate source;
+  };
+  Case cases[] = {{MixedSpec(), MixedAggregate()}, {LargeUnionSpec(), LargeUnionAggregate()}};
+  for (const auto& [spec, source] : cases) {
+    const std::string bytes = source.Serialize().value();
+    for (size_t piece : {size_t{1}, size_t{3}, size_t{8}, size_t{13}, size_t{4096}, bytes.size()}) {
+      if (piece == 1 && bytes.size() > 100000) continue;  // a byte at a time is slow, not different
+      SCOPED_TRACE(absl::StrCat(bytes.size(), " bytes in pieces of ", piece));
+      PieceSource pieces(bytes, piece);
+      ByteReader in(pieces, bytes.size());
+      PartialAggregate decoded = ValueOrDie(PartialAggregate::Deserialize(spec, in));
+      EXPECT_EQ(decoded.Serialize().value(), bytes);
+      ExpectSameReport(decoded, source);
+    }
+  }
+}
+
+// A stream that breaks while its partial is read fails the decode with the stream's own
+// error, wherever it breaks; a stream that carries more than it declared is refused.
+TEST(PartialAggregateCodecTest, AStreamThatBreaksOrRunsOverFailsTheDecode) {
+  const std::string bytes = MixedAggregate().Serialize().value();
+  for (size_t fail_after = 0; fail_after < bytes.size(); ++fail_after) {
+    SCOPED_TRACE(fail_after);
+    PieceSource pieces(bytes, 7, fail_after);
+    ByteReader in(pieces, bytes.size());
+    ASSERT_TRUE(StatusIs(PartialAggregate::Deserialize(MixedSpec(), in), absl::StatusCode::kCancelled,
+                         "the stream broke"));
+  }
+  const std::string longer = bytes + "extra";
+  PieceSource pieces(longer, longer.size());
+  ByteReader in(pieces, bytes.size());
+  EXPECT_TRUE(StatusIs(PartialAggregate::Deserialize(MixedSpec(), in), kDataLoss,
+                       absl::StrCat("its input runs past the ", bytes.size(), " bytes declared")));
+}
+
 }  // namespace
 }  // namespace fedagg

@@ -3,6 +3,7 @@
 // eviction of updates whose client stalled. Each test checks the refusal's
 // code and message, that nothing was counted, that other work went on unharmed, and that
 // the refused client succeeds once the limit allows it.
+#include <algorithm>
 #include <thread>
 
 #include "absl/time/clock.h"
@@ -109,35 +110,110 @@ TEST(MemoryBudgetServiceTest, AnUpdateLargerThanTheWholeBudgetIsRefusedWithTheBu
   EXPECT_EQ(control.Get("mem")->contributions(), 0);
 }
 
+// A push of a child's partial to the root of `cluster` for aggregation `id`, written by
+// the test chunk by chunk.
+struct PartialPush {
+  PartialPush(const Cluster& cluster, const std::string& id, uint64_t total_bytes)
+      : tier(v1::Tier::NewStub(Connect(cluster.root->port()))), writer(tier->PushPartial(&context, &response)) {
+    header.set_aggregation_id(id);
+    header.set_child_id("edge");
+    header.set_sequence(1);
+    header.set_total_bytes(total_bytes);
+  }
+  // Writes `data` as the next chunk; false once the parent has ended the call.
+  bool Write(std::string data) {
+    v1::PartialChunk chunk = header;
+    chunk.set_data(std::move(data));
+    return writer->Write(chunk);
+  }
+  grpc::Status Finish() {
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  std::unique_ptr<v1::Tier::Stub> tier;
+  grpc::ClientContext context;
+  v1::PushPartialResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::PartialChunk>> writer;
+  v1::PartialChunk header;
+};
+
 // A child aggregator's partial counts in the parent's budget from its first chunk (it is
-// held as received and again decoded): one that cannot fit is refused before a byte of it
-// is held, with the budget in the message; the child keeps it and pushes it again.
+// held decoded, with the chunks in flight): one that cannot fit is refused before a byte
+// of it is held, with the budget in the message; the child keeps it and pushes it again.
 TEST(MemoryBudgetServiceTest, APartialFromAChildThatDoesNotFitIsRefusedBeforeItIsHeld) {
   ServerConfig config = LoopbackConfig();
   config.memory_budget_bytes = 64 << 10;
   auto cluster = Cluster::Start(0, config);
   ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  ASSERT_TRUE(control.Create(Int64SumSpec("mem")).ok());
   const MemoryBudget& budget = cluster->root->memory_budget();
   const uint64_t held_before = budget.used();
-  std::unique_ptr<v1::Tier::Stub> tier = v1::Tier::NewStub(Connect(cluster->root->port()));
-  grpc::ClientContext context;
-  v1::PushPartialResponse response;
-  std::unique_ptr<grpc::ClientWriter<v1::PartialChunk>> writer = tier->PushPartial(&context, &response);
-  v1::PartialChunk chunk;
-  chunk.set_aggregation_id("mem");
-  chunk.set_child_id("edge");
-  chunk.set_sequence(1);
-  chunk.set_total_bytes(40 << 10);  // held twice: 80 KiB of a 64 KiB budget
-  chunk.set_data(std::string(1024, 'x'));
-  writer->Write(chunk);
-  writer->WritesDone();
-  const grpc::Status refused = writer->Finish();
+  PartialPush push(*cluster, "mem", 40 << 10);  // decoded plus as many bytes in flight: 80 KiB of 64
+  push.Write(std::string(1024, 'x'));
+  const grpc::Status refused = push.Finish();
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
   EXPECT_NE(refused.error_message().find("a partial of 40960 bytes from child 'edge'"), std::string::npos)
       << refused.error_message();
   EXPECT_NE(refused.error_message().find("the 65536-byte budget (--memory_budget_bytes)"), std::string::npos)
       << refused.error_message();
   EXPECT_EQ(budget.used(), held_before);
+}
+
+// A large partial is decoded while it arrives: the parent claims its decoded size plus
+// the bounded chunks in flight (not twice its size), and merges it.
+TEST(MemoryBudgetServiceTest, ALargePartialIsHeldOnceDecodedNotAlsoAsReceived) {
+  const v1::AggregationSpec spec = MakeSpec("big", {{"w", "int32[10000000]", Intrinsic::kFederatedSum}});
+  PartialAggregate partial(ReductionOf(spec));
+  std::vector<int32_t> ones(10000000, 1);
+  ASSERT_TRUE(partial.AccumulateBatch({UpdateView{{FieldValue::Dense<int32_t>(ones)}, std::nullopt}}).ok());
+  absl::StatusOr<std::string> bytes = partial.Serialize();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  const uint64_t accumulator = AccumulatorBytes(spec);
+  ServerConfig config = LoopbackConfig();
+  // Room for the accumulator, the decoded partial and 20 MiB of chunks; not for the
+  // partial held twice (bytes->size() is about 80 MB: int32 sums accumulate as int64).
+  config.memory_budget_bytes = accumulator + bytes->size() + (20 << 20);
+  ASSERT_LT(config.memory_budget_bytes, accumulator + 2 * bytes->size());
+  auto cluster = Cluster::Start(0, config);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  ASSERT_TRUE(control.Create(spec).ok());
+  PartialPush push(*cluster, "big", bytes->size());
+  for (size_t offset = 0; offset < bytes->size(); offset += 1 << 20) {
+    ASSERT_TRUE(push.Write(bytes->substr(offset, 1 << 20))) << "at byte " << offset;
+  }
+  const grpc::Status merged = push.Finish();
+  ASSERT_TRUE(merged.ok()) << merged.error_message();
+  EXPECT_EQ(push.response.contributions(), 1);
+  EXPECT_EQ(cluster->root->memory_budget().used(), accumulator);
+  ASSERT_TRUE(control.Seal("big").ok());
+  absl::StatusOr<AggregateResult> result = control.GetResult("big");
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto sums = result->fields[0].value.values<int64_t>();
+  ASSERT_EQ(sums.size(), ones.size());
+  EXPECT_EQ(std::count(sums.begin(), sums.end(), 1), static_cast<ptrdiff_t>(ones.size()));
+}
+
+// A malformed partial is refused as soon as its first bytes are decoded: the parent
+// stops reading, so the child learns it long before it has sent the rest.
+TEST(MemoryBudgetServiceTest, AMalformedPartialIsRefusedBeforeTheRestIsSent) {
+  auto cluster = Cluster::Start(0);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  ASSERT_TRUE(control.Create(Int64SumSpec("mem")).ok());
+  constexpr int kChunks = 256;
+  PartialPush push(*cluster, "mem", uint64_t{kChunks} << 20);
+  int written = 0;
+  while (written < kChunks && push.Write(std::string(1 << 20, 'x'))) ++written;
+  const grpc::Status refused = push.Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::DATA_LOSS) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("partial from child 'edge': not a fedagg partial aggregate"),
+            std::string::npos)
+      << refused.error_message();
+  EXPECT_LT(written, kChunks);
+  EXPECT_EQ(control.Get("mem")->contributions(), 0);
 }
 
 // The child's side: a delta its parent has not taken (here: refused, the parent's budget
@@ -153,7 +229,8 @@ TEST(MemoryBudgetServiceTest, AChildCountsTheDeltaItKeepsForItsParent) {
   const uint64_t accumulator = AccumulatorBytes(spec);
   ASSERT_GT(accumulator, 0u);
   ServerConfig config = LoopbackConfig();
-  // Room for the accumulator and an update of 16 bytes, not for a partial held twice.
+  // Room for the accumulator and an update of 16 bytes, not for a partial held decoded
+  // plus its chunks in flight (for one this small, twice its size).
   config.memory_budget_bytes = accumulator + 2 * delta_bytes - 1;
   ASSERT_GE(2 * delta_bytes - 1, 16u);
   auto cluster = Cluster::Start(1, config);

@@ -54,14 +54,19 @@ inline void Contribute(Aggregation& aggregation, const std::string& client_id, i
   ASSERT_TRUE(aggregation.CommitUpdate(client_id, CountingUpdate(aggregation.reduction(), value)).ok());
 }
 
-// A child's partial holding one update [1, value].
-inline std::string ChildPartial(const Aggregation& aggregation, int64_t value) {
+// A child's partial holding one update [1, value], as the aggregation decodes it from the
+// child's push.
+inline PartialAggregate ChildPartial(const Aggregation& aggregation, int64_t value) {
   PartialAggregate partial(aggregation.config().reduction);
   UpdateBuffer update = CountingUpdate(aggregation.reduction(), value);
   EXPECT_TRUE(partial.Accumulate(update.view()).ok());
   absl::StatusOr<std::string> bytes = partial.Serialize();
   EXPECT_TRUE(bytes.ok()) << bytes.status();
-  return bytes.ok() ? *std::move(bytes) : std::string();
+  const std::string serialized = bytes.ok() ? *std::move(bytes) : std::string();
+  ByteReader in(serialized);
+  absl::StatusOr<PartialAggregate> decoded = aggregation.DecodeChildPartial("edge@1", in);
+  EXPECT_TRUE(decoded.ok()) << decoded.status();
+  return decoded.ok() ? *std::move(decoded) : PartialAggregate(aggregation.config().reduction);
 }
 
 // The result's w as [count, sum].
