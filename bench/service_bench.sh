@@ -8,6 +8,7 @@
 #   bench/service_bench.sh BUILD_DIR rounds [--rounds_small=20] [--rounds_large=5]
 #   bench/service_bench.sh BUILD_DIR memory [--memory_updates=100,1000,10000] [--model_floats=4000000]
 #                                           [--memory_streams=4] [--memory_batch_max_mib=64] [--root_flags=...]
+#   bench/service_bench.sh BUILD_DIR partial [--partial_updates=4] [--partial_floats=16777216]
 #   bench/service_bench.sh BUILD_DIR scale  [--scale_clients=10000] [--scale_concurrency=1000]
 # ingest:  N concurrent streams of 1 KiB, 1 MiB and 64 MiB updates through fedagg-server
 #          (validation, batching, reduction) and through fedagg-raw-sink (a bare gRPC sink
@@ -16,6 +17,10 @@
 #          -> result, repeated; median and p99 latency per round for N = 10 and 1,000.
 # memory:  peak RSS (VmHWM) of a root aggregating M updates of a 16 MB model from S concurrent
 #          streams, at the server's --batch_max_mib, against the model size and the idle RSS.
+# partial: peak RSS (VmHWM) of a root receiving one child aggregator's partial of a 64 MB
+#          model (its final push at SEAL; M updates went to the child), against the model
+#          size and the root's idle RSS. The root holds its own accumulator, the partial
+#          decoded, and the chunks in flight.
 # --root_flags: more flags for the root server of the ingest and memory cases (default
 #          none: the server's defaults), e.g. to measure a baseline without the ingest window.
 # scale:   10,000 logical clients through a root and two intermediate aggregators:
@@ -28,7 +33,7 @@ LOADGEN=$BUILD/client_stub/fedagg-loadgen
 SINK=$BUILD/bench/fedagg-raw-sink
 
 declare -A OPT=([streams]=8 [updates_1k]=20000 [updates_1m]=1000 [updates_64m]=6 [rounds_small]=20 [rounds_large]=5
-                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [scale_clients]=10000 [scale_concurrency]=1000)
+                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000)
 for arg in "$@"; do
   key=${arg#--}; key=${key%%=*}
   [ -n "${OPT[$key]+set}" ] && [[ $arg == --*=* ]] || { echo "unknown option $arg" >&2; exit 2; }
@@ -111,6 +116,18 @@ memory)
     emit "$(python3 -c 'import json,sys; m,idle,peak,model,streams,batch=map(int,sys.argv[1:7]); print(json.dumps({"bench": "memory", "updates": m, "model_bytes": model, "streams": streams, "batch_max_mib": batch, "root_flags": sys.argv[8], "idle_rss_bytes": idle*1024, "peak_rss_bytes": peak*1024, "peak_over_idle_in_models": (peak-idle)*1024/model, "checked": json.load(open(sys.argv[7]))["passed"]}))' \
         "$m" "$idle" "$peak" $((OPT[model_floats] * 4)) "${OPT[memory_streams]}" "${OPT[memory_batch_max_mib]}" "$E2E_DIR/memory-$m.json" "${OPT[root_flags]}")"
   done ;;
+partial)
+  start_root
+  next_port; mid=$PORT; next_port
+  e2e_start_server "$SERVER" "mid-$mid" "$mid" "$PORT" --parent="127.0.0.1:$ROOT" --forward_interval_ms=600000
+  idle=$(rss_kib "$ROOT_PID" VmRSS)
+  loadgen "$E2E_DIR/partial.json" --control="127.0.0.1:$ROOT" --servers="127.0.0.1:$mid" \
+      --clients="${OPT[partial_updates]}" --concurrency=2 --channels=1 --distinct_updates=2 \
+      --type="<w=float32[${OPT[partial_floats]}]>" --intrinsics=federated_sum
+  peak=$(rss_kib "$ROOT_PID" VmHWM)
+  stop_all
+  emit "$(python3 -c 'import json,sys; m,idle,peak,model=map(int,sys.argv[1:5]); print(json.dumps({"bench": "partial", "updates": m, "model_bytes": model, "idle_rss_bytes": idle*1024, "peak_rss_bytes": peak*1024, "peak_over_idle_in_models": (peak-idle)*1024/model, "checked": json.load(open(sys.argv[5]))["passed"]}))' \
+      "${OPT[partial_updates]}" "$idle" "$peak" $((OPT[partial_floats] * 4)) "$E2E_DIR/partial.json")" ;;
 scale)
   start_tree
   loadgen "$E2E_DIR/scale.json" --control="127.0.0.1:$ROOT" --servers="$(IFS=,; echo "${MIDS[*]}")" \
@@ -119,5 +136,5 @@ scale)
   emit "$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({"bench": "scale", "clients": r["clients_per_round"], "updates_per_s": r["throughput"]["updates_per_s"], "payload_bytes_per_s": r["throughput"]["payload_bytes_per_s"], "latency_p99_ms": r["latency_ms"]["p99"], "root_peak_rss_bytes": int(sys.argv[2])*1024, "intermediate_peak_rss_bytes": [int(x)*1024 for x in sys.argv[3:]], "checked": r["passed"]}))' \
       "$E2E_DIR/scale.json" "$(rss_kib "$ROOT_PID" VmHWM)" "$(rss_kib "${MID_PIDS[0]}" VmHWM)" "$(rss_kib "${MID_PIDS[1]}" VmHWM)")"
   stop_all ;;
-*) echo "unknown case '$CASE': ingest, rounds, memory or scale" >&2; exit 2 ;;
+*) echo "unknown case '$CASE': ingest, rounds, memory, partial or scale" >&2; exit 2 ;;
 esac

@@ -109,6 +109,13 @@ def service_rows(path):
                          f"{spread(runs, 'idle_rss_bytes', 1 / MIB, '{:.0f}')} MiB: idle + "
                          f"{spread(runs, 'peak_over_idle_in_models')} x model{failed}",
                          "< 3 x model + idle", "yes" if ratio < 3 and checked else "NO"))
+        elif r["bench"] == "partial":
+            rows.append((f"partial from a child aggregator, {r['model_bytes'] / MB:.3g} MB model "
+                         f"({r['updates']} updates at the child), root memory, {n}",
+                         f"peak RSS {spread(runs, 'peak_rss_bytes', 1 / MIB, '{:.0f}')} MiB, idle "
+                         f"{spread(runs, 'idle_rss_bytes', 1 / MIB, '{:.0f}')} MiB: idle + "
+                         f"{spread(runs, 'peak_over_idle_in_models')} x model (its accumulator, the partial "
+                         f"decoded, chunks in flight){failed}", "(reported)", ""))
         elif r["bench"] == "scale":
             mids = [max(x["intermediate_peak_rss_bytes"]) for x in runs]
             rows.append((f"scale, {r['clients']} clients through root + 2 intermediates, {n}",

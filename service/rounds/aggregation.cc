@@ -298,10 +298,13 @@ absl::StatusOr<PartialAggregate> Aggregation::DecodeChildPartial(const std::stri
 
 absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_id,
                                                        uint64_t sequence, bool final,
-                                                       const PartialAggregate& child) {
+                                                       PartialAggregate child) {
   int64_t contributions = 0;
   bool finalize = false;
   {
+    // Freed once merged, before a finalization makes the result: the two are never held
+    // at once.
+    const PartialAggregate taken = std::move(child);
     MutexLock reduce(&reduce_mu_);
     MutexLock lock(&mu_);
     if ((state_ != v1::OPEN && state_ != v1::SEALED) || final_delta_taken_) {
@@ -321,14 +324,14 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
           "partial ", sequence, " from child '", child_id, "' skips ahead: expected ",
           child_state.last_sequence + 1));
     }
-    absl::Status merged = partial_.MergeWith(child);
+    absl::Status merged = partial_.MergeWith(taken);
     if (!merged.ok()) return merged;
     AccountPartialMemory();
     child_state.last_sequence = sequence;
     child_state.final_received |= final;
     ++version_;
-    contributions_ += child.contributions();
-    weight_sum_ += child.weight_sum();
+    contributions_ += taken.contributions();
+    weight_sum_ += taken.weight_sum();
     contributions = contributions_;
     finalize = state_ == v1::SEALED;
   }

@@ -134,11 +134,11 @@ class Aggregation {
   // Decodes a child's partial aggregate for this aggregation's spec and backend, reading
   // all of `in` (as its chunks arrive, for a push being received). Errors name the child.
   absl::StatusOr<PartialAggregate> DecodeChildPartial(const std::string& child_id, ByteReader& in) const;
-  // Merges a child's decoded partial aggregate since its previous push; returns the
-  // contributions counted here. A repeated (child, sequence) is acknowledged without
-  // merging again.
+  // Merges a child's decoded partial aggregate since its previous push, and frees it;
+  // returns the contributions counted here. A repeated (child, sequence) is acknowledged
+  // without merging again.
   absl::StatusOr<int64_t> MergeChildPartial(const std::string& child_id, uint64_t sequence,
-                                            bool final, const PartialAggregate& child);
+                                            bool final, PartialAggregate child);
   // What a joining child learns: the last sequence merged from it (lower than what it
   // pushed when this node restarted from a checkpoint), and whether the aggregation is
   // already sealed (the caller then sends SEAL at once); `join` numbers this join of the

@@ -172,7 +172,7 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
   // asked to wait for that.
   void MergeAndAnswer() {
     absl::Status merged = Merge();
-    decoded_ = absl::CancelledError("merged or refused");  // the decoded copy is no longer held
+    decoded_ = absl::CancelledError("merged or refused");  // frees what Merge did not take
     held_ = MemoryReservation();
     if (!merged.ok()) {
       FinishOnce(ToGrpcStatus(merged));
@@ -211,7 +211,7 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
                                               "was pushed for is gone"));
     }
     absl::StatusOr<int64_t> merged = aggregation_->MergeChildPartial(
-        header_.child_id(), header_.sequence(), header_.final(), *decoded_);
+        header_.child_id(), header_.sequence(), header_.final(), *std::move(decoded_));
     if (!merged.ok()) return merged.status();
     service_.metrics.partials_merged.Increment();
     response_->set_contributions(*merged);
