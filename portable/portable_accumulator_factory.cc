@@ -78,26 +78,37 @@ class PortableAccumulator final : public FieldAccumulator {
     return absl::OkStatus();
   }
 
+  // The CPU accumulator checks the bytes; its own serialization is then loaded. Each host
+  // copy of the field is freed before the one after next is made: at most two at once.
   absl::Status DeserializeFrom(ByteReader& in, int64_t contributions) override {
-    // The CPU accumulator checks the bytes; its own serialization is then loaded.
-    std::unique_ptr<FieldAccumulator> checked = CpuAccumulatorFactory::Default().Make(field_);
-    FEDAGG_RETURN_IF_ERROR(checked->DeserializeFrom(in, contributions));
-    ByteWriter writer;
-    FEDAGG_RETURN_IF_ERROR(checked->SerializeTo(writer));
-    const std::string bytes = writer.Take();
-    ByteReader reader(bytes);
     HostState<Acc> state;
-    FEDAGG_RETURN_IF_ERROR(GetState(reader, kind_, &state));
+    {
+      std::string bytes;
+      {
+        std::unique_ptr<FieldAccumulator> checked = CpuAccumulatorFactory::Default().Make(field_);
+        FEDAGG_RETURN_IF_ERROR(checked->DeserializeFrom(in, contributions));
+        ByteWriter writer;
+        FEDAGG_RETURN_IF_ERROR(checked->SerializeTo(writer));
+        bytes = writer.Take();
+      }
+      ByteReader reader(bytes);
+      FEDAGG_RETURN_IF_ERROR(GetState(reader, kind_, &state));
+    }
     return ToStatus(reducer_->Load(state), field_);
   }
 
+  // Reported by a CPU accumulator loaded with the state; as above, at most two host copies
+  // at once (the serialization and the CPU accumulator, then the latter and the result).
   absl::StatusOr<ReportedField> Report(int64_t contributions, double weight_sum) const override {
-    ByteWriter writer;
-    FEDAGG_RETURN_IF_ERROR(SerializeTo(writer));
-    const std::string bytes = writer.Take();
-    ByteReader reader(bytes);
-    std::unique_ptr<FieldAccumulator> host = CpuAccumulatorFactory::Default().Make(field_);
-    FEDAGG_RETURN_IF_ERROR(host->DeserializeFrom(reader, contributions));
+    std::unique_ptr<FieldAccumulator> host;
+    {
+      ByteWriter writer;
+      FEDAGG_RETURN_IF_ERROR(SerializeTo(writer));
+      const std::string bytes = writer.Take();
+      host = CpuAccumulatorFactory::Default().Make(field_);
+      ByteReader reader(bytes);
+      FEDAGG_RETURN_IF_ERROR(host->DeserializeFrom(reader, contributions));
+    }
     return host->Report(contributions, weight_sum);
   }
 
