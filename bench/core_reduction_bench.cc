@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "service/core/cpu_kernels.h"
 #include "service/core/partial_aggregate.h"
 #include "service/core/reference_reducer.h"
 #include "service/core/thread_pool.h"
@@ -63,6 +64,15 @@ int64_t PayloadBytes(const Batch& batch) {
   return bytes;
 }
 
+// The fold of words [begin, end), vectorised for AVX2 where the CPU has it, as the dense
+// kernels are: on a machine whose cache holds the batch, a baseline built for SSE2 only
+// ran at half the dense sum's speed and was no limit at all.
+FEDAGG_VECTOR_CLONES uint32_t FoldWords(const uint32_t* words, int64_t begin, int64_t end) {
+  uint32_t fold = 0;
+  for (int64_t j = begin; j < end; ++j) fold += words[j];
+  return fold;
+}
+
 // Reads every byte of the batch once on the same threads the reduction uses, folding it
 // with 32-bit integer additions (associative, so the compiler vectorises the loop): the
 // fastest any reduction of these bytes can go on this machine.
@@ -74,8 +84,7 @@ void BM_BandwidthBaseline(benchmark::State& state) {
     pool.ParallelFor(kDenseElements, 1 << 15, [&](int64_t begin, int64_t end) {
       uint32_t fold = 0;
       for (const auto& v : batch.values) {
-        const uint32_t* words = reinterpret_cast<const uint32_t*>(v.data());
-        for (int64_t j = begin; j < end; ++j) fold += words[j];
+        fold += FoldWords(reinterpret_cast<const uint32_t*>(v.data()), begin, end);
       }
       folds[static_cast<size_t>(begin * pool.threads() / kDenseElements) * 16] = fold;
     });
