@@ -112,7 +112,7 @@ class ByteReader {
     if (absl::Status s = Get(&count); !s.ok()) return s;
     if (absl::Status s = CheckRemaining(count, sizeof(T)); !s.ok()) return s;
     data->resize(count);
-    return GetElements(data->data(), count);
+    return GetRaw(data->data(), count * sizeof(T));
   }
   // DATA_LOSS unless `count` elements of `element_bytes` each fit in the remaining input:
   // checked before allocating room for a count read from the input.
