@@ -2,6 +2,7 @@
 #include "service/rounds/aggregation.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_accumulator_factory.h"
@@ -12,6 +13,13 @@ namespace fedagg {
 namespace {
 const AccumulatorFactory& BackendOf(const AggregationOptions& options) {
   return options.backend != nullptr ? *options.backend : CpuAccumulatorFactory::Default();
+}
+
+// The node part of a child id "<node>@<incarnation>" (service/server.cc names children
+// so); empty when the id names no incarnation.
+absl::string_view NodeOfChild(absl::string_view child_id) {
+  const size_t at = child_id.rfind('@');
+  return at == absl::string_view::npos ? absl::string_view() : child_id.substr(0, at);
 }
 }  // namespace
 
@@ -61,13 +69,16 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
   aggregation->contributions_ = checkpoint.contributions;
   aggregation->weight_sum_ = checkpoint.weight_sum;
   for (const AggregationCheckpoint::ChildProgress& progress : checkpoint.children) {
-    Child& child = aggregation->children_[progress.child_id];
+    Child& child = aggregation->ChildLocked(progress.child_id);
     child.last_sequence = progress.last_sequence;
     child.durable_sequence = progress.last_sequence;
     child.final_received = progress.final_received;
+    child.released = progress.released;
     // Waited for as if joined: it rejoins after the restart to push what is missing; one
-    // that never does is given up after the child grace period, like a silent child.
-    child.connected = !progress.final_received;
+    // that never does is given up after the child grace period, like a silent child (and
+    // its leases are released then).
+    child.connected = !progress.final_received && !progress.released;
+    for (const std::string& client_id : progress.leased) aggregation->leases_.Grant(progress.child_id, client_id);
   }
   aggregation->sealed_at_ = absl::Now();
   if (checkpoint.state == v1::FINALIZED) {
@@ -101,24 +112,35 @@ absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
         "' at its parent: the link to the parent aggregator ended with ", upstream_error_.ToString(),
         " and it is rejoining; retry shortly, or send the update to another aggregator"));
   }
-  if (counted_.contains(client_id)) {
-    return absl::AlreadyExistsError(absl::StrCat("client '", client_id,
-                                                 "' already contributed to aggregation '", id(),
-                                                 "'; its update is counted once"));
-  }
+  if (counted_.contains(client_id)) FEDAGG_RETURN_IF_ERROR(CountedRefusalLocked(client_id));
   if (in_flight_.contains(client_id)) {
     return absl::AbortedError(absl::StrCat("another update from client '", client_id,
                                            "' to aggregation '", id(),
                                            "' is in flight; wait for its ack"));
   }
   if (config_.max_contributions > 0 &&
-      contributions_ + static_cast<int64_t>(in_flight_.size()) >= config_.max_contributions) {
+      contributions_ + static_cast<int64_t>(in_flight_.size() + leases_.size()) >= config_.max_contributions) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "aggregation '", id(), "' has all ", config_.max_contributions,
-        " contributions it accepts (counted or in flight)"));
+        " contributions it accepts (counted, in flight, or acknowledged by child aggregators)"));
   }
   in_flight_.insert(client_id);
   return absl::OkStatus();
+}
+
+absl::Status Aggregation::CountedRefusalLocked(const std::string& client_id) const {
+  if (const std::string* holder = leases_.HolderOf(client_id)) {
+    return absl::AbortedError(absl::StrCat(
+        "the update of client '", client_id, "' to aggregation '", id(),
+        "' was acknowledged by another aggregator (child '", *holder,
+        "' of this one), which has not delivered it yet; retry shortly: once delivered it is counted "
+        "(a retry is then refused ALREADY_EXISTS), and if that aggregator is lost the update is accepted again"));
+  }
+  // A mirror with claims cannot tell whether an update it holds or delivered reached the
+  // root (its parent may be lost before pushing it): the claim at the parent decides.
+  if (options_.forwarding && options_.claims != nullptr) return absl::OkStatus();
+  return absl::AlreadyExistsError(absl::StrCat("client '", client_id, "' already contributed to aggregation '",
+                                               id(), "'; its update is counted once"));
 }
 
 void Aggregation::AbandonUpdate(const std::string& client_id) {
@@ -161,7 +183,13 @@ void Aggregation::ClaimAndCommit(const std::string& client_id, ValidatedUpdate u
 
 void Aggregation::ClaimForChild(const std::string& child_id, const std::string& client_id,
                                 std::function<void(absl::Status)> done) {
-  if (absl::Status begun = BeginUpdate(client_id); !begun.ok()) {
+  absl::Status begun;
+  {
+    MutexLock lock(&mu_);
+    begun = CheckChildNotReleasedLocked(child_id);
+  }
+  if (begun.ok()) begun = BeginUpdate(client_id);
+  if (!begun.ok()) {
     done(begun);
     return;
   }
@@ -199,14 +227,24 @@ absl::Status Aggregation::CountClientLocked(const std::string& client_id) {
         "aggregation '", id(), "' became ", v1::AggregationState_Name(state_),
         " while the update was in flight; it was not counted"));
   }
-  counted_.insert(client_id);
+  // Only on a mirror whose parent granted an id counted here: the parent's view wins
+  // nothing, the update is not counted twice (the grant is given back).
+  if (!counted_.insert(client_id).second) {
+    return absl::AlreadyExistsError(absl::StrCat("client '", client_id, "' already contributed to aggregation '",
+                                                 id(), "' through this aggregator; its update is counted once"));
+  }
   return absl::OkStatus();
 }
 
 absl::Status Aggregation::CommitChildClaim(const std::string& child_id, const std::string& client_id) {
   MutexLock lock(&mu_);
+  if (absl::Status released = CheckChildNotReleasedLocked(child_id); !released.ok()) {
+    in_flight_.erase(client_id);
+    return released;
+  }
   FEDAGG_RETURN_IF_ERROR(CountClientLocked(client_id));
-  claimed_by_child_[client_id] = child_id;
+  ChildLocked(child_id);  // a child that claims before it joins is still given up if it never does
+  leases_.Grant(child_id, client_id);
   ++version_;
   return absl::OkStatus();
 }
@@ -214,15 +252,50 @@ absl::Status Aggregation::CommitChildClaim(const std::string& child_id, const st
 void Aggregation::ReleaseChildClaim(const std::string& child_id, const std::string& client_id) {
   {
     MutexLock lock(&mu_);
-    auto it = claimed_by_child_.find(client_id);
-    if (it == claimed_by_child_.end() || it->second != child_id) return;
-    claimed_by_child_.erase(it);
+    if (!leases_.Release(child_id, client_id)) return;
     counted_.erase(client_id);
     ++version_;
   }
-  if (options_.forwarding && options_.claims != nullptr) {
+  ReleaseUpstream({client_id});
+}
+
+void Aggregation::ReleaseUpstream(const std::vector<std::string>& client_ids) {
+  if (!options_.forwarding || options_.claims == nullptr) return;
+  for (const std::string& client_id : client_ids) {
     options_.claims->Release(id(), config_.proto.incarnation(), client_id);
   }
+}
+
+Aggregation::Child& Aggregation::ChildLocked(const std::string& child_id) {
+  auto [it, created] = children_.try_emplace(child_id);
+  if (created) it->second.lost_since = absl::Now();
+  return it->second;
+}
+
+absl::Status Aggregation::CheckChildNotReleasedLocked(const std::string& child_id) const {
+  auto it = children_.find(child_id);
+  if (it == children_.end() || !it->second.released) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this aggregator gave child '", child_id, "' up as lost for aggregation '", id(),
+      "' (its Join stream was gone for longer than the parent's --child_grace_ms, or a newer incarnation of "
+      "it joined) and released the client ids it had claimed without delivering their updates, so those "
+      "clients may send them again; it takes nothing more from that child for this aggregation"));
+}
+
+void Aggregation::ReleaseLostChildLocked(const std::string& child_id, const std::string& why,
+                                         std::vector<std::string>* released) {
+  Child& child = ChildLocked(child_id);
+  child.released = true;
+  child.connected = false;
+  child.notifier = nullptr;
+  std::vector<std::string> ids = leases_.ReleaseAll(child_id);
+  for (const std::string& client_id : ids) counted_.erase(client_id);
+  ++version_;
+  std::fprintf(stderr,
+               "fedagg-server: aggregation '%s': child aggregator '%s' is lost (%s); released the %zu client "
+               "ids it had claimed without delivering their updates, so those clients may send them again\n",
+               id().c_str(), child_id.c_str(), why.c_str(), ids.size());
+  released->insert(released->end(), std::make_move_iterator(ids.begin()), std::make_move_iterator(ids.end()));
 }
 
 absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id, ValidatedUpdate validated) {
@@ -235,6 +308,7 @@ absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id, 
     MutexLock lock(&mu_);
     FEDAGG_RETURN_IF_ERROR(CountClientLocked(client_id));
     ++version_;
+    if (options_.forwarding) undelivered_.push_back(client_id);
     weight_sum_ += update.view().weight.value_or(1.0);
     if (pending_.empty()) pending_since_ = absl::Now();
     pending_.push_back(std::move(update));
@@ -298,9 +372,12 @@ absl::StatusOr<PartialAggregate> Aggregation::DecodeChildPartial(const std::stri
 
 absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_id,
                                                        uint64_t sequence, bool final,
-                                                       PartialAggregate child) {
+                                                       PartialAggregate child,
+                                                       const std::vector<std::string>& covered_client_ids) {
   int64_t contributions = 0;
   bool finalize = false;
+  bool sealed_now = false;
+  std::vector<ChildNotifier> to_notify;
   {
     // Freed once merged, before a finalization makes the result: the two are never held
     // at once.
@@ -317,7 +394,8 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
       return absl::InvalidArgumentError(absl::StrCat(
           "partial from child '", child_id, "' has sequence 0; sequences start at 1"));
     }
-    Child& child_state = children_[child_id];
+    FEDAGG_RETURN_IF_ERROR(CheckChildNotReleasedLocked(child_id));
+    Child& child_state = ChildLocked(child_id);
     if (sequence <= child_state.last_sequence) return contributions_;  // a retried push
     if (sequence != child_state.last_sequence + 1) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -330,22 +408,53 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
     child_state.last_sequence = sequence;
     child_state.final_received |= final;
     ++version_;
+    std::vector<std::string> covered = leases_.Cover(child_id, covered_client_ids);
+    if (options_.forwarding) undelivered_.insert(undelivered_.end(), covered.begin(), covered.end());
     contributions_ += taken.contributions();
     weight_sum_ += taken.weight_sum();
     contributions = contributions_;
+    // max_contributions holds across the tree: the claims of children count against it,
+    // and their delivered updates may complete it.
+    if (state_ == v1::OPEN && !options_.forwarding && config_.max_contributions > 0 &&
+        contributions_ >= config_.max_contributions) {
+      SealLocked(&to_notify);
+      sealed_now = true;
+    }
     finalize = state_ == v1::SEALED;
   }
+  for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
+  if (sealed_now) NotifyWatchers();
   if (finalize) MaybeFinalize();
   return contributions;
 }
 
-Aggregation::ChildRegistration Aggregation::ChildJoined(const std::string& child_id,
-                                                        ChildNotifier notifier) {
-  MutexLock lock(&mu_);
-  Child& child = children_[child_id];
-  child.notifier = std::move(notifier);
-  child.connected = true;
-  return ChildRegistration{child.last_sequence, state_ != v1::OPEN, ++child.joins};
+absl::StatusOr<Aggregation::ChildRegistration> Aggregation::ChildJoined(const std::string& child_id,
+                                                                        ChildNotifier notifier) {
+  std::vector<std::string> released;
+  ChildRegistration registration;
+  {
+    MutexLock lock(&mu_);
+    FEDAGG_RETURN_IF_ERROR(CheckChildNotReleasedLocked(child_id));
+    // An earlier incarnation of the same node whose stream is gone will not come back.
+    const absl::string_view node = NodeOfChild(child_id);
+    std::vector<std::string> earlier;
+    for (const auto& [other_id, other] : children_) {
+      if (!node.empty() && other_id != child_id && NodeOfChild(other_id) == node && !other.link_up &&
+          !other.released && !other.final_received && leases_.Holds(other_id)) {
+        earlier.push_back(other_id);
+      }
+    }
+    for (const std::string& other_id : earlier) {
+      ReleaseLostChildLocked(other_id, absl::StrCat("a newer incarnation '", child_id, "' joined"), &released);
+    }
+    Child& child = ChildLocked(child_id);
+    child.notifier = std::move(notifier);
+    child.connected = true;
+    child.link_up = true;
+    registration = ChildRegistration{child.last_sequence, state_ != v1::OPEN, ++child.joins};
+  }
+  ReleaseUpstream(released);
+  return registration;
 }
 
 void Aggregation::ChildLeft(const std::string& child_id, uint64_t join) {
@@ -356,6 +465,8 @@ void Aggregation::ChildLeft(const std::string& child_id, uint64_t join) {
     if (it == children_.end() || it->second.joins != join) return;
     it->second.connected = false;
     it->second.notifier = nullptr;
+    it->second.link_up = false;
+    it->second.lost_since = absl::Now();
     sealed = state_ == v1::SEALED;
   }
   if (sealed) MaybeFinalize();
@@ -455,8 +566,23 @@ void Aggregation::Tick(absl::Time now) {
   bool sealed = false;
   std::vector<ChildNotifier> to_notify;
   std::vector<std::function<void()>> join_waits_over;
+  std::vector<std::string> released;
   {
     MutexLock lock(&mu_);
+    // Children whose stream has been gone for the grace period are lost: the clients whose
+    // claims they hold may send their updates again.
+    std::vector<std::string> lost;
+    for (const auto& [child_id, child] : children_) {
+      if (!child.link_up && !child.released && !child.final_received && leases_.Holds(child_id) &&
+          now - child.lost_since >= options_.child_grace) {
+        lost.push_back(child_id);
+      }
+    }
+    for (const std::string& child_id : lost) {
+      ReleaseLostChildLocked(child_id,
+                             absl::StrCat("no Join stream for ", absl::FormatDuration(options_.child_grace)),
+                             &released);
+    }
     // Join waiters whose deadline passed, or all of them once the aggregation left OPEN.
     const auto over = state_ == v1::OPEN ? join_waiters_.upper_bound(now) : join_waiters_.end();
     for (auto it = join_waiters_.begin(); it != over; ++it) join_waits_over.push_back(std::move(it->second));
@@ -469,6 +595,7 @@ void Aggregation::Tick(absl::Time now) {
     }
     sealed = state_ == v1::SEALED;
   }
+  ReleaseUpstream(released);
   for (const std::function<void()>& run : join_waits_over) run();
   if (flush) ReducePending();
   for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
@@ -484,7 +611,8 @@ absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {
   absl::StatusOr<std::string> bytes = partial_.Serialize();
   if (!bytes.ok()) return BackendError("its partial aggregate could not be read back", bytes.status());
   final_delta_taken_ |= final;
-  Delta delta{*std::move(bytes), partial_.contributions()};
+  Delta delta{*std::move(bytes), partial_.contributions(), {}};
+  delta.covered_client_ids.swap(undelivered_);
   partial_ = PartialAggregate(config_.reduction, BackendOf(options_));
   AccountPartialMemory();
   return delta;
@@ -547,7 +675,8 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOr
     checkpoint.weight_sum = weight_sum_;
     checkpoint.counted.assign(counted_.begin(), counted_.end());
     for (const auto& [child_id, child] : children_) {
-      checkpoint.children.push_back({child_id, child.last_sequence, child.final_received});
+      checkpoint.children.push_back(
+          {child_id, child.last_sequence, child.final_received, child.released, leases_.HeldBy(child_id)});
     }
   }
   // The partial changes only under reduce_mu_, still held: updates committed meanwhile
@@ -564,7 +693,7 @@ void Aggregation::MarkDurable(const Snapshot& snapshot) {
     MutexLock lock(&mu_);
     durable_version_ = std::max(durable_version_, snapshot.version);
     for (const AggregationCheckpoint::ChildProgress& progress : snapshot.checkpoint.children) {
-      Child& child = children_[progress.child_id];
+      Child& child = ChildLocked(progress.child_id);
       child.durable_sequence = std::max(child.durable_sequence, progress.last_sequence);
     }
     auto end = durable_waiters_.upper_bound(durable_version_);
@@ -647,6 +776,11 @@ v1::AggregationStatus Aggregation::Status() const {
 bool Aggregation::HasCounted(const std::string& client_id) const {
   MutexLock lock(&mu_);
   return counted_.contains(client_id);
+}
+
+bool Aggregation::CountedAnyClient() const {
+  MutexLock lock(&mu_);
+  return !counted_.empty();
 }
 
 int64_t Aggregation::pending_updates() const {

@@ -10,6 +10,13 @@
 // batch, outside the state lock; a second full batch waits for the first (bounded memory:
 // at most two batches of updates are held).
 //
+// Children: a child aggregator claims client ids here before it counts their updates
+// (ClaimForChild); each claim is a lease the child holds until a partial it pushes covers
+// the update (MergeChildPartial names the ids it carries). A child whose Join stream has
+// been gone for the child grace period (or that came back as a new incarnation of the same
+// node) is lost: its leases are released, so those clients may send their updates again
+// elsewhere, and it may push nothing more here.
+//
 // Durability (a root with --checkpoint_dir): every change bumps a version; the
 // Checkpointer takes a consistent snapshot (TakeSnapshot), writes it and reports it with
 // MarkDurable, which releases the DURABLE acks waiting for it (WhenDurable). Restore
@@ -35,6 +42,7 @@
 #include "service/core/update_buffer.h"
 #include "service/rounds/checkpoint_file.h"
 #include "service/rounds/client_claims.h"
+#include "service/rounds/client_leases.h"
 #include "service/rounds/spec_conversion.h"
 
 namespace fedagg {
@@ -91,9 +99,12 @@ class Aggregation {
   bool checkpointed() const { return options_.checkpointed; }
 
   // Starts an update from `client_id`: FAILED_PRECONDITION when not open, UNAVAILABLE on a
-  // mirror not (or no longer) joined at its parent, ALREADY_EXISTS
-  // when this client was already counted, ABORTED when another of its updates is in
-  // flight, RESOURCE_EXHAUSTED when max_contributions is taken.
+  // mirror not (or no longer) joined at its parent, ALREADY_EXISTS when this client's
+  // update is in this node's partial (on a mirror with claims the parent decides that:
+  // only the root knows whether the update reached it), ABORTED when another of its
+  // updates is in flight or a child aggregator holds its claim without having delivered
+  // it, RESOURCE_EXHAUSTED when max_contributions is taken (counted, in flight or claimed
+  // by children).
   absl::Status BeginUpdate(const std::string& client_id);
   // Drops an update begun but not committed (stream cut, bad chunk): nothing is counted.
   void AbandonUpdate(const std::string& client_id);
@@ -120,10 +131,11 @@ class Aggregation {
                       std::function<void(absl::StatusOr<int64_t>)> done);
 
   // A child aggregator claims `client_id` before counting its update: the same checks as
-  // BeginUpdate (ALREADY_EXISTS when counted anywhere below this node, ABORTED when in
-  // flight, ...), then — on a forwarding mirror — the claim at this node's own parent.
-  // Granted, the client counts as contributed here (its update arrives with the child's
-  // partial). `done` runs inline or on the claims' thread.
+  // BeginUpdate (ALREADY_EXISTS when this node's partial holds it, ABORTED when in
+  // flight or held by a child, ...), then — on a forwarding mirror — the claim at this
+  // node's own parent. Granted, the client counts as contributed here and the child holds
+  // the lease until its partial covers the update. FAILED_PRECONDITION for a child this
+  // node gave up as lost. `done` runs inline or on the claims' thread.
   void ClaimForChild(const std::string& child_id, const std::string& client_id,
                      std::function<void(absl::Status)> done);
   // The child gives back a claim it was granted but did not use (its update was refused
@@ -135,20 +147,25 @@ class Aggregation {
   // all of `in` (as its chunks arrive, for a push being received). Errors name the child.
   absl::StatusOr<PartialAggregate> DecodeChildPartial(const std::string& child_id, ByteReader& in) const;
   // Merges a child's decoded partial aggregate since its previous push, and frees it;
-  // returns the contributions counted here. A repeated (child, sequence) is acknowledged
-  // without merging again.
+  // returns the contributions counted here. `covered_client_ids`: the clients whose
+  // updates the partial carries; the child's leases on them end. A repeated (child,
+  // sequence) is acknowledged without merging again. FAILED_PRECONDITION for a child this
+  // node gave up as lost (its leases were released: merging would count them twice).
   absl::StatusOr<int64_t> MergeChildPartial(const std::string& child_id, uint64_t sequence,
-                                            bool final, PartialAggregate child);
+                                            bool final, PartialAggregate child,
+                                            const std::vector<std::string>& covered_client_ids = {});
   // What a joining child learns: the last sequence merged from it (lower than what it
   // pushed when this node restarted from a checkpoint), and whether the aggregation is
   // already sealed (the caller then sends SEAL at once); `join` numbers this join of the
-  // child, for ChildLeft.
+  // child, for ChildLeft. A child joining releases the leases of an earlier incarnation of
+  // the same node whose stream is gone (docs/PROTOCOL.md 6.2 names incarnations).
+  // FAILED_PRECONDITION for a child this node gave up as lost.
   struct ChildRegistration {
     uint64_t last_sequence = 0;
     bool sealed = false;
     uint64_t join = 0;
   };
-  ChildRegistration ChildJoined(const std::string& child_id, ChildNotifier notifier);
+  absl::StatusOr<ChildRegistration> ChildJoined(const std::string& child_id, ChildNotifier notifier);
   // The Join stream of registration `join` ended. Ignored when the child has joined again
   // since: a child that rejoined (its old stream ending late, as after a network outage)
   // is still waited for and still gets SEAL.
@@ -156,7 +173,8 @@ class Aggregation {
 
   absl::Status Seal();
   absl::Status Cancel(const std::string& reason);
-  // Reduces a pending batch older than the flush interval, seals at the deadline, and
+  // Reduces a pending batch older than the flush interval, seals at the deadline, releases
+  // the leases of children whose Join stream has been gone for the child grace period, and
   // finalizes a sealed aggregation whose children are done or whose child grace period
   // ran out. Called by the registry's ticker.
   void Tick(absl::Time now);
@@ -170,6 +188,9 @@ class Aggregation {
   struct Delta {
     std::string bytes;
     int64_t contributions = 0;
+    // The clients whose updates `bytes` carries: counted here, or covered by a child's
+    // merged partial. The parent ends this node's leases on them when it merges the delta.
+    std::vector<std::string> covered_client_ids;
   };
   // Fails only when the backend cannot serialize its state (then nothing was taken).
   absl::StatusOr<Delta> TakeDelta(bool final);
@@ -221,6 +242,8 @@ class Aggregation {
 
   // Whether an update from `client_id` was counted here.
   bool HasCounted(const std::string& client_id) const;
+  // Whether any client was counted here (its update, or a child's claim of it).
+  bool CountedAnyClient() const;
   v1::AggregationStatus Status() const;
   v1::AggregationState state() const;
   // The result of a FINALIZED aggregation; FAILED_PRECONDITION otherwise.
@@ -235,8 +258,20 @@ class Aggregation {
   // claim whose commit fails is released again. Without claims, `commit` runs at once.
   void ClaimUpstream(const std::string& client_id, std::function<absl::Status()> commit,
                      std::function<void(absl::Status)> done);
-  // Ends the reservation of `client_id` (BeginUpdate) by counting it, if still OPEN.
+  // Ends the reservation of `client_id` (BeginUpdate) by counting it, if still OPEN (and
+  // not counted meanwhile).
   absl::Status CountClientLocked(const std::string& client_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why an update of a counted `client_id` is refused here; OK on a mirror with claims,
+  // whose parent decides (the update may not have reached the root yet).
+  absl::Status CountedRefusalLocked(const std::string& client_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION when `child_id` was given up as lost.
+  absl::Status CheckChildNotReleasedLocked(const std::string& child_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives `child_id` up as lost: its leases end and their ids are no longer counted here
+  // (appended to `released`, to be released at the parent too); it may push no more.
+  void ReleaseLostChildLocked(const std::string& child_id, const std::string& why,
+                              std::vector<std::string>* released) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives back at the parent (forwarding mirrors with claims) ids released here.
+  void ReleaseUpstream(const std::vector<std::string>& client_ids);
   // A granted child claim becomes a counted client id.
   absl::Status CommitChildClaim(const std::string& child_id, const std::string& client_id);
   // Accumulates `batch` into the partial aggregate and empties it.
@@ -263,11 +298,14 @@ class Aggregation {
   mutable Mutex mu_;
   v1::AggregationState state_ ABSL_GUARDED_BY(mu_) = v1::OPEN;
   std::string detail_ ABSL_GUARDED_BY(mu_);
+  // Client ids whose update is in the partial (or pending), or whose claim a child holds.
   std::set<std::string> counted_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
-  // Client ids in counted_ that a child claimed (ClaimForChild), with the child: only that
-  // child may release them.
-  std::map<std::string, std::string> claimed_by_child_ ABSL_GUARDED_BY(mu_);
+  // The ids of counted_ that children claimed and have not delivered yet.
+  ClientLeases leases_ ABSL_GUARDED_BY(mu_);
+  // Forwarding mirrors: the clients whose updates entered the partial since the last
+  // TakeDelta (the next delta's covered_client_ids).
+  std::vector<std::string> undelivered_ ABSL_GUARDED_BY(mu_);
   std::vector<UpdateBuffer> pending_ ABSL_GUARDED_BY(mu_);
   absl::Time pending_since_ ABSL_GUARDED_BY(mu_);  // when the oldest pending update arrived
   int64_t contributions_ ABSL_GUARDED_BY(mu_) = 0;
@@ -289,7 +327,12 @@ class Aggregation {
     bool connected = false;
     bool final_received = false;
     uint64_t joins = 0;  // ChildJoined calls so far; the last one's stream is the live one
+    bool link_up = false;        // its latest Join stream is open
+    absl::Time lost_since;       // when its stream ended (or this node restarted)
+    bool released = false;       // given up as lost: its leases were released
   };
+  // The child's record, created (as not linked, lost since now) when first seen.
+  Child& ChildLocked(const std::string& child_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::map<std::string, Child> children_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const AggregateResult> result_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::function<void()>> watchers_ ABSL_GUARDED_BY(mu_);

@@ -3,7 +3,8 @@
 // Body (after the 24-byte header), every string and array as a u64 count then bytes:
 //   spec (serialized v1.AggregationSpec), i32 state, detail, i64 contributions,
 //   f64 weight sum, u64 n + n client ids, u64 m + m x (child id, u64 last sequence,
-//   u8 final received), partial aggregate (docs/PARTIAL_AGGREGATE_FORMAT.md).
+//   u8 final received, [version 2:] u8 released, u64 k + k leased client ids), partial
+//   aggregate (docs/PARTIAL_AGGREGATE_FORMAT.md).
 #include "service/rounds/checkpoint_file.h"
 
 #include <fcntl.h>
@@ -95,6 +96,9 @@ std::string EncodeCheckpoint(const AggregationCheckpoint& checkpoint) {
     out.PutString(child.child_id);
     out.Put<uint64_t>(child.last_sequence);
     out.Put<uint8_t>(child.final_received ? 1 : 0);
+    out.Put<uint8_t>(child.released ? 1 : 0);
+    out.Put<uint64_t>(child.leased.size());
+    for (const std::string& client_id : child.leased) out.PutString(client_id);
   }
   out.PutString(checkpoint.partial);
   std::string bytes = out.Take();
@@ -115,9 +119,9 @@ absl::StatusOr<AggregationCheckpoint> DecodeCheckpoint(absl::string_view bytes) 
   std::memcpy(&version, bytes.data() + 8, sizeof(version));
   std::memcpy(&crc, bytes.data() + 12, sizeof(crc));
   std::memcpy(&body_length, bytes.data() + 16, sizeof(body_length));
-  if (version != kCheckpointFormatVersion) {
+  if (version != 1 && version != kCheckpointFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint format version ", version, "; this build reads version ", kCheckpointFormatVersion));
+        "checkpoint format version ", version, "; this build reads versions 1 to ", kCheckpointFormatVersion));
   }
   const absl::string_view body = bytes.substr(kHeaderBytes);
   if (body.size() != body_length) {
@@ -154,6 +158,18 @@ absl::StatusOr<AggregationCheckpoint> DecodeCheckpoint(absl::string_view bytes) 
     FEDAGG_RETURN_IF_ERROR(in.Get(&child.last_sequence));
     FEDAGG_RETURN_IF_ERROR(in.Get(&final_received));
     child.final_received = final_received != 0;
+    if (version >= 2) {
+      uint8_t released = 0;
+      FEDAGG_RETURN_IF_ERROR(in.Get(&released));
+      child.released = released != 0;
+      uint64_t leased = 0;
+      FEDAGG_RETURN_IF_ERROR(in.Get(&leased));
+      for (uint64_t j = 0; j < leased; ++j) {
+        std::string client_id;
+        FEDAGG_RETURN_IF_ERROR(in.GetString(&client_id));
+        child.leased.push_back(std::move(client_id));
+      }
+    }
     checkpoint.children.push_back(std::move(child));
   }
   FEDAGG_RETURN_IF_ERROR(in.GetString(&checkpoint.partial));

@@ -18,11 +18,15 @@
 namespace fedagg {
 
 struct AggregationCheckpoint {
-  // What a parent merged from one child aggregator: its pushes up to `last_sequence`.
+  // What a parent merged from one child aggregator: its pushes up to `last_sequence`;
+  // the client ids it claimed whose updates none of them carried yet (its leases); and
+  // whether the parent gave it up as lost, releasing those ids (it may push no more).
   struct ChildProgress {
     std::string child_id;
     uint64_t last_sequence = 0;
     bool final_received = false;
+    bool released = false;
+    std::vector<std::string> leased;
   };
 
   v1::AggregationSpec spec;
@@ -30,14 +34,16 @@ struct AggregationCheckpoint {
   std::string detail;
   int64_t contributions = 0;
   double weight_sum = 0;
-  std::vector<std::string> counted;  // client ids whose update is in `partial`
+  // Client ids counted: whose update is in `partial`, or claimed by a child (its leases).
+  std::vector<std::string> counted;
   std::vector<ChildProgress> children;
   std::string partial;  // PartialAggregate::Serialize(), everything counted included
 };
 
 // File layout (little-endian): magic "FEDAGGCK", u32 format version, u32 CRC-32C of the
-// body, u64 body length, then the body (see checkpoint_file.cc).
-inline constexpr uint32_t kCheckpointFormatVersion = 1;
+// body, u64 body length, then the body (see checkpoint_file.cc). Version 1 (before
+// children's leases) is still read: its children hold no leases.
+inline constexpr uint32_t kCheckpointFormatVersion = 2;
 inline constexpr absl::string_view kCheckpointSuffix = ".ckpt";
 
 std::string EncodeCheckpoint(const AggregationCheckpoint& checkpoint);

@@ -1,6 +1,8 @@
 // The fedagg.v1.Tier service (parent side).
 #include "service/rpc/tier_service.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -86,6 +88,8 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
       return;
     }
     received_ += chunk_.data().size();
+    for (std::string& client_id : *chunk_.mutable_covered_client_ids()) covered_.push_back(std::move(client_id));
+    chunk_.clear_covered_client_ids();
     if (channel_->Put(std::move(*chunk_.mutable_data()))) StartRead(&chunk_);
   }
 
@@ -100,6 +104,7 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
   absl::Status Start() {
     header_ = chunk_;
     header_.clear_data();
+    header_.clear_covered_client_ids();
     if (header_.total_bytes() > kMaxPartialBytes) {
       return absl::ResourceExhaustedError(
           absl::StrCat("partial of ", header_.total_bytes(), " bytes exceeds the limit of ", kMaxPartialBytes));
@@ -211,7 +216,7 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
                                               "was pushed for is gone"));
     }
     absl::StatusOr<int64_t> merged = aggregation_->MergeChildPartial(
-        header_.child_id(), header_.sequence(), header_.final(), *std::move(decoded_));
+        header_.child_id(), header_.sequence(), header_.final(), *std::move(decoded_), covered_);
     if (!merged.ok()) return merged.status();
     service_.metrics.partials_merged.Increment();
     response_->set_contributions(*merged);
@@ -237,6 +242,7 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
   v1::PartialChunk chunk_;   // the read in progress
   v1::PartialChunk header_;  // the first chunk, without its data
   uint64_t received_ = 0;
+  std::vector<std::string> covered_;  // covered_client_ids of every chunk so far
   std::shared_ptr<Aggregation> aggregation_;
   MemoryReservation held_;  // for the decoded partial and the chunks in flight, until the merge
   std::unique_ptr<ChunkChannel> channel_;  // set by the first chunk
@@ -248,6 +254,9 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
 };
 
 }  // namespace
+
+TierService::TierService(ServiceContext& context)
+    : context_(context), instance_(absl::StrCat(getpid(), "@", absl::ToUnixNanos(absl::Now()))) {}
 
 grpc::ServerWriteReactor<v1::TierCommand>* TierService::Join(grpc::CallbackServerContext* context,
                                                              const v1::JoinRequest* request) {
@@ -275,7 +284,7 @@ grpc::ServerWriteReactor<v1::TierCommand>* TierService::Join(grpc::CallbackServe
   stream->SetOnDone([weak_aggregation, child_id, join] {
     if (std::shared_ptr<Aggregation> a = weak_aggregation.lock()) a->ChildLeft(child_id, join->load());
   });
-  const Aggregation::ChildRegistration registration =
+  const absl::StatusOr<Aggregation::ChildRegistration> joined =
       (*found)->ChildJoined(child_id, [weak_stream](Aggregation::ChildCommand command) {
         if (auto s = weak_stream.lock()) {
           v1::TierCommand message;
@@ -284,14 +293,20 @@ grpc::ServerWriteReactor<v1::TierCommand>* TierService::Join(grpc::CallbackServe
           s->Push(std::move(message));
         }
       });
+  if (!joined.ok()) {
+    stream->Close(ToGrpcStatus(joined.status()));
+    return stream.get();
+  }
+  const Aggregation::ChildRegistration& registration = *joined;
   join->store(registration.join);
   // The first command tells the child what this node holds from it, so that after a
   // restart from a checkpoint it pushes the missing deltas again.
-  auto command = [&registration, &found](v1::TierCommand::Kind kind) {
+  auto command = [this, &registration, &found](v1::TierCommand::Kind kind) {
     v1::TierCommand message;
     message.set_kind(kind);
     message.set_last_sequence(registration.last_sequence);
     message.set_parent_checkpoints((*found)->checkpointed());
+    message.set_parent_instance(instance_);
     return message;
   };
   if (registration.sealed) stream->Push(command(v1::TierCommand::SEAL));

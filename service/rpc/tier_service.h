@@ -6,6 +6,8 @@
 #ifndef FEDAGG_SERVICE_RPC_TIER_SERVICE_H_
 #define FEDAGG_SERVICE_RPC_TIER_SERVICE_H_
 
+#include <string>
+
 #include "fedagg/v1/tier.grpc.pb.h"
 #include "service/rpc/service_context.h"
 
@@ -13,7 +15,7 @@ namespace fedagg {
 
 class TierService final : public v1::Tier::CallbackService {
  public:
-  explicit TierService(ServiceContext& context) : context_(context) {}
+  explicit TierService(ServiceContext& context);
 
   grpc::ServerWriteReactor<v1::TierCommand>* Join(grpc::CallbackServerContext* context,
                                                   const v1::JoinRequest* request) override;
@@ -25,6 +27,7 @@ class TierService final : public v1::Tier::CallbackService {
 
  private:
   ServiceContext& context_;
+  const std::string instance_;  // TierCommand.parent_instance: this process
 };
 
 }  // namespace fedagg

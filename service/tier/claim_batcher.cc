@@ -63,9 +63,24 @@ ClaimBatcher::Queue& ClaimBatcher::QueueLocked(const std::string& aggregation_id
   return queue;
 }
 
+void ClaimBatcher::RetryReleases() {
+  std::vector<std::shared_ptr<Call>> calls;
+  {
+    MutexLock lock(&mu_);
+    if (stopping_) return;
+    for (auto& [key, queue] : queues_) {
+      queue.retry_releases = false;
+      if (std::shared_ptr<Call> call = TakeBatchLocked(queue)) calls.push_back(std::move(call));
+    }
+  }
+  for (std::shared_ptr<Call>& call : calls) Start(std::move(call));
+}
+
 std::shared_ptr<ClaimBatcher::Call> ClaimBatcher::TakeBatchLocked(Queue& queue) {
-  if (queue.in_flight || (queue.claims.empty() && queue.releases.empty())) return nullptr;
+  const bool releases_now = !queue.releases.empty() && !queue.retry_releases;
+  if (queue.in_flight || (queue.claims.empty() && !releases_now)) return nullptr;
   queue.in_flight = true;
+  queue.retry_releases = false;
   auto call = std::make_shared<Call>();
   prepare_(call->context);
   call->request.set_aggregation_id(queue.aggregation_id);
@@ -114,13 +129,17 @@ void ClaimBatcher::Completed(std::shared_ptr<Call> call, const grpc::Status& rpc
     MutexLock lock(&mu_);
     Queue& queue = queues_[call->key];
     queue.in_flight = false;
-    // The parent may have granted what the failed call asked: give it back (once; a
-    // release that fails too is dropped, so an unreachable parent causes no busy loop).
-    if (!rpc.ok()) {
+    // The parent may have granted what the failed call asked: give it back, with the
+    // releases the call carried, at the next RetryReleases. Unless the parent says the
+    // aggregation (or this child) is gone there: then nothing is held to release.
+    const absl::StatusCode code = FromGrpcStatus(rpc).code();
+    if (!rpc.ok() && code != absl::StatusCode::kNotFound && code != absl::StatusCode::kFailedPrecondition) {
       for (const std::string& client_id : call->request.client_ids()) queue.releases.push_back(client_id);
+      for (const std::string& client_id : call->request.released_client_ids()) queue.releases.push_back(client_id);
+      queue.retry_releases = true;
     }
     if (!stopping_) next = TakeBatchLocked(queue);
-    if (!queue.in_flight) queues_.erase(call->key);
+    if (!queue.in_flight && queue.releases.empty()) queues_.erase(call->key);
   }
   if (next != nullptr) Start(next);
   for (int i = 0; i < claimed; ++i) call->done[i](results[i]);

@@ -3,8 +3,10 @@
 // time; claims and releases that arrive meanwhile go out together in the next call, so
 // under load one round trip serves many updates and at rest a claim costs one round trip.
 // A call that fails (the parent unreachable, a deadline) refuses its claims with
-// UNAVAILABLE and releases them in the next call, in case the parent granted them before
-// the answer was lost.
+// UNAVAILABLE and releases them later, in case the parent granted them before the answer
+// was lost. Releases are retried (RetryReleases) until the parent takes them, or answers
+// that the aggregation or this child is gone there (NOT_FOUND, FAILED_PRECONDITION): an id
+// left claimed by mistake would refuse its client for the rest of the aggregation.
 #ifndef FEDAGG_SERVICE_TIER_CLAIM_BATCHER_H_
 #define FEDAGG_SERVICE_TIER_CLAIM_BATCHER_H_
 
@@ -34,6 +36,9 @@ class ClaimBatcher final : public ClientClaims {
              const std::string& client_id, std::function<void(absl::Status)> done) override;
   void Release(const std::string& aggregation_id, const std::string& incarnation,
                const std::string& client_id) override;
+  // Sends again the releases whose call failed (called periodically by the parent link;
+  // not at once, so an unreachable parent causes no busy loop).
+  void RetryReleases();
 
  private:
   struct Queue {
@@ -42,12 +47,13 @@ class ClaimBatcher final : public ClientClaims {
     std::vector<std::pair<std::string, std::function<void(absl::Status)>>> claims;
     std::vector<std::string> releases;
     bool in_flight = false;
+    bool retry_releases = false;  // the last call failed: its releases wait for RetryReleases
   };
   struct Call;
   Queue& QueueLocked(const std::string& aggregation_id, const std::string& incarnation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A call carrying what `queue` holds, when there is something and no call of it is in
-  // flight; null otherwise. The caller Starts it after unlocking.
+  // A call carrying what `queue` holds, when there is something to send now and no call of
+  // it is in flight; null otherwise. The caller Starts it after unlocking.
   std::shared_ptr<Call> TakeBatchLocked(Queue& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Start(std::shared_ptr<Call> call);
   void Completed(std::shared_ptr<Call> call, const grpc::Status& rpc);

@@ -10,6 +10,9 @@
 namespace fedagg {
 namespace {
 constexpr size_t kPushChunkBytes = 4 << 20;
+// Covered client ids sent with one chunk, at most (bytes of ids): keeps a chunk under the
+// parent's message limit with its data.
+constexpr size_t kPushChunkIdBytes = 1 << 20;
 constexpr absl::Duration kRejoinBackoff = absl::Milliseconds(200);
 }  // namespace
 
@@ -138,10 +141,12 @@ void ParentLink::JoinLoop(MirrorLink* link) {
     bool first = true;
     bool joined = false;  // on this stream
     bool sealed = false;
+    absl::Status parent_lost_us;  // the parent process changed and kept nothing of ours
     while (reader->Read(&command)) {
       if (first) {
         first = false;
-        ParentReported(link, command);
+        parent_lost_us = ParentReported(link, command);
+        if (!parent_lost_us.ok()) break;
       }
       if (command.kind() == v1::TierCommand::JOINED) {
         link->mirror->SetJoinedUpstream(true);
@@ -171,7 +176,7 @@ void ParentLink::JoinLoop(MirrorLink* link) {
     }
     // After SEAL this side ends the stream; otherwise it ended by itself (the parent went
     // away, refused the join, or stopped answering its keepalive pings).
-    if (sealed) context.TryCancel();
+    if (sealed || !parent_lost_us.ok()) context.TryCancel();
     const absl::Status ended = FromGrpcStatus(reader->Finish());
     link->mirror->SetJoinedUpstream(false, sealed ? absl::OkStatus() : ended);
     if (!sealed && joined && !WaitStopping(absl::ZeroDuration())) {
@@ -185,6 +190,23 @@ void ParentLink::JoinLoop(MirrorLink* link) {
     {
       MutexLock lock(&link->join_mu);
       link->join_context = nullptr;
+    }
+    if (!parent_lost_us.ok()) {
+      std::fprintf(stderr, "fedagg-server: failing the mirror of aggregation '%s' here: %s\n", id.c_str(),
+                   parent_lost_us.ToString().c_str());
+      link->mirror->MarkForwarded(parent_lost_us);
+      return;
+    }
+    if (!sealed && ended.code() == absl::StatusCode::kFailedPrecondition) {
+      // The parent gave this node up as lost and released the client ids it had claimed
+      // without delivering them: their clients send them again elsewhere.
+      std::fprintf(stderr, "fedagg-server: the parent aggregator gave this node up for aggregation '%s' (%s); "
+                   "failing its mirror here\n", id.c_str(), ended.ToString().c_str());
+      link->mirror->MarkForwarded(absl::FailedPreconditionError(absl::StrCat(
+          "the parent aggregator gave this aggregator up as lost: ", ended.message(),
+          "; updates acknowledged here since the last push are not counted, and their clients may send them "
+          "again to another aggregator")));
+      return;
     }
     if (!sealed && ended.code() == absl::StatusCode::kNotFound) {
       // The parent does not hold this aggregation (any more): it restarted without
@@ -207,8 +229,16 @@ void ParentLink::JoinLoop(MirrorLink* link) {
   }
 }
 
-void ParentLink::ParentReported(MirrorLink* link, const v1::TierCommand& command) {
+absl::Status ParentLink::ParentReported(MirrorLink* link, const v1::TierCommand& command) {
   MutexLock lock(&link->push_mu);
+  const bool another_process = !link->parent_instance.empty() && link->parent_instance != command.parent_instance();
+  link->parent_instance = command.parent_instance();
+  if (another_process && !command.parent_checkpoints() && link->mirror->CountedAnyClient()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the parent aggregator restarted without checkpoints, losing what this aggregator had delivered and "
+        "claimed through it for aggregation '", link->mirror->id(), "' (the aggregator above it releases "
+        "those claims); updates acknowledged here are not counted, and their clients may send them again"));
+  }
   link->parent_checkpoints = command.parent_checkpoints();
   const uint64_t holds = command.last_sequence();
   const uint64_t pushed = link->next_sequence - 1;
@@ -221,6 +251,7 @@ void ParentLink::ParentReported(MirrorLink* link, const v1::TierCommand& command
                  static_cast<unsigned long long>(first_kept - 1));
   }
   link->parent_holds = holds;
+  return absl::OkStatus();
 }
 
 absl::Status ParentLink::Forward(MirrorLink* link, bool final) {
@@ -237,7 +268,8 @@ absl::Status ParentLink::Forward(MirrorLink* link, bool final) {
     // checkpoint does); a failed push goes out again under the same sequence number.
     MemoryReservation held;
     if (options_.memory_budget != nullptr) held = options_.memory_budget->ReserveUnchecked(delta->bytes.size());
-    link->kept[link->next_sequence++] = KeptDelta{std::move(delta->bytes), final, std::move(held)};
+    link->kept[link->next_sequence++] =
+        KeptDelta{std::move(delta->bytes), std::move(delta->covered_client_ids), final, std::move(held)};
     link->final_taken = final;
     if (absl::Status pushed = PushKept(link); !pushed.ok()) return pushed;
   }
@@ -253,7 +285,7 @@ absl::Status ParentLink::PushKept(MirrorLink* link) {
     // nothing of this node's is left to send again.
     const bool wait_durable = it->second.final && link->parent_checkpoints;
     absl::StatusOr<v1::PushPartialResponse> response =
-        Push(*link->mirror, sequence, it->second.final, wait_durable, it->second.bytes);
+        Push(*link->mirror, sequence, it->second.final, wait_durable, it->second);
     if (!response.ok()) return response.status();
     link->parent_holds = sequence;
     const uint64_t releasable = link->parent_checkpoints ? response->durable_sequence() : sequence;
@@ -264,7 +296,10 @@ absl::Status ParentLink::PushKept(MirrorLink* link) {
 
 absl::StatusOr<v1::PushPartialResponse> ParentLink::Push(const Aggregation& mirror, uint64_t sequence,
                                                          bool final, bool wait_durable,
-                                                         const std::string& bytes) {
+                                                         const KeptDelta& delta) {
+  const std::string& bytes = delta.bytes;
+  const std::vector<std::string>& covered = delta.covered_client_ids;
+  size_t next_covered = 0;
   grpc::ClientContext context;
   PrepareContext(context, /*with_deadline=*/true);
   // A push that waits for the parent's checkpoint may take a checkpoint interval longer.
@@ -286,8 +321,12 @@ absl::StatusOr<v1::PushPartialResponse> ParentLink::Push(const Aggregation& mirr
     const size_t n = std::min(kPushChunkBytes, bytes.size() - offset);
     chunk.set_data(bytes.substr(offset, n));
     offset += n;
+    for (size_t id_bytes = 0; next_covered < covered.size() && id_bytes < kPushChunkIdBytes; ++next_covered) {
+      id_bytes += covered[next_covered].size();
+      chunk.add_covered_client_ids(covered[next_covered]);
+    }
     if (!writer->Write(chunk)) break;
-  } while (offset < bytes.size());
+  } while (offset < bytes.size() || next_covered < covered.size());
   writer->WritesDone();
   absl::Status status = FromGrpcStatus(writer->Finish());
   options_.metrics->partial_forwards.WithLabels({status.ok() ? "ok" : "failed"}).Increment();
@@ -302,6 +341,7 @@ void ParentLink::SyncLoop() {
     v1::ListAggregationsResponse response;
     parent_reachable_ = control_->ListAggregations(&context, v1::ListAggregationsRequest(), &response).ok();
     if (!parent_reachable_) continue;
+    claims_.RetryReleases();
     for (const v1::AggregationStatus& status : response.aggregations()) {
       if (status.state() == v1::OPEN) {
         (void)registry_.GetOrMirror(status.spec());

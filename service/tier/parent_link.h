@@ -7,7 +7,11 @@
 //  - claims each client id at the parent before its update is counted here (batched,
 //    ClaimBatcher), so a client is counted once in the whole tree;
 //  - gives up a mirror whose aggregation the parent no longer holds (a parent restarted
-//    without checkpoints): the mirror ends FAILED saying so, and refuses updates;
+//    without checkpoints), that the parent gave up as lost (its claims there released), or
+//    whose parent came back as another process without checkpoints: the mirror ends FAILED
+//    saying so, and refuses updates;
+//  - names in each push the clients whose updates it carries, so the parent stops holding
+//    their claims against this node (docs/PROTOCOL.md 6.4);
 //  - never loses a delta: a failed push is retried with the same sequence number, and
 //    the parent merges each (child, sequence) once. When the parent writes checkpoints,
 //    every delta is kept until the parent reports it durable; a parent that restarted
@@ -75,6 +79,7 @@ class ParentLink final : public UpstreamSource {
   // bytes count in the node's memory budget meanwhile (committed: never refused).
   struct KeptDelta {
     std::string bytes;
+    std::vector<std::string> covered_client_ids;  // Aggregation::Delta's
     bool final = false;
     MemoryReservation held;
   };
@@ -85,6 +90,7 @@ class ParentLink final : public UpstreamSource {
     // The last sequence the parent holds (acked to us, or reported on (re-)join).
     uint64_t parent_holds ABSL_GUARDED_BY(push_mu) = 0;
     bool parent_checkpoints ABSL_GUARDED_BY(push_mu) = false;
+    std::string parent_instance ABSL_GUARDED_BY(push_mu);  // the parent's process, once joined
     // Deltas by sequence: those the parent does not hold yet, and, when it writes
     // checkpoints, those its last checkpoint does not hold yet.
     std::map<uint64_t, KeptDelta> kept ABSL_GUARDED_BY(push_mu);
@@ -106,10 +112,13 @@ class ParentLink final : public UpstreamSource {
   absl::Status Forward(MirrorLink* link, bool final);
   // Pushes every kept delta after parent_holds, in order.
   absl::Status PushKept(MirrorLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->push_mu);
-  // What the parent said on (re-)join: the last sequence it holds from us.
-  void ParentReported(MirrorLink* link, const v1::TierCommand& command);
+  // What the parent said on (re-)join: the last sequence it holds from us. FAILED_PRECONDITION
+  // when the parent is another process that writes no checkpoints, and this mirror counted
+  // clients through the previous one: those claims are being released above, so nothing
+  // counted here may go up any more.
+  absl::Status ParentReported(MirrorLink* link, const v1::TierCommand& command);
   absl::StatusOr<v1::PushPartialResponse> Push(const Aggregation& mirror, uint64_t sequence, bool final,
-                                               bool wait_durable, const std::string& bytes);
+                                               bool wait_durable, const KeptDelta& delta);
   void SyncLoop();
   void ForwardLoop();
   bool WaitStopping(absl::Duration timeout);

@@ -63,7 +63,7 @@ TEST(AggregationCheckpointTest, RestoreKeepsCountedClientsAndChildSequences) {
   EXPECT_EQ(aggregation.BeginUpdate("bob").code(), absl::StatusCode::kAlreadyExists);
   Contribute(aggregation, "carol", 4000);
   // The child learns what is held; its repeated push is not merged twice, the next one is.
-  EXPECT_EQ(aggregation.ChildJoined("edge@1", nullptr).last_sequence, 1u);
+  EXPECT_EQ(aggregation.ChildJoined("edge@1", nullptr)->last_sequence, 1u);
   EXPECT_EQ(aggregation.DurableChildSequence("edge@1"), 1u);
   ASSERT_TRUE(aggregation.MergeChildPartial("edge@1", 1, false, ChildPartial(aggregation, 300)).ok());
   ASSERT_TRUE(aggregation.MergeChildPartial("edge@1", 2, true, ChildPartial(aggregation, 50000)).ok());
@@ -88,7 +88,7 @@ TEST(AggregationCheckpointTest, RestoredSealedWaitsForItsChildrenToPushAgain) {
   AggregationOptions options = Checkpointed();
   options.child_grace = absl::Hours(1);
   std::shared_ptr<Aggregation> original = NewAggregation("r", options);
-  original->ChildJoined("edge@1", nullptr);
+  ASSERT_TRUE(original->ChildJoined("edge@1", nullptr).ok());
   ASSERT_TRUE(original->MergeChildPartial("edge@1", 1, false, ChildPartial(*original, 10)).ok());
   ASSERT_TRUE(original->Seal().ok());
   ASSERT_EQ(original->state(), v1::SEALED);  // waits for the child's final push
@@ -98,7 +98,7 @@ TEST(AggregationCheckpointTest, RestoredSealedWaitsForItsChildrenToPushAgain) {
   Aggregation& aggregation = **restored;
   aggregation.Tick(absl::Now());
   EXPECT_EQ(aggregation.state(), v1::SEALED);  // not finalized without the child
-  const Aggregation::ChildRegistration rejoined = aggregation.ChildJoined("edge@1", nullptr);
+  const Aggregation::ChildRegistration rejoined = *aggregation.ChildJoined("edge@1", nullptr);
   EXPECT_EQ(rejoined.last_sequence, 1u);
   EXPECT_TRUE(rejoined.sealed);
   ASSERT_TRUE(aggregation.MergeChildPartial("edge@1", 2, true, ChildPartial(aggregation, 20)).ok());

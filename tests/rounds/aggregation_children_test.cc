@@ -35,9 +35,9 @@ struct JoinStream {
 TEST(AggregationChildrenTest, TheEndOfAnOlderJoinLeavesTheRejoinedChildWaitedFor) {
   std::unique_ptr<Aggregation> aggregation = WaitingAggregation();
   JoinStream old_stream, new_stream;
-  const Aggregation::ChildRegistration first = aggregation->ChildJoined("edge@1", old_stream.notifier());
+  const Aggregation::ChildRegistration first = *aggregation->ChildJoined("edge@1", old_stream.notifier());
   ASSERT_TRUE(aggregation->MergeChildPartial("edge@1", 1, false, ChildPartial(*aggregation, 10)).ok());
-  const Aggregation::ChildRegistration second = aggregation->ChildJoined("edge@1", new_stream.notifier());
+  const Aggregation::ChildRegistration second = *aggregation->ChildJoined("edge@1", new_stream.notifier());
   EXPECT_NE(first.join, second.join);
   EXPECT_EQ(second.last_sequence, 1u);
   aggregation->ChildLeft("edge@1", first.join);  // the old stream's end, seen late
@@ -54,8 +54,8 @@ TEST(AggregationChildrenTest, TheEndOfAnOlderJoinLeavesTheRejoinedChildWaitedFor
 TEST(AggregationChildrenTest, AChildWhoseLatestJoinEndedIsNotWaitedFor) {
   std::unique_ptr<Aggregation> aggregation = WaitingAggregation();
   JoinStream old_stream, new_stream;
-  aggregation->ChildJoined("edge@1", old_stream.notifier());
-  const Aggregation::ChildRegistration latest = aggregation->ChildJoined("edge@1", new_stream.notifier());
+  ASSERT_TRUE(aggregation->ChildJoined("edge@1", old_stream.notifier()).ok());
+  const Aggregation::ChildRegistration latest = *aggregation->ChildJoined("edge@1", new_stream.notifier());
   ASSERT_TRUE(aggregation->MergeChildPartial("edge@1", 1, false, ChildPartial(*aggregation, 10)).ok());
   aggregation->ChildLeft("edge@1", latest.join);
 

@@ -1,10 +1,13 @@
-// The checkpoint file: round trip, torn writes and corruption refused, atomic replace.
+// The checkpoint file: round trip (children's leases included), a version 1 file still
+// read, torn writes and corruption refused, atomic replace.
 #include "service/rounds/checkpoint_file.h"
 
 #include <filesystem>
 #include <fstream>
 
 #include "gtest/gtest.h"
+#include "service/core/byte_codec.h"
+#include "service/core/crc32c.h"
 #include "service/core/read_file.h"
 #include "tests/rounds/rounds_test_util.h"
 
@@ -21,8 +24,10 @@ AggregationCheckpoint SampleCheckpoint(const std::string& partial = "partial-byt
   checkpoint.detail = "sealed by an operator";
   checkpoint.contributions = 12;
   checkpoint.weight_sum = 12.5;
-  checkpoint.counted = {"alice", "bob", ""};
-  checkpoint.children = {{"edge-1@17", 4, false}, {"edge-2@18", 9, true}};
+  checkpoint.counted = {"alice", "bob", "", "carol", "dave"};
+  checkpoint.children = {{"edge-1@17", 4, false, false, {"carol", "dave"}},
+                         {"edge-2@18", 9, true, false, {}},
+                         {"edge-3@19", 2, false, true, {}}};
   checkpoint.partial = partial;
   return checkpoint;
 }
@@ -39,6 +44,8 @@ void ExpectSame(const AggregationCheckpoint& a, const AggregationCheckpoint& b) 
     EXPECT_EQ(a.children[i].child_id, b.children[i].child_id);
     EXPECT_EQ(a.children[i].last_sequence, b.children[i].last_sequence);
     EXPECT_EQ(a.children[i].final_received, b.children[i].final_received);
+    EXPECT_EQ(a.children[i].released, b.children[i].released);
+    EXPECT_EQ(a.children[i].leased, b.children[i].leased);
   }
   EXPECT_EQ(a.partial, b.partial);
 }
@@ -70,8 +77,43 @@ TEST(CheckpointFileTest, EveryFlippedByteIsRefused) {
     ASSERT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << "byte " << i << ": " << decoded.status();
   }
   std::string newer = bytes;
-  newer[8] = 2;
+  newer[8] = static_cast<char>(kCheckpointFormatVersion + 1);
   EXPECT_EQ(DecodeCheckpoint(newer).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A file written before children's leases existed (format version 1) is read: its children
+// hold no leases and none was given up.
+TEST(CheckpointFileTest, AVersionOneFileIsReadWithoutLeases) {
+  ByteWriter body;
+  body.PutString(CountingSpec("round-1").SerializeAsString());
+  body.Put<int32_t>(v1::OPEN);
+  body.PutString("");
+  body.Put<int64_t>(3);
+  body.Put<double>(3.0);
+  body.Put<uint64_t>(1);
+  body.PutString("alice");
+  body.Put<uint64_t>(1);
+  body.PutString("edge-1@17");
+  body.Put<uint64_t>(5);
+  body.Put<uint8_t>(1);
+  body.PutString("partial");
+  const std::string payload = body.Take();
+  ByteWriter file;
+  file.PutElements("FEDAGGCK", 8);
+  file.Put<uint32_t>(1);
+  file.Put<uint32_t>(Crc32cExtend(0, payload.data(), payload.size()));
+  file.Put<uint64_t>(payload.size());
+  const std::string bytes = file.Take() + payload;
+
+  absl::StatusOr<AggregationCheckpoint> decoded = DecodeCheckpoint(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->counted, std::vector<std::string>{"alice"});
+  ASSERT_EQ(decoded->children.size(), 1u);
+  EXPECT_EQ(decoded->children[0].last_sequence, 5u);
+  EXPECT_TRUE(decoded->children[0].final_received);
+  EXPECT_FALSE(decoded->children[0].released);
+  EXPECT_TRUE(decoded->children[0].leased.empty());
+  EXPECT_EQ(decoded->partial, "partial");
 }
 
 TEST(CheckpointFileTest, ChecksumMismatchIsNamed) {
