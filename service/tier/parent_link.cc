@@ -339,9 +339,10 @@ void ParentLink::SyncLoop() {
     grpc::ClientContext context;
     PrepareContext(context, /*with_deadline=*/true);
     v1::ListAggregationsResponse response;
+    // Releases go out even while the parent's answers do not come back: they may arrive.
+    claims_.RetryReleases();
     parent_reachable_ = control_->ListAggregations(&context, v1::ListAggregationsRequest(), &response).ok();
     if (!parent_reachable_) continue;
-    claims_.RetryReleases();
     for (const v1::AggregationStatus& status : response.aggregations()) {
       if (status.state() == v1::OPEN) {
         (void)registry_.GetOrMirror(status.spec());

@@ -47,12 +47,19 @@ wait "$ROOT_PID" 2>/dev/null || true
 e2e_start_server "$SERVER" root-2 "$ROOT" $((ROOT + 5)) --checkpoint_dir="$CHECKPOINTS" --checkpoint_interval=300ms
 grep -q "resumed 1 aggregations" "$E2E_DIR/root-2.log"
 # The claims were in the checkpoint: a client acked through A that retries through B
-# after the restart is refused, not counted a second time.
-if cli "$B" submit d1 --client_id="client-$A-1" w="$E2E_DIR/u-$A-1.npy" 2>"$E2E_DIR/retry.err"; then
-  echo "a client acked before the restart was counted again through the other intermediate" >&2; exit 1
-fi
-grep -q "ALREADY_EXISTS: client 'client-$A-1' already contributed" "$E2E_DIR/retry.err" || { cat "$E2E_DIR/retry.err" >&2; exit 1; }
+# after the restart is refused, not counted a second time — ABORTED while A has not pushed
+# its update again (the claim is A's lease), ALREADY_EXISTS once it has.
+retry_through_b() {
+  if cli "$B" submit d1 --client_id="client-$A-1" w="$E2E_DIR/u-$A-1.npy" 2>"$E2E_DIR/retry.err"; then
+    echo "a client acked before the restart was counted again through the other intermediate" >&2; exit 1
+  fi
+}
+retry_through_b
+grep -q "ALREADY_EXISTS: client 'client-$A-1' already contributed\|ABORTED: the update of client 'client-$A-1'" \
+  "$E2E_DIR/retry.err" || { cat "$E2E_DIR/retry.err" >&2; exit 1; }
 wait_for_contributions "$ROOT" "$total"  # pushed again by the intermediates
+retry_through_b
+grep -q "ALREADY_EXISTS: client 'client-$A-1' already contributed" "$E2E_DIR/retry.err" || { cat "$E2E_DIR/retry.err" >&2; exit 1; }
 cli "$ROOT" seal d1
 cli "$ROOT" watch d1 | tail -n 1 | grep -q FINALIZED
 [ "$(contributions "$ROOT")" = "$total" ]

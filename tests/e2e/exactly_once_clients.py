@@ -5,9 +5,10 @@ nginx_exactly_once_test.sh with the fedagg package installed).
       Clients 1..N each send one update through the load balancer LB, wait until an
       intermediate has counted it (its fedagg_updates_accepted_total goes up, so the ack
       is on its way), then cut the stream without reading the ack, and send the same
-      update again through LB on a new stream, where it lands on either intermediate. Every
-      retry must be refused ALREADY_EXISTS. Prints how many retries reached the other
-      intermediate than the first attempt.
+      update again through LB on a new stream, where it lands on either intermediate. A
+      retry is refused ABORTED while the update is acknowledged but not yet delivered to the
+      root (it is then sent again), and must end refused ALREADY_EXISTS, never acked.
+      Prints how many final retries reached the other intermediate than the first attempt.
   both A B ID FIRST LAST
       Clients FIRST..LAST each send their update to intermediates A and B at the same
       moment, on two streams. Exactly one copy may be acked; the other must be refused
@@ -106,12 +107,18 @@ def cut_ack(lb, a_metrics, b_metrics, aggregation_id, clients):
             time.sleep(0.005)
         first_on_a = after[0] > before[0]
         first.cut()  # the ack was sent; it is never read
-        retry = Stream(lb, f"client-{n}")
-        rejected_before = (rejected(a_metrics), rejected(b_metrics))
-        retry.send(update_requests(aggregation_id, n))
-        answer = retry.answer()
-        retry.close()
-        assert answer.HasField("rejection"), f"client {n}: the retry was acked: counted twice"
+        while True:
+            retry = Stream(lb, f"client-{n}")
+            rejected_before = (rejected(a_metrics), rejected(b_metrics))
+            retry.send(update_requests(aggregation_id, n))
+            answer = retry.answer()
+            retry.close()
+            assert answer.HasField("rejection"), f"client {n}: the retry was acked: counted twice"
+            if answer.rejection.code != grpc.StatusCode.ABORTED.value[0]:
+                break
+            assert "has not delivered it yet" in answer.rejection.message, answer
+            assert time.time() < deadline, f"client {n}: still not delivered to the root: {answer}"
+            time.sleep(0.05)
         assert answer.rejection.code == grpc.StatusCode.ALREADY_EXISTS.value[0], answer
         assert f"client 'client-{n}' already contributed" in answer.rejection.message, answer
         rejected_after = (rejected(a_metrics), rejected(b_metrics))

@@ -7,21 +7,21 @@
 #     merged A's pushes (4 contributions), then kills A and C with SIGKILL.
 #  2. The root still counts A's 4 and none of C's: C acknowledged 4 updates that are lost.
 #  3. Clients 5-8 try A, get UNAVAILABLE, and go to B. Clients 9-12, lost with C, send
-#     their updates again through B and are refused ALREADY_EXISTS: C claimed their ids at
-#     the root before it acked them, and a claim stands (exactly once in the whole tree
-#     means an update acked by an intermediate that dies before its push is lost, not
-#     counted a second time; docs/PROTOCOL.md 6.4).
-#  4. Sealed at the root, whose --child_grace_ms (10 minutes) is longer than this test may
-#     run: it finalizes because the dead children left and B delivered its final push, not
-#     because a grace period ran out, with each of updates 1-8 exactly once. Every client
-#     sends [1, 1000 + its number] as int64, so a lost or doubled update shows in the sum.
+#     their updates again through B: C claimed their ids at the root before it acked them,
+#     and holds those claims as leases, so at first the retries are refused ABORTED (held by
+#     an aggregator that has not delivered them; never ALREADY_EXISTS, which would tell the
+#     client it was counted). Once C has been gone for the root's --child_grace_ms (6 s) the
+#     root releases C's claims, and the retries are accepted (docs/PROTOCOL.md 6.4).
+#  4. Sealed at the root: it finalizes because the dead children left and B delivered its
+#     final push, with each of updates 1-12 exactly once. Every client sends
+#     [1, 1000 + its number] as int64, so a lost or doubled update shows in the sum.
 # Usage: intermediate_kill_test.sh FEDAGG_SERVER FEDAGG_CLIENT
 set -euo pipefail
 source "$(dirname "$0")/e2e_lib.sh"
 SERVER=$1 CLIENT=$2
 ROOT=$E2E_BASE A=$((E2E_BASE + 1)) B=$((E2E_BASE + 2)) C=$((E2E_BASE + 3))
 
-e2e_start_server "$SERVER" root "$ROOT" $((ROOT + 5)) --child_grace_ms=600000
+e2e_start_server "$SERVER" root "$ROOT" $((ROOT + 5)) --child_grace_ms=6000
 e2e_start_server "$SERVER" intermediate-a "$A" $((A + 5)) --parent="127.0.0.1:$ROOT"
 A_PID=${E2E_PIDS[-1]}
 e2e_start_server "$SERVER" intermediate-b "$B" $((B + 5)) --parent="127.0.0.1:$ROOT"
@@ -50,12 +50,22 @@ for n in 5 6 7 8; do
   grep -q UNAVAILABLE "$E2E_DIR/refused.txt" || { cat "$E2E_DIR/refused.txt" >&2; exit 1; }
   submit "$B" "$n"
 done
-for n in 9 10 11 12; do  # sent again: C claimed them at the root, so they stay C's (lost)
-  if submit "$B" "$n" 2>"$E2E_DIR/claimed.txt"; then echo "client $n was counted twice in the tree" >&2; exit 1; fi
-  grep -q "ALREADY_EXISTS: client 'client-$n' already contributed" "$E2E_DIR/claimed.txt" || { cat "$E2E_DIR/claimed.txt" >&2; exit 1; }
+# Sent again at once: C still holds their claims, and has not delivered the updates.
+if submit "$B" 9 2>"$E2E_DIR/held.txt"; then echo "client 9 was accepted while C held its claim" >&2; exit 1; fi
+grep -q "ABORTED: the update of client 'client-9' .* has not delivered it yet" "$E2E_DIR/held.txt" ||
+  { cat "$E2E_DIR/held.txt" >&2; exit 1; }
+for n in 9 10 11 12; do  # retried until C's claims are released (6 s after its death)
+  for attempt in $(seq 60); do
+    submit "$B" "$n" 2>"$E2E_DIR/held.txt" && break
+    grep -q ABORTED "$E2E_DIR/held.txt" || { cat "$E2E_DIR/held.txt" >&2; exit 1; }
+    [ "$attempt" -lt 60 ] || { echo "client $n was never accepted again" >&2; exit 1; }
+    sleep 0.5
+  done
 done
-e2e_wait_for_contributions "$CLIENT" "$ROOT" k1 8
+grep -q "child aggregator 'intermediate-c@.*' is lost (no Join stream for 6s); released the 4 client ids" \
+  "$E2E_DIR/root.log" || { echo "the root did not log the release of C's claims" >&2; exit 1; }
+e2e_wait_for_contributions "$CLIENT" "$ROOT" k1 12
 
-e2e_finish_counting_round "$CLIENT" "$ROOT" k1 8
+e2e_finish_counting_round "$CLIENT" "$ROOT" k1 12
 cli "$B" status k1 | grep -q FINALIZED  # B's final partial was delivered
 echo "kill -9 of intermediate aggregators: ok"

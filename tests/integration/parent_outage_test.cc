@@ -124,7 +124,8 @@ TEST(ParentOutageTest, AClaimWhoseAnswerWasLostIsReleased) {
   ASSERT_FALSE(through_a.ok());
   EXPECT_EQ(through_a.status().code(), absl::StatusCode::kUnavailable) << through_a.status();
   EXPECT_THAT(std::string(through_a.status().message()), HasSubstr("could not claim the client id at the parent"));
-  // The release went out on the same connection and reached the root: B may count it.
+  // The release goes out again every sync interval until the root takes it (its answers
+  // are dropped, but the request arrives): then B may count the client.
   absl::StatusOr<v1::Ack> through_b;
   ASSERT_TRUE(Eventually([&] { return (through_b = send(b_port)).ok(); })) << through_b.status();
   relay.set_drop_server_bytes(false);
