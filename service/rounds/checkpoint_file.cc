@@ -69,6 +69,23 @@ absl::Status Corrupt(absl::string_view why) {
   return absl::DataLossError(absl::StrCat("checkpoint file is torn or corrupt: ", why));
 }
 
+// A list of client ids: u64 count, then each id.
+void PutClientIds(ByteWriter& out, const std::vector<std::string>& client_ids) {
+  out.Put<uint64_t>(client_ids.size());
+  for (const std::string& client_id : client_ids) out.PutString(client_id);
+}
+
+absl::Status GetClientIds(ByteReader& in, std::vector<std::string>* client_ids) {
+  uint64_t count = 0;
+  FEDAGG_RETURN_IF_ERROR(in.Get(&count));
+  for (uint64_t i = 0; i < count; ++i) {
+    std::string client_id;
+    FEDAGG_RETURN_IF_ERROR(in.GetString(&client_id));
+    client_ids->push_back(std::move(client_id));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string CheckpointFileName(const std::string& aggregation_id) {
@@ -89,16 +106,14 @@ std::string EncodeCheckpoint(const AggregationCheckpoint& checkpoint) {
   out.PutString(checkpoint.detail);
   out.Put<int64_t>(checkpoint.contributions);
   out.Put<double>(checkpoint.weight_sum);
-  out.Put<uint64_t>(checkpoint.counted.size());
-  for (const std::string& client_id : checkpoint.counted) out.PutString(client_id);
+  PutClientIds(out, checkpoint.counted);
   out.Put<uint64_t>(checkpoint.children.size());
   for (const AggregationCheckpoint::ChildProgress& child : checkpoint.children) {
     out.PutString(child.child_id);
     out.Put<uint64_t>(child.last_sequence);
     out.Put<uint8_t>(child.final_received ? 1 : 0);
     out.Put<uint8_t>(child.released ? 1 : 0);
-    out.Put<uint64_t>(child.leased.size());
-    for (const std::string& client_id : child.leased) out.PutString(client_id);
+    PutClientIds(out, child.leased);
   }
   out.PutString(checkpoint.partial);
   std::string bytes = out.Take();
@@ -143,13 +158,8 @@ absl::StatusOr<AggregationCheckpoint> DecodeCheckpoint(absl::string_view bytes) 
   FEDAGG_RETURN_IF_ERROR(in.GetString(&checkpoint.detail));
   FEDAGG_RETURN_IF_ERROR(in.Get(&checkpoint.contributions));
   FEDAGG_RETURN_IF_ERROR(in.Get(&checkpoint.weight_sum));
+  FEDAGG_RETURN_IF_ERROR(GetClientIds(in, &checkpoint.counted));
   uint64_t count = 0;
-  FEDAGG_RETURN_IF_ERROR(in.Get(&count));
-  for (uint64_t i = 0; i < count; ++i) {
-    std::string client_id;
-    FEDAGG_RETURN_IF_ERROR(in.GetString(&client_id));
-    checkpoint.counted.push_back(std::move(client_id));
-  }
   FEDAGG_RETURN_IF_ERROR(in.Get(&count));
   for (uint64_t i = 0; i < count; ++i) {
     AggregationCheckpoint::ChildProgress child;
@@ -162,13 +172,7 @@ absl::StatusOr<AggregationCheckpoint> DecodeCheckpoint(absl::string_view bytes) 
       uint8_t released = 0;
       FEDAGG_RETURN_IF_ERROR(in.Get(&released));
       child.released = released != 0;
-      uint64_t leased = 0;
-      FEDAGG_RETURN_IF_ERROR(in.Get(&leased));
-      for (uint64_t j = 0; j < leased; ++j) {
-        std::string client_id;
-        FEDAGG_RETURN_IF_ERROR(in.GetString(&client_id));
-        child.leased.push_back(std::move(client_id));
-      }
+      FEDAGG_RETURN_IF_ERROR(GetClientIds(in, &child.leased));
     }
     checkpoint.children.push_back(std::move(child));
   }
