@@ -204,17 +204,24 @@ std::shared_ptr<Aggregation> Mirror(RecordingClaims& claims) {
   return mirror;
 }
 
+// Sends client `client_id`'s update [1, 1] to `mirror` as a stream does: begun, validated,
+// then counted once its claim at the parent is granted. Returns the commit's answer.
+absl::StatusOr<int64_t> SendThroughClaims(Aggregation& mirror, const std::string& client_id) {
+  if (absl::Status begun = mirror.BeginUpdate(client_id); !begun.ok()) return begun;
+  absl::StatusOr<Aggregation::ValidatedUpdate> valid = mirror.Validate(CountingUpdate(mirror.reduction(), 1));
+  if (!valid.ok()) return valid.status();
+  absl::StatusOr<int64_t> committed = absl::UnknownError("not answered");
+  mirror.ClaimAndCommit(client_id, *std::move(valid), [&committed](absl::StatusOr<int64_t> c) { committed = c; });
+  return committed;
+}
+
 TEST(AggregationLeasesTest, AMirrorsDeltaNamesTheClientsItCarriesAndLostChildrenAreReleasedUpstream) {
   RecordingClaims claims;
   std::shared_ptr<Aggregation> mirror = Mirror(claims);
   const uint64_t join = Join(*mirror, "leaf@1");
   ASSERT_TRUE(Claim(*mirror, "leaf@1", "via-leaf").ok());
   ASSERT_TRUE(Claim(*mirror, "leaf@1", "stranded").ok());
-  ASSERT_TRUE(mirror->BeginUpdate("direct").ok());
-  absl::StatusOr<Aggregation::ValidatedUpdate> valid = mirror->Validate(CountingUpdate(mirror->reduction(), 1));
-  ASSERT_TRUE(valid.ok()) << valid.status();
-  absl::StatusOr<int64_t> committed = absl::UnknownError("not answered");
-  mirror->ClaimAndCommit("direct", *std::move(valid), [&committed](absl::StatusOr<int64_t> c) { committed = c; });
+  absl::StatusOr<int64_t> committed = SendThroughClaims(*mirror, "direct");
   ASSERT_TRUE(committed.ok()) << committed.status();
   ASSERT_TRUE(mirror->MergeChildPartial("leaf@1", 1, false, ChildPartial(*mirror, 2), {"via-leaf"}).ok());
 
@@ -232,20 +239,12 @@ TEST(AggregationLeasesTest, AMirrorsDeltaNamesTheClientsItCarriesAndLostChildren
 TEST(AggregationLeasesTest, AMirrorAsksItsParentAboutAClientItAlreadyCounted) {
   RecordingClaims claims;
   std::shared_ptr<Aggregation> mirror = Mirror(claims);
-  ASSERT_TRUE(mirror->BeginUpdate("alice").ok());
-  absl::StatusOr<Aggregation::ValidatedUpdate> valid = mirror->Validate(CountingUpdate(mirror->reduction(), 1));
-  ASSERT_TRUE(valid.ok());
-  absl::StatusOr<int64_t> first = absl::UnknownError("not answered");
-  mirror->ClaimAndCommit("alice", *std::move(valid), [&first](absl::StatusOr<int64_t> c) { first = c; });
+  absl::StatusOr<int64_t> first = SendThroughClaims(*mirror, "alice");
   ASSERT_TRUE(first.ok()) << first.status();
 
   // Only the root knows whether alice's update reached it (this node may be lost before it
   // pushes): a retry here goes to the parent, which decides.
-  ASSERT_TRUE(mirror->BeginUpdate("alice").ok());
-  valid = mirror->Validate(CountingUpdate(mirror->reduction(), 1));
-  ASSERT_TRUE(valid.ok());
-  absl::StatusOr<int64_t> retry = absl::UnknownError("not answered");
-  mirror->ClaimAndCommit("alice", *std::move(valid), [&retry](absl::StatusOr<int64_t> c) { retry = c; });
+  const absl::StatusOr<int64_t> retry = SendThroughClaims(*mirror, "alice");
   EXPECT_EQ(claims.claimed, (std::vector<std::string>{"alice", "alice"}));
   // A parent that grants it anyway does not get it counted twice here; the grant goes back.
   EXPECT_EQ(retry.status().code(), absl::StatusCode::kAlreadyExists) << retry.status();
