@@ -611,8 +611,9 @@ absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {
   absl::StatusOr<std::string> bytes = partial_.Serialize();
   if (!bytes.ok()) return BackendError("its partial aggregate could not be read back", bytes.status());
   final_delta_taken_ |= final;
-  Delta delta{*std::move(bytes), partial_.contributions(), {}};
+  Delta delta{*std::move(bytes), partial_.contributions(), {}, {version_, {}}};
   delta.covered_client_ids.swap(undelivered_);
+  for (const auto& [child_id, child] : children_) delta.durable_mark.child_sequences.emplace_back(child_id, child.last_sequence);
   partial_ = PartialAggregate(config_.reduction, BackendOf(options_));
   AccountPartialMemory();
   return delta;
@@ -624,6 +625,7 @@ bool Aggregation::AwaitChildren(absl::Time deadline) {
 }
 
 void Aggregation::MarkForwarded(const absl::Status& delivered) {
+  std::vector<std::function<void(bool)>> not_durable;
   {
     MutexLock lock(&mu_);
     if (state_ == v1::CANCELLED || state_ == v1::FINALIZED || state_ == v1::FAILED) return;
@@ -632,7 +634,13 @@ void Aggregation::MarkForwarded(const absl::Status& delivered) {
     detail_ = delivered.ok() ? "forwarded to the parent aggregator"
                              : absl::StrCat("the final partial could not be delivered to the parent "
                                             "aggregator: ", delivered.ToString());
+    // A delivered final push that waited for the parent's checkpoint released its waiters
+    // already (MarkDurable); any left are not known to be durable.
+    durability_stopped_ = true;
+    for (auto& [version, waiter] : durable_waiters_) not_durable.push_back(std::move(waiter));
+    durable_waiters_.clear();
   }
+  RunDurableWaiters(not_durable, false);
   NotifyWatchers();
 }
 
@@ -688,13 +696,24 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOr
 }
 
 void Aggregation::MarkDurable(const Snapshot& snapshot) {
+  std::vector<std::pair<std::string, uint64_t>> child_sequences;
+  for (const AggregationCheckpoint::ChildProgress& progress : snapshot.checkpoint.children) {
+    child_sequences.emplace_back(progress.child_id, progress.last_sequence);
+  }
+  MarkDurableUpTo(snapshot.version, child_sequences);
+}
+
+void Aggregation::MarkDurable(const Delta::DurableMark& mark) { MarkDurableUpTo(mark.version, mark.child_sequences); }
+
+void Aggregation::MarkDurableUpTo(uint64_t version,
+                                  const std::vector<std::pair<std::string, uint64_t>>& child_sequences) {
   std::vector<std::function<void(bool)>> released;
   {
     MutexLock lock(&mu_);
-    durable_version_ = std::max(durable_version_, snapshot.version);
-    for (const AggregationCheckpoint::ChildProgress& progress : snapshot.checkpoint.children) {
-      Child& child = ChildLocked(progress.child_id);
-      child.durable_sequence = std::max(child.durable_sequence, progress.last_sequence);
+    durable_version_ = std::max(durable_version_, version);
+    for (const auto& [child_id, last_sequence] : child_sequences) {
+      Child& child = ChildLocked(child_id);
+      child.durable_sequence = std::max(child.durable_sequence, last_sequence);
     }
     auto end = durable_waiters_.upper_bound(durable_version_);
     for (auto it = durable_waiters_.begin(); it != end; ++it) released.push_back(std::move(it->second));
@@ -704,18 +723,46 @@ void Aggregation::MarkDurable(const Snapshot& snapshot) {
 }
 
 void Aggregation::WhenDurable(std::function<void(bool)> done) {
+  bool waits = false;
   bool durable = false;
+  std::function<void()> wanted;
   {
     MutexLock lock(&mu_);
-    if (options_.checkpointed && !durability_stopped_) {
-      if (version_ > durable_version_) {
+    if (DurableAcksLocked() && !durability_stopped_) {
+      waits = version_ > durable_version_;
+      if (waits) {
         durable_waiters_.emplace(version_, std::move(done));
-        return;
+        wanted = durability_wanted_;
+      } else {
+        durable = true;
       }
-      durable = true;
     }
   }
-  done(durable);
+  if (!waits) {
+    done(durable);
+  } else if (wanted) {
+    wanted();
+  }
+}
+
+bool Aggregation::durable_acks() const {
+  MutexLock lock(&mu_);
+  return DurableAcksLocked();
+}
+
+void Aggregation::SetUpstreamDurable(bool durable) {
+  MutexLock lock(&mu_);
+  upstream_durable_ = durable;
+}
+
+bool Aggregation::AwaitsDurability() const {
+  MutexLock lock(&mu_);
+  return !durable_waiters_.empty();
+}
+
+void Aggregation::OnDurabilityWanted(std::function<void()> wanted) {
+  MutexLock lock(&mu_);
+  durability_wanted_ = std::move(wanted);
 }
 
 void Aggregation::StopDurability() {

@@ -20,7 +20,10 @@
 // Durability (a root with --checkpoint_dir): every change bumps a version; the
 // Checkpointer takes a consistent snapshot (TakeSnapshot), writes it and reports it with
 // MarkDurable, which releases the DURABLE acks waiting for it (WhenDurable). Restore
-// rebuilds an aggregation from its checkpoint after a restart.
+// rebuilds an aggregation from its checkpoint after a restart. A mirror whose parent
+// chain writes checkpoints (SetUpstreamDurable) gives DURABLE acks the same way: each
+// delta carries the version it holds, and the parent link reports it with MarkDurable
+// once the parent says a checkpoint holds the delta.
 #ifndef FEDAGG_SERVICE_ROUNDS_AGGREGATION_H_
 #define FEDAGG_SERVICE_ROUNDS_AGGREGATION_H_
 
@@ -30,6 +33,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -96,7 +100,13 @@ class Aggregation {
   const std::string& id() const { return config_.id; }
   const AggregationConfig& config() const { return config_; }
   const ReductionSpec& reduction() const { return *config_.reduction; }
+  // Whether this node writes checkpoints of the aggregation (a root with --checkpoint_dir).
   bool checkpointed() const { return options_.checkpointed; }
+  // Whether it can ack DURABLE: it writes checkpoints, or it is a mirror whose parent
+  // reported that a checkpoint above holds, in time, what it merges.
+  bool durable_acks() const;
+  // Mirrors: what the parent reported on joining (TierCommand.parent_durable_acks).
+  void SetUpstreamDurable(bool durable);
 
   // Starts an update from `client_id`: FAILED_PRECONDITION when not open, UNAVAILABLE on a
   // mirror not (or no longer) joined at its parent, ALREADY_EXISTS when this client's
@@ -191,6 +201,11 @@ class Aggregation {
     // The clients whose updates `bytes` carries: counted here, or covered by a child's
     // merged partial. The parent ends this node's leases on them when it merges the delta.
     std::vector<std::string> covered_client_ids;
+    // What a checkpoint above holds once it holds this delta (MarkDurable).
+    struct DurableMark {
+      uint64_t version = 0;  // everything counted or merged up to this version
+      std::vector<std::pair<std::string, uint64_t>> child_sequences;  // last merged, per child
+    } durable_mark;
   };
   // Fails only when the backend cannot serialize its state (then nothing was taken).
   absl::StatusOr<Delta> TakeDelta(bool final);
@@ -225,6 +240,15 @@ class Aggregation {
   absl::StatusOr<std::optional<Snapshot>> TakeSnapshot();
   // The checkpoint of `snapshot` is on disk: the acks waiting for it are released.
   void MarkDurable(const Snapshot& snapshot);
+  // Mirrors: a checkpoint above holds the delta of `mark` (the parent said so).
+  void MarkDurable(const Delta::DurableMark& mark);
+  // Whether DURABLE acks (or a child's push) wait for a checkpoint that holds them: a
+  // mirror then pushes a delta that asks its parent to answer once one does.
+  bool AwaitsDurability() const;
+  // Mirrors: `wanted` runs (outside the locks, must not block) each time something starts
+  // waiting for durability, so the parent link pushes without waiting for its next
+  // interval. Null: none.
+  void OnDurabilityWanted(std::function<void()> wanted);
   // Runs `done(true)` once a checkpoint on disk holds everything counted so far (inline
   // when one already does), or `done(false)` when none will: not checkpointed, or
   // checkpoints stopped. Runs outside this aggregation's locks; must not block.
@@ -284,6 +308,12 @@ class Aggregation {
       std::vector<std::function<void(bool)>>* abandoned);
   // Brings the memory budget's claim for the partial aggregate up to date.
   void AccountPartialMemory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reduce_mu_);
+  // Releases the DURABLE waiters up to `version` and records the children's durable
+  // sequences.
+  void MarkDurableUpTo(uint64_t version, const std::vector<std::pair<std::string, uint64_t>>& child_sequences);
+  bool DurableAcksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return options_.checkpointed || upstream_durable_;
+  }
   // Finalizes a sealed aggregation once its children are done or their grace ran out.
   void MaybeFinalize();
   void SealLocked(std::vector<ChildNotifier>* to_notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -310,6 +340,8 @@ class Aggregation {
   absl::Time pending_since_ ABSL_GUARDED_BY(mu_);  // when the oldest pending update arrived
   int64_t contributions_ ABSL_GUARDED_BY(mu_) = 0;
   bool joined_upstream_ ABSL_GUARDED_BY(mu_) = false;
+  bool upstream_durable_ ABSL_GUARDED_BY(mu_) = false;  // mirrors: SetUpstreamDurable
+  std::function<void()> durability_wanted_ ABSL_GUARDED_BY(mu_);  // mirrors: OnDurabilityWanted
   absl::Status upstream_error_ ABSL_GUARDED_BY(mu_);  // why not joined; OK: not tried yet
   bool final_delta_taken_ ABSL_GUARDED_BY(mu_) = false;
   double weight_sum_ ABSL_GUARDED_BY(mu_) = 0;

@@ -115,10 +115,11 @@ class PushPartialReactor final : public grpc::ServerReadReactor<v1::PartialChunk
     absl::StatusOr<std::shared_ptr<Aggregation>> aggregation =
         FindForChild(service_.registry, header_.aggregation_id(), header_.incarnation());
     if (!aggregation.ok()) return aggregation.status();
-    if (header_.wait_durable() && !(*aggregation)->checkpointed()) {
+    if (header_.wait_durable() && !(*aggregation)->durable_acks()) {
       return absl::FailedPreconditionError(
-          "the push asks to wait for a checkpoint, but this aggregator writes none "
-          "(--checkpoint_dir is not set, or it is an intermediate aggregator); push without wait_durable");
+          "the push asks to wait for a checkpoint, but no checkpoint holds what this aggregator merges "
+          "(--checkpoint_dir is not set at the root, or this intermediate is not joined under one); push "
+          "without wait_durable");
     }
     // The decoded partial is about as large as its serialized form; with the chunks in
     // flight it counts in the node's memory budget until merged. A push that would exceed
@@ -306,6 +307,7 @@ grpc::ServerWriteReactor<v1::TierCommand>* TierService::Join(grpc::CallbackServe
     message.set_kind(kind);
     message.set_last_sequence(registration.last_sequence);
     message.set_parent_checkpoints((*found)->checkpointed());
+    message.set_parent_durable_acks((*found)->durable_acks());
     message.set_parent_instance(instance_);
     return message;
   };

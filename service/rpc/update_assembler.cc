@@ -49,12 +49,12 @@ absl::StatusOr<UpdateBuffer::Layout> UpdateAssembler::CheckHeader(const Aggregat
     return absl::InvalidArgumentError(absl::StrCat("UpdateHeader.ack_level ", header.ack_level(),
                                                    " is not RECEIVED or DURABLE"));
   }
-  if (header.ack_level() == v1::DURABLE && !aggregation.checkpointed()) {
+  if (header.ack_level() == v1::DURABLE && !aggregation.durable_acks()) {
     return absl::FailedPreconditionError(
         registry_.is_intermediate()
-            ? "DURABLE acks were asked for, but this intermediate aggregator writes no checkpoints "
-              "(its parent keeps what it forwards); ask for RECEIVED acks here, or contribute to "
-              "a root that runs with --checkpoint_dir"
+            ? "DURABLE acks were asked for, but no checkpoint holds what this intermediate aggregator "
+              "forwards (its root runs without --checkpoint_dir); ask for RECEIVED acks here, or "
+              "contribute under a root that runs with --checkpoint_dir"
             : "DURABLE acks were asked for, but this server runs without checkpoints "
               "(--checkpoint_dir is not set); ask for RECEIVED acks, or restart the server with "
               "--checkpoint_dir");

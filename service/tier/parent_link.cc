@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "service/rpc/grpc_status.h"
@@ -35,6 +36,10 @@ ParentLink::~ParentLink() {
       MutexLock join_lock(&link->join_mu);
       if (link->join_context != nullptr) link->join_context->TryCancel();
     }
+  }
+  {
+    MutexLock lock(&wakeup_->mu);
+    wakeup_->stopping = true;
   }
   sync_thread_.join();
   forward_thread_.join();  // no link is removed from here on
@@ -95,6 +100,12 @@ void ParentLink::MirrorCreated(std::shared_ptr<Aggregation> mirror) {
   if (stopping_) return;
   auto link = std::make_unique<MirrorLink>();
   link->mirror = std::move(mirror);
+  link->mirror->OnDurabilityWanted([wakeup = std::weak_ptr<ForwardWakeup>(wakeup_)] {
+    if (std::shared_ptr<ForwardWakeup> w = wakeup.lock()) {
+      MutexLock lock(&w->mu);
+      w->durability_wanted = true;
+    }
+  });
   MirrorLink* raw = link.get();
   links_[absl::StrCat(raw->mirror->id(), "@", raw->mirror->config().proto.incarnation())] = std::move(link);
   raw->join_thread = std::thread([this, raw] {
@@ -240,6 +251,8 @@ absl::Status ParentLink::ParentReported(MirrorLink* link, const v1::TierCommand&
         "those claims); updates acknowledged here are not counted, and their clients may send them again"));
   }
   link->parent_checkpoints = command.parent_checkpoints();
+  link->parent_durable_acks = command.parent_durable_acks() || command.parent_checkpoints();
+  link->mirror->SetUpstreamDurable(link->parent_durable_acks);
   const uint64_t holds = command.last_sequence();
   const uint64_t pushed = link->next_sequence - 1;
   const uint64_t first_kept = link->kept.empty() ? link->next_sequence : link->kept.begin()->first;
@@ -261,9 +274,13 @@ absl::Status ParentLink::Forward(MirrorLink* link, bool final) {
   if (absl::Status pushed = PushKept(link); !pushed.ok()) return pushed;
   if (!link->final_taken) {
     // A backend failure takes nothing: the mirror's partial stays as it was.
+    // Acks waiting for durability need a push even when nothing new was counted: the
+    // parent's answer to it says what its checkpoint holds.
+    const bool for_durability = link->parent_durable_acks && link->mirror->AwaitsDurability();
     absl::StatusOr<Aggregation::Delta> delta = link->mirror->TakeDelta(final);
     if (!delta.ok()) return delta.status();
-    if (delta->contributions == 0 && !final) return absl::OkStatus();
+    if (delta->contributions == 0 && !final && !for_durability) return absl::OkStatus();
+    if (link->parent_durable_acks) link->not_yet_durable[link->next_sequence] = std::move(delta->durable_mark);
     // Kept until the parent holds it (and, when it writes checkpoints, until its
     // checkpoint does); a failed push goes out again under the same sequence number.
     MemoryReservation held;
@@ -281,17 +298,28 @@ absl::Status ParentLink::PushKept(MirrorLink* link) {
   for (auto it = link->kept.upper_bound(link->parent_holds); it != link->kept.end();
        it = link->kept.upper_bound(link->parent_holds)) {
     const uint64_t sequence = it->first;
+    const bool newest = std::next(it) == link->kept.end();
     // The final delta is delivered once the parent's checkpoint holds it: after that
-    // nothing of this node's is left to send again.
-    const bool wait_durable = it->second.final && link->parent_checkpoints;
+    // nothing of this node's is left to send again. The newest one also waits for it while
+    // DURABLE acks wait here.
+    const bool wait_durable = (it->second.final && link->parent_checkpoints) ||
+                              (newest && link->parent_durable_acks && link->mirror->AwaitsDurability());
     absl::StatusOr<v1::PushPartialResponse> response =
         Push(*link->mirror, sequence, it->second.final, wait_durable, it->second);
     if (!response.ok()) return response.status();
     link->parent_holds = sequence;
     const uint64_t releasable = link->parent_checkpoints ? response->durable_sequence() : sequence;
     link->kept.erase(link->kept.begin(), link->kept.upper_bound(releasable));
+    DeltasDurable(link, response->durable_sequence());
   }
   return absl::OkStatus();
+}
+
+void ParentLink::DeltasDurable(MirrorLink* link, uint64_t durable_sequence) {
+  auto end = link->not_yet_durable.upper_bound(durable_sequence);
+  if (end == link->not_yet_durable.begin()) return;
+  link->mirror->MarkDurable(std::prev(end)->second);  // the newest holds everything before it
+  link->not_yet_durable.erase(link->not_yet_durable.begin(), end);
 }
 
 absl::StatusOr<v1::PushPartialResponse> ParentLink::Push(const Aggregation& mirror, uint64_t sequence,
@@ -358,8 +386,21 @@ void ParentLink::SyncLoop() {
   }
 }
 
+bool ParentLink::WaitForwardTurn(absl::Time tick, bool* durability_only) {
+  ForwardWakeup& w = *wakeup_;
+  MutexLock lock(&w.mu);
+  w.mu.AwaitWithDeadline([&w]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return w.stopping || w.durability_wanted; }, tick);
+  if (w.stopping) return false;
+  *durability_only = absl::Now() < tick;
+  w.durability_wanted = false;
+  return true;
+}
+
 void ParentLink::ForwardLoop() {
-  while (!WaitStopping(options_.forward_interval)) {
+  absl::Time tick = absl::Now() + options_.forward_interval;
+  bool durability_only = false;
+  while (WaitForwardTurn(tick, &durability_only)) {
+    if (!durability_only) tick = absl::Now() + options_.forward_interval;
     std::vector<MirrorLink*> links;
     std::vector<std::unique_ptr<MirrorLink>> finished;
     {
@@ -380,7 +421,8 @@ void ParentLink::ForwardLoop() {
     for (std::unique_ptr<MirrorLink>& link : finished) link->join_thread.join();
     finished.clear();
     for (MirrorLink* link : links) {
-      if (link->mirror->state() == v1::OPEN) (void)Forward(link, /*final=*/false);
+      if (link->mirror->state() != v1::OPEN) continue;
+      if (!durability_only || link->mirror->AwaitsDurability()) (void)Forward(link, /*final=*/false);
     }
   }
 }

@@ -16,7 +16,11 @@
 //    the parent merges each (child, sequence) once. When the parent writes checkpoints,
 //    every delta is kept until the parent reports it durable; a parent that restarted
 //    from a checkpoint says on re-join which sequence it holds, and the deltas after it
-//    are pushed again. The final delta waits for the parent's checkpoint.
+//    are pushed again. The final delta waits for the parent's checkpoint;
+//  - gives DURABLE acks when a checkpoint above holds what the parent merges
+//    (TierCommand.parent_durable_acks): while acks wait, each push asks the parent to
+//    answer once a checkpoint holds it, and the deltas the parent reports durable are
+//    marked so on the mirror (Aggregation::MarkDurable), which releases those acks.
 #ifndef FEDAGG_SERVICE_TIER_PARENT_LINK_H_
 #define FEDAGG_SERVICE_TIER_PARENT_LINK_H_
 
@@ -90,6 +94,10 @@ class ParentLink final : public UpstreamSource {
     // The last sequence the parent holds (acked to us, or reported on (re-)join).
     uint64_t parent_holds ABSL_GUARDED_BY(push_mu) = 0;
     bool parent_checkpoints ABSL_GUARDED_BY(push_mu) = false;
+    bool parent_durable_acks ABSL_GUARDED_BY(push_mu) = false;
+    // Under a parent with durable acks: what each pushed delta holds, by sequence, until
+    // the parent reports it durable.
+    std::map<uint64_t, Aggregation::Delta::DurableMark> not_yet_durable ABSL_GUARDED_BY(push_mu);
     std::string parent_instance ABSL_GUARDED_BY(push_mu);  // the parent's process, once joined
     // Deltas by sequence: those the parent does not hold yet, and, when it writes
     // checkpoints, those its last checkpoint does not hold yet.
@@ -112,6 +120,8 @@ class ParentLink final : public UpstreamSource {
   absl::Status Forward(MirrorLink* link, bool final);
   // Pushes every kept delta after parent_holds, in order.
   absl::Status PushKept(MirrorLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->push_mu);
+  // The parent's checkpoint holds this node's deltas up to `durable_sequence`.
+  void DeltasDurable(MirrorLink* link, uint64_t durable_sequence) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->push_mu);
   // What the parent said on (re-)join: the last sequence it holds from us. FAILED_PRECONDITION
   // when the parent is another process that writes no checkpoints, and this mirror counted
   // clients through the previous one: those claims are being released above, so nothing
@@ -121,6 +131,9 @@ class ParentLink final : public UpstreamSource {
                                                bool wait_durable, const KeptDelta& delta);
   void SyncLoop();
   void ForwardLoop();
+  // Waits until the next forward interval at `tick`, or until a mirror wants durability
+  // (`*durability_only` then: push only the mirrors whose acks wait). False when stopping.
+  bool WaitForwardTurn(absl::Time tick, bool* durability_only);
   bool WaitStopping(absl::Duration timeout);
 
   const ParentLinkOptions options_;
@@ -131,6 +144,14 @@ class ParentLink final : public UpstreamSource {
 
   Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Wakes the forward loop before its interval when a mirror's acks wait for a checkpoint;
+  // shared with the mirrors' callbacks, which may run after this link is gone.
+  struct ForwardWakeup {
+    Mutex mu;
+    bool durability_wanted ABSL_GUARDED_BY(mu) = false;
+    bool stopping ABSL_GUARDED_BY(mu) = false;
+  };
+  const std::shared_ptr<ForwardWakeup> wakeup_ = std::make_shared<ForwardWakeup>();
   // One per mirror (by id and incarnation) until its join thread finishes; only the
   // forward loop removes links.
   std::map<std::string, std::unique_ptr<MirrorLink>> links_ ABSL_GUARDED_BY(mu_);

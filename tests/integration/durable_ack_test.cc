@@ -1,8 +1,12 @@
 // Integration tests of ack levels: the C++ client asks for RECEIVED or DURABLE acks from
-// in-process servers with and without --checkpoint_dir, on both update paths, and an
-// intermediate aggregator refuses DURABLE. A server restarted on the same checkpoint
-// directory resumes the aggregation (crash tests with kill -9 are in tests/e2e).
+// in-process servers with and without --checkpoint_dir, on both update paths; an
+// intermediate aggregator acks DURABLE once its root's checkpoint holds the update, and
+// refuses DURABLE under a root without checkpoints. A server restarted on the same
+// checkpoint directory resumes the aggregation (crash tests with kill -9 are in tests/e2e).
 
+#include <filesystem>
+
+#include "service/rounds/checkpoint_file.h"
 #include "tests/integration/test_cluster.h"
 #include "tests/temp_dir.h"
 
@@ -76,14 +80,78 @@ TEST(DurableAckTest, DurableIsRefusedWithoutCheckpoints) {
   ASSERT_TRUE(ack.ok()) << ack.status();
   EXPECT_EQ(ack->contributions(), 1);
 
-  // An intermediate aggregator writes no checkpoints either.
+  // Nor does anything above an intermediate aggregator under that root.
   absl::StatusOr<std::unique_ptr<ContributeStream>> stream =
       ContributeStream::Open(Connect(cluster->intermediates[0]->port()), "erin", durable);
   ASSERT_TRUE(stream.ok()) << stream.status();
   ack = (*stream)->Contribute(spec, Int64Update({1, 1}));
   EXPECT_EQ(ack.status().code(), absl::StatusCode::kFailedPrecondition) << ack.status();
-  EXPECT_NE(ack.status().message().find("intermediate aggregator writes no checkpoints"), absl::string_view::npos)
+  EXPECT_NE(ack.status().message().find("no checkpoint holds what this intermediate aggregator forwards"),
+            absl::string_view::npos)
       << ack.status();
+}
+
+// DURABLE through an intermediate: the ack comes once the root's checkpoint holds a
+// partial carrying the update, so a root restarted from its directory holds it even though
+// the intermediate (which would push it again) is gone.
+TEST(DurableAckTest, AnIntermediateAcksDurableOnceTheRootsCheckpointHoldsTheUpdate) {
+  TempDir dir;
+  const v1::AggregationSpec spec = Int64SumSpec("durable-tree");
+  ServerConfig root_config = CheckpointingConfig(dir.path());
+  root_config.checkpoint_interval = absl::Milliseconds(200);
+  absl::StatusOr<std::unique_ptr<FedaggServer>> root = FedaggServer::Start(root_config);
+  ASSERT_TRUE(root.ok()) << root.status();
+  ServerConfig child_config = LoopbackConfig();
+  child_config.parent_address = absl::StrCat("127.0.0.1:", (*root)->port());
+  child_config.node_id = "durable-edge";
+  child_config.forward_interval = absl::Seconds(30);  // only waiting acks make it push
+  absl::StatusOr<std::unique_ptr<FedaggServer>> intermediate = FedaggServer::Start(child_config);
+  ASSERT_TRUE(intermediate.ok()) << intermediate.status();
+  ASSERT_TRUE(ControlClient(Connect((*root)->port())).Create(spec).ok());
+
+  CallOptions durable;
+  durable.ack_level = v1::DURABLE;
+  auto edge = Connect((*intermediate)->port());
+  absl::StatusOr<v1::Ack> ack = SubmitUpdate(edge, "alice", spec, Int64Update({1, 10}), durable);
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->level(), v1::DURABLE);
+  absl::StatusOr<std::unique_ptr<ContributeStream>> stream = ContributeStream::Open(edge, "bob", durable);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  ack = (*stream)->Contribute(spec, Int64Update({1, 200}));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->level(), v1::DURABLE);
+  EXPECT_TRUE((*stream)->Close().ok());
+  // What the root's disk holds right after the acks: a crash now restarts from it.
+  std::filesystem::copy(dir.path() + "/" + CheckpointFileName(spec.aggregation_id()),
+                        dir.path() + "/snapshot.ckpt.copy");
+  ack = SubmitUpdate(edge, "carol", spec, Int64Update({1, 3000}));  // RECEIVED: not in that copy
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->level(), v1::RECEIVED);
+
+  // Nothing the intermediate holds or could push again reaches the restarted root.
+  intermediate->reset();
+  root->reset();
+  std::filesystem::rename(dir.path() + "/snapshot.ckpt.copy",
+                          dir.path() + "/" + CheckpointFileName(spec.aggregation_id()));
+  ServerConfig restarted_config = root_config;
+  restarted_config.child_grace = absl::Milliseconds(100);
+  absl::StatusOr<std::unique_ptr<FedaggServer>> restarted = FedaggServer::Start(restarted_config);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  auto channel = Connect((*restarted)->port());
+  for (const char* client : {"alice", "bob"}) {
+    absl::StatusOr<v1::Ack> again = SubmitUpdate(channel, client, spec, Int64Update({1, 1}));
+    EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists) << client << ": " << again.status();
+  }
+  ControlClient control(channel);
+  ASSERT_TRUE(control.Seal(spec.aggregation_id()).ok());
+  absl::StatusOr<v1::AggregationStatus> final_status = control.WatchUntilFinal(spec.aggregation_id());
+  ASSERT_TRUE(final_status.ok()) << final_status.status();
+  ASSERT_EQ(final_status->state(), v1::FINALIZED) << final_status->detail();
+  absl::StatusOr<AggregateResult> result = control.GetResult(spec.aggregation_id());
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::vector<int64_t> w(2);
+  std::memcpy(w.data(), result->fields.at(0).value.bytes.data(), sizeof(int64_t) * 2);
+  EXPECT_EQ(w, (std::vector<int64_t>{2, 210}));  // both DURABLE-acked updates, each once
 }
 
 TEST(DurableAckTest, IntermediateWithCheckpointDirIsRefusedAtStart) {
