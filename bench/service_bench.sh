@@ -10,6 +10,7 @@
 #                                           [--memory_streams=4] [--memory_batch_max_mib=64] [--root_flags=...]
 #   bench/service_bench.sh BUILD_DIR partial [--partial_updates=4] [--partial_floats=16777216]
 #   bench/service_bench.sh BUILD_DIR scale  [--scale_clients=10000] [--scale_concurrency=1000]
+#   bench/service_bench.sh BUILD_DIR acks   [--acks_clients=400] [--acks_concurrency=16]
 # ingest:  N concurrent streams of 1 KiB, 1 MiB and 64 MiB updates through fedagg-server
 #          (validation, batching, reduction) and through fedagg-raw-sink (a bare gRPC sink
 #          receiving the same chunked messages); payload bytes/s, updates/s and the ratio.
@@ -25,6 +26,9 @@
 #          none: the server's defaults), e.g. to measure a baseline without the ingest window.
 # scale:   10,000 logical clients through a root and two intermediate aggregators:
 #          updates/s and each server's peak RSS.
+# acks:    ack latency (p50, p99 per client) under a root with --checkpoint_dir, with the
+#          default --checkpoint_interval and --forward_interval_ms: RECEIVED and DURABLE at
+#          the root, and through one intermediate aggregator.
 set -euo pipefail
 BUILD=$(cd "$1" && pwd); CASE=$2; shift 2
 source "$(dirname "$0")/../tests/e2e/e2e_lib.sh"
@@ -33,7 +37,7 @@ LOADGEN=$BUILD/client_stub/fedagg-loadgen
 SINK=$BUILD/bench/fedagg-raw-sink
 
 declare -A OPT=([streams]=8 [updates_1k]=20000 [updates_1m]=1000 [updates_64m]=6 [rounds_small]=20 [rounds_large]=5
-                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000)
+                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16)
 for arg in "$@"; do
   key=${arg#--}; key=${key%%=*}
   [ -n "${OPT[$key]+set}" ] && [[ $arg == --*=* ]] || { echo "unknown option $arg" >&2; exit 2; }
@@ -136,5 +140,20 @@ scale)
   emit "$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({"bench": "scale", "clients": r["clients_per_round"], "updates_per_s": r["throughput"]["updates_per_s"], "payload_bytes_per_s": r["throughput"]["payload_bytes_per_s"], "latency_p99_ms": r["latency_ms"]["p99"], "root_peak_rss_bytes": int(sys.argv[2])*1024, "intermediate_peak_rss_bytes": [int(x)*1024 for x in sys.argv[3:]], "checked": r["passed"]}))' \
       "$E2E_DIR/scale.json" "$(rss_kib "$ROOT_PID" VmHWM)" "$(rss_kib "${MID_PIDS[0]}" VmHWM)" "$(rss_kib "${MID_PIDS[1]}" VmHWM)")"
   stop_all ;;
-*) echo "unknown case '$CASE': ingest, rounds, memory, partial or scale" >&2; exit 2 ;;
+acks)
+  start_root --checkpoint_dir="$E2E_DIR/checkpoints-$PORT" --checkpoint_interval=1s
+  next_port; mid=$PORT; next_port
+  e2e_start_server "$SERVER" "mid-$mid" "$mid" "$PORT" --parent="127.0.0.1:$ROOT" --forward_interval_ms=1000 --child_grace_ms=10000
+  for at in root intermediate; do
+    server="127.0.0.1:$ROOT"; [ "$at" = intermediate ] && server="127.0.0.1:$mid"
+    for level in received durable; do
+      loadgen "$E2E_DIR/acks-$at-$level.json" --control="127.0.0.1:$ROOT" --servers="$server" \
+          --clients="${OPT[acks_clients]}" --concurrency="${OPT[acks_concurrency]}" --channels=2 \
+          --type='<w=float32[16]>' --intrinsics=federated_sum --durable=$([ "$level" = durable ] && echo true || echo false)
+      emit "$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({"bench": "acks", "at": sys.argv[2], "level": sys.argv[3], "clients": r["clients_per_round"], "concurrency": int(sys.argv[4]), "p50_ms": r["latency_ms"]["p50"], "p99_ms": r["latency_ms"]["p99"], "checked": r["passed"]}))' \
+          "$E2E_DIR/acks-$at-$level.json" "$at" "$level" "${OPT[acks_concurrency]}")"
+    done
+  done
+  stop_all ;;
+*) echo "unknown case '$CASE': ingest, rounds, memory, partial, scale or acks" >&2; exit 2 ;;
 esac

@@ -53,6 +53,7 @@ RunStats LoadRunner::Run(const std::string& aggregation_id, absl::Span<const Gen
     settings.chunk_bytes = options_.chunk_bytes;
     settings.max_attempts = options_.max_attempts;
     settings.initial_backoff = options_.initial_backoff;
+    settings.durable = options_.durable;
     settings.token = options_.token;
     const size_t stub = static_cast<size_t>((i % servers) * per_server + (i / servers) % per_server);
     const int64_t payload = pool[k].payload_bytes();

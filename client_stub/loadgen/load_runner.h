@@ -32,6 +32,7 @@ struct RunOptions {
   size_t chunk_bytes = 1 << 20;
   int max_attempts = 10;
   absl::Duration initial_backoff = absl::Milliseconds(5);
+  bool durable = false;  // ask for DURABLE acks (a latency then includes the checkpoint)
 };
 
 struct RunStats {

@@ -52,6 +52,9 @@ ABSL_FLAG(double, lost_ack_fraction, 0,
 ABSL_FLAG(double, slow_fraction, 0, "fault: clients that wait --slow_delay_ms before every message");
 ABSL_FLAG(int64_t, slow_delay_ms, 20, "the slow clients' pause before each message");
 ABSL_FLAG(int, max_attempts, 10, "sends of one update refused with UNAVAILABLE/ABORTED or cut off, in all");
+ABSL_FLAG(bool, durable, false,
+          "ask for DURABLE acks (the server must write checkpoints, or be an intermediate under a root that does); "
+          "latencies then include the wait for the checkpoint");
 ABSL_FLAG(int64_t, retry_backoff_ms, 5, "first wait before sending again; doubles each time, up to 1 s");
 ABSL_FLAG(std::string, aggregation_id, "",
           "join this existing aggregation instead of creating one (the check assumes only this run contributes)");
@@ -100,6 +103,7 @@ absl::StatusOr<RunOptions> RunOptionsFromFlags(const std::string& token) {
   options.chunk_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_chunk_kib)) * 1024;
   options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
   options.initial_backoff = absl::Milliseconds(absl::GetFlag(FLAGS_retry_backoff_ms));
+  options.durable = absl::GetFlag(FLAGS_durable);
   if (options.servers.empty()) return absl::InvalidArgumentError("name at least one server");
   if (options.clients < 1) return absl::InvalidArgumentError("--clients must be at least 1");
   if (options.channels_per_server < 1 || options.concurrency < 1 || options.max_attempts < 1) {

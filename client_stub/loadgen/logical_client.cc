@@ -112,6 +112,7 @@ class StreamAttempt final : public grpc::ClientBidiReactor<v1::ContributeRequest
       return;
     }
     encoder_.Next(request_);
+    if (settings_.durable && request_.has_header()) request_.mutable_header()->set_ack_level(v1::DURABLE);
     StartWrite(&request_);
   }
 

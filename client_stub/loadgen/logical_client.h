@@ -31,6 +31,7 @@ struct ClientSettings {
   int max_attempts = 10;  // sends of the whole update (faults not counted)
   absl::Duration initial_backoff = absl::Milliseconds(5);
   std::string token;
+  bool durable = false;  // the header asks for a DURABLE ack
 };
 
 struct ClientOutcome {
