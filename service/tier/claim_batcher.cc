@@ -56,8 +56,26 @@ void ClaimBatcher::Release(const std::string& aggregation_id, const std::string&
   if (call != nullptr) Start(call);
 }
 
+std::string ClaimBatcher::Key(const std::string& aggregation_id, const std::string& incarnation) {
+  return absl::StrCat(aggregation_id, "@", incarnation);
+}
+
+void ClaimBatcher::SetSlowAnswers(const std::string& aggregation_id, const std::string& incarnation, bool slow) {
+  MutexLock lock(&mu_);
+  if (slow) {
+    slow_answers_.insert(Key(aggregation_id, incarnation));
+  } else {
+    slow_answers_.erase(Key(aggregation_id, incarnation));
+  }
+}
+
+void ClaimBatcher::Forget(const std::string& aggregation_id, const std::string& incarnation) {
+  MutexLock lock(&mu_);
+  slow_answers_.erase(Key(aggregation_id, incarnation));
+}
+
 ClaimBatcher::Queue& ClaimBatcher::QueueLocked(const std::string& aggregation_id, const std::string& incarnation) {
-  Queue& queue = queues_[absl::StrCat(aggregation_id, "@", incarnation)];
+  Queue& queue = queues_[Key(aggregation_id, incarnation)];
   queue.aggregation_id = aggregation_id;
   queue.incarnation = incarnation;
   return queue;
@@ -78,8 +96,10 @@ void ClaimBatcher::RetryReleases() {
 
 std::shared_ptr<ClaimBatcher::Call> ClaimBatcher::TakeBatchLocked(Queue& queue) {
   const bool releases_now = !queue.releases.empty() && !queue.retry_releases;
-  if (queue.in_flight || (queue.claims.empty() && !releases_now)) return nullptr;
-  queue.in_flight = true;
+  const std::string key = Key(queue.aggregation_id, queue.incarnation);
+  const int max_calls = slow_answers_.contains(key) ? kSlowAnswerCalls : 1;
+  if (queue.calls_in_flight >= max_calls || (queue.claims.empty() && !releases_now)) return nullptr;
+  ++queue.calls_in_flight;
   queue.retry_releases = false;
   auto call = std::make_shared<Call>();
   prepare_(call->context);
@@ -93,7 +113,7 @@ std::shared_ptr<ClaimBatcher::Call> ClaimBatcher::TakeBatchLocked(Queue& queue) 
   for (std::string& client_id : queue.releases) call->request.add_released_client_ids(std::move(client_id));
   queue.claims.clear();
   queue.releases.clear();
-  call->key = absl::StrCat(queue.aggregation_id, "@", queue.incarnation);
+  call->key = key;
   calls_[call.get()] = call;
   return call;
 }
@@ -128,7 +148,7 @@ void ClaimBatcher::Completed(std::shared_ptr<Call> call, const grpc::Status& rpc
   {
     MutexLock lock(&mu_);
     Queue& queue = queues_[call->key];
-    queue.in_flight = false;
+    --queue.calls_in_flight;
     // The parent may have granted what the failed call asked: give it back, with the
     // releases the call carried, at the next RetryReleases. Unless the parent says the
     // aggregation (or this child) is gone there: then nothing is held to release.
@@ -139,7 +159,7 @@ void ClaimBatcher::Completed(std::shared_ptr<Call> call, const grpc::Status& rpc
       queue.retry_releases = true;
     }
     if (!stopping_) next = TakeBatchLocked(queue);
-    if (!queue.in_flight && queue.releases.empty()) queues_.erase(call->key);
+    if (queue.calls_in_flight == 0 && queue.releases.empty()) queues_.erase(call->key);
   }
   if (next != nullptr) Start(next);
   for (int i = 0; i < claimed; ++i) call->done[i](results[i]);

@@ -2,6 +2,9 @@
 // (Tier.ClaimClients), batched and pipelined. Per aggregation, one call is in flight at a
 // time; claims and releases that arrive meanwhile go out together in the next call, so
 // under load one round trip serves many updates and at rest a claim costs one round trip.
+// Under a parent that answers once a root checkpoint holds the grants (SetSlowAnswers),
+// up to kSlowAnswerCalls calls are in flight instead: a claim that arrives while one waits
+// shares the same checkpoint rather than waiting for it and then for the next one.
 // A call that fails (the parent unreachable, a deadline) refuses its claims with
 // UNAVAILABLE and releases them later, in case the parent granted them before the answer
 // was lost. Releases are retried (RetryReleases) until the parent takes them, or answers
@@ -15,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +43,10 @@ class ClaimBatcher final : public ClientClaims {
   // Sends again the releases whose call failed (called periodically by the parent link;
   // not at once, so an unreachable parent causes no busy loop).
   void RetryReleases();
+  // Whether the parent answers this aggregation's claims only once a checkpoint holds them
+  // (TierCommand.parent_durable_acks); kept until Forget.
+  void SetSlowAnswers(const std::string& aggregation_id, const std::string& incarnation, bool slow);
+  void Forget(const std::string& aggregation_id, const std::string& incarnation);
 
  private:
   struct Queue {
@@ -46,10 +54,12 @@ class ClaimBatcher final : public ClientClaims {
     std::string incarnation;
     std::vector<std::pair<std::string, std::function<void(absl::Status)>>> claims;
     std::vector<std::string> releases;
-    bool in_flight = false;
+    int calls_in_flight = 0;
     bool retry_releases = false;  // the last call failed: its releases wait for RetryReleases
   };
+  static constexpr int kSlowAnswerCalls = 64;
   struct Call;
+  static std::string Key(const std::string& aggregation_id, const std::string& incarnation);
   Queue& QueueLocked(const std::string& aggregation_id, const std::string& incarnation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A call carrying what `queue` holds, when there is something to send now and no call of
@@ -64,6 +74,7 @@ class ClaimBatcher final : public ClientClaims {
   Mutex mu_;
   std::map<std::string, Queue> queues_ ABSL_GUARDED_BY(mu_);  // by aggregation id + incarnation
   std::map<Call*, std::shared_ptr<Call>> calls_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> slow_answers_ ABSL_GUARDED_BY(mu_);  // keys of SetSlowAnswers(..., true)
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -253,6 +253,7 @@ absl::Status ParentLink::ParentReported(MirrorLink* link, const v1::TierCommand&
   link->parent_checkpoints = command.parent_checkpoints();
   link->parent_durable_acks = command.parent_durable_acks() || command.parent_checkpoints();
   link->mirror->SetUpstreamDurable(link->parent_durable_acks);
+  claims_.SetSlowAnswers(link->mirror->id(), link->mirror->config().proto.incarnation(), link->parent_durable_acks);
   const uint64_t holds = command.last_sequence();
   const uint64_t pushed = link->next_sequence - 1;
   const uint64_t first_kept = link->kept.empty() ? link->next_sequence : link->kept.begin()->first;
@@ -418,7 +419,11 @@ void ParentLink::ForwardLoop() {
     // Finished mirrors: their threads have returned (or are returning from the lock
     // above); joining frees them, dropping the link releases the mirror's memory once the
     // registry forgets it too (--retain_finished).
-    for (std::unique_ptr<MirrorLink>& link : finished) link->join_thread.join();
+    for (std::unique_ptr<MirrorLink>& link : finished) {
+      link->join_thread.join();
+      link->mirror->OnDurabilityWanted(nullptr);
+      claims_.Forget(link->mirror->id(), link->mirror->config().proto.incarnation());
+    }
     finished.clear();
     for (MirrorLink* link : links) {
       if (link->mirror->state() != v1::OPEN) continue;
