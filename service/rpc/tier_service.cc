@@ -46,6 +46,9 @@ absl::StatusOr<std::shared_ptr<Aggregation>> FindForChild(const AggregationRegis
   return found;
 }
 
+// How long an intermediate's Join answer waits for its own join at its parent.
+constexpr absl::Duration kJoinedWait = absl::Seconds(5);
+
 // Chunks of a pushed partial that may wait for the decoder, beyond the one it decodes.
 constexpr uint64_t kQueuedPartialBytes = uint64_t{8} << 20;
 // The most chunk bytes a push holds besides its decoded partial: the queue, the chunk
@@ -301,19 +304,26 @@ grpc::ServerWriteReactor<v1::TierCommand>* TierService::Join(grpc::CallbackServe
   const Aggregation::ChildRegistration& registration = *joined;
   join->store(registration.join);
   // The first command tells the child what this node holds from it, so that after a
-  // restart from a checkpoint it pushes the missing deltas again.
-  auto command = [this, &registration, &found](v1::TierCommand::Kind kind) {
+  // restart from a checkpoint it pushes the missing deltas again, and what it promises.
+  auto command = [instance = instance_, last_sequence = registration.last_sequence](v1::TierCommand::Kind kind,
+                                                                                    const Aggregation& a) {
     v1::TierCommand message;
     message.set_kind(kind);
-    message.set_last_sequence(registration.last_sequence);
-    message.set_parent_checkpoints((*found)->checkpointed());
-    message.set_parent_durable_acks((*found)->durable_acks());
-    message.set_parent_instance(instance_);
+    message.set_last_sequence(last_sequence);
+    message.set_parent_checkpoints(a.checkpointed());
+    message.set_parent_durable_acks(a.durable_acks());
+    message.set_parent_instance(instance);
     return message;
   };
-  if (registration.sealed) stream->Push(command(v1::TierCommand::SEAL));
+  if (registration.sealed) stream->Push(command(v1::TierCommand::SEAL, **found));
   // After registration: once the child reads JOINED, the parent waits for what it acks.
-  stream->Push(command(v1::TierCommand::JOINED));
+  // An intermediate sends it once it is joined at its own parent (or gave up waiting), so
+  // that what it says about durability holds, and the child's first claims can be answered.
+  (*found)->WhenJoined(absl::Now() + kJoinedWait, [weak_stream, weak_aggregation, command] {
+    std::shared_ptr<PushStream<v1::TierCommand>> s = weak_stream.lock();
+    std::shared_ptr<Aggregation> a = weak_aggregation.lock();
+    if (s != nullptr && a != nullptr) s->Push(command(v1::TierCommand::JOINED, *a));
+  });
   return stream.get();
 }
 

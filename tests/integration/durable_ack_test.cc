@@ -154,6 +154,43 @@ TEST(DurableAckTest, AnIntermediateAcksDurableOnceTheRootsCheckpointHoldsTheUpda
   EXPECT_EQ(w, (std::vector<int64_t>{2, 210}));  // both DURABLE-acked updates, each once
 }
 
+// Two levels of intermediates: the lower one's ack waits for its parent's answer, which
+// waits for the parent's own push to be held by the root's checkpoint.
+TEST(DurableAckTest, ADurableAckTravelsThroughTwoLevelsOfIntermediates) {
+  TempDir dir;
+  const v1::AggregationSpec spec = Int64SumSpec("durable-deep");
+  absl::StatusOr<std::unique_ptr<FedaggServer>> root = FedaggServer::Start(CheckpointingConfig(dir.path()));
+  ASSERT_TRUE(root.ok()) << root.status();
+  std::vector<std::unique_ptr<FedaggServer>> tiers;
+  int parent_port = (*root)->port();
+  for (const char* name : {"upper", "lower"}) {
+    ServerConfig config = LoopbackConfig();
+    config.parent_address = absl::StrCat("127.0.0.1:", parent_port);
+    config.node_id = name;
+    config.forward_interval = absl::Seconds(30);  // only waiting acks make them push
+    absl::StatusOr<std::unique_ptr<FedaggServer>> server = FedaggServer::Start(config);
+    ASSERT_TRUE(server.ok()) << server.status();
+    parent_port = (*server)->port();
+    tiers.push_back(*std::move(server));
+  }
+  ASSERT_TRUE(ControlClient(Connect((*root)->port())).Create(spec).ok());
+  CallOptions durable;
+  durable.ack_level = v1::DURABLE;
+  absl::StatusOr<v1::Ack> ack;
+  // The lower tier learns the aggregation from the upper one, which learns it from the root.
+  ASSERT_TRUE(Eventually([&] {
+    ack = SubmitUpdate(Connect(tiers[1]->port()), "deep", spec, Int64Update({1, 7}), durable);
+    return ack.ok() || ack.status().code() != absl::StatusCode::kNotFound;
+  }));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->level(), v1::DURABLE);
+  // The root's checkpoint on disk holds it now.
+  absl::StatusOr<AggregationCheckpoint> checkpoint =
+      ReadCheckpointFile(dir.path() + "/" + CheckpointFileName(spec.aggregation_id()));
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  EXPECT_EQ(checkpoint->contributions, 1);
+}
+
 TEST(DurableAckTest, IntermediateWithCheckpointDirIsRefusedAtStart) {
   TempDir dir;
   ServerConfig config = CheckpointingConfig(dir.path());

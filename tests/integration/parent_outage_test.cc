@@ -17,7 +17,11 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 TEST(ParentOutageTest, TheIntermediateRefusesWithTheReasonThenRejoinsAndLosesNothing) {
-  absl::StatusOr<std::unique_ptr<FedaggServer>> root = FedaggServer::Start(LoopbackConfig());
+  // An outage shorter than the root's grace for a lost child: after it, the root would give
+  // the intermediate up and release what it acked (AggregationLeasesTest covers that).
+  ServerConfig root_config = LoopbackConfig();
+  root_config.child_grace = absl::Seconds(60);
+  absl::StatusOr<std::unique_ptr<FedaggServer>> root = FedaggServer::Start(root_config);
   ASSERT_TRUE(root.ok()) << root.status();
   TcpRelay relay((*root)->port());
   ASSERT_NE(relay.port(), 0);
