@@ -23,6 +23,31 @@ e2e_start_tree "$SERVER"
 cd "$E2E_DIR"  # not the source tree: `import fedagg` must find the installed package
 export RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0 RAY_DISABLE_USAGE_STATS=1 RAY_USAGE_STATS_ENABLED=0 \
     FLWR_TELEMETRY_ENABLED=0 FLWR_HOME="$E2E_DIR/flwr-home"
+
+# One Ray cluster serves every Flower simulation of test_flower.py (each attaches to it
+# through RAY_ADDRESS). Starting Ray is the fragile step on a loaded 2-core machine: its GCS
+# server gets 30 s to come up, and a simulation that started its own Ray now and then
+# crashed or hung there. Started once here, a failed start is retried, and stopped on exit.
+RAY=$VENV/bin/ray
+RAY_PORT=$((E2E_BASE + 8))
+frameworks_cleanup() {
+  local rc=$?
+  "$RAY" stop --force >/dev/null 2>&1 || true
+  (exit "$rc")
+  e2e_cleanup
+}
+trap frameworks_cleanup EXIT
+ray_start() {
+  for attempt in 1 2 3; do
+    timeout 180 "$RAY" start --head --port="$RAY_PORT" --num-cpus=2 --include-dashboard=false \
+        --disable-usage-stats --temp-dir="$E2E_DIR/ray" >"$E2E_DIR/ray-start.log" 2>&1 && return 0
+    echo "starting Ray failed (attempt $attempt of 3):"; tail -n 20 "$E2E_DIR/ray-start.log"
+    "$RAY" stop --force >/dev/null 2>&1 || true
+  done
+  return 1
+}
+ray_start
+export RAY_ADDRESS=127.0.0.1:$RAY_PORT
 FEDAGG_TEST_ROOT="127.0.0.1:$ROOT" FEDAGG_TEST_INTERMEDIATES="127.0.0.1:$I1,127.0.0.1:$I2" \
 FEDAGG_EXAMPLES="$REPO/client_stub/python/examples" PYTHONDONTWRITEBYTECODE=1 \
     "$VENV/bin/python" -m pytest -p no:cacheprovider -q -rs "$REPO/tests/python/test_flower.py" \

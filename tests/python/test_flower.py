@@ -27,9 +27,11 @@ MiB = 1 << 20
 
 
 def run_app(tmp_path, name, *args):
-    """Runs the example app; returns its JSON report. The simulation engine (Ray) now and
-    then never finishes starting its node on a loaded machine: such a run is stopped after
-    150 s and run once more, and the test fails if the second hangs too."""
+    """Runs the example app; returns its JSON report. The app's simulation attaches to the
+    Ray cluster frameworks_test.sh started (RAY_ADDRESS). A run that has not ended after
+    150 s is stopped and run once more, and the test fails if the second hangs too: before
+    that cluster was shared, a simulation starting its own Ray now and then stalled there
+    on a loaded machine."""
     try:
         return run_app_once(tmp_path, name, 150, *args)
     except subprocess.TimeoutExpired as hung:
@@ -42,8 +44,7 @@ def run_app_once(tmp_path, name, timeout_s, *args):
     command = [sys.executable, os.path.join(os.environ["FEDAGG_EXAMPLES"], "flower_app.py"),
                "--root", os.environ["FEDAGG_TEST_ROOT"], "--targets", os.environ["FEDAGG_TEST_INTERMEDIATES"],
                "--report", str(report), *map(str, args)]
-    # Its own session, so that a run that hangs is stopped with the simulation engine's
-    # processes (the Ray cluster it started).
+    # Its own session, so that a run that hangs is stopped with every process it started.
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                start_new_session=True)
     try:
