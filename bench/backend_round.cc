@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "service/core/partial_aggregate.h"
@@ -111,7 +111,7 @@ absl::Status Run() {
 }  // namespace fedagg
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Weighted-mean rounds on fedagg's CPU backend over an update file (bench/peers_bench.py).");
+  fedagg::SetProgramUsage("Weighted-mean rounds on fedagg's CPU backend over an update file (bench/peers_bench.py).");
   absl::ParseCommandLine(argc, argv);
   if (absl::Status status = fedagg::Run(); !status.ok()) {
     std::fprintf(stderr, "fedagg-backend-round: %s\n", status.ToString().c_str());

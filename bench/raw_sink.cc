@@ -11,9 +11,9 @@
 #include <deque>
 #include <memory>
 
+#include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "fedagg/v1/aggregation.grpc.pb.h"
 #include "service/core/mutex.h"
 
@@ -96,7 +96,7 @@ class SinkService final : public v1::Aggregation::CallbackService {
 }  // namespace fedagg
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("A bare Contribute sink: the baseline of fedagg's ingest benchmark.");
+  fedagg::SetProgramUsage("A bare Contribute sink: the baseline of fedagg's ingest benchmark.");
   absl::ParseCommandLine(argc, argv);
   fedagg::SinkService service;
   grpc::ServerBuilder builder;

@@ -9,9 +9,9 @@
 #include <cstdio>
 #include <thread>
 
+#include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/ascii.h"
 #include <atomic>
@@ -125,8 +125,8 @@ std::optional<uint64_t> NonNegativeFlag(const char* name, int64_t value) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "fedagg-server: aggregation tier for federated computation.\n"
+  fedagg::SetProgramUsage(
+      "the aggregation tier for federated computation.\n"
       "  root:          fedagg-server --listen=0.0.0.0:50051\n"
       "  intermediate:  fedagg-server --listen=0.0.0.0:50052 --parent=root-host:50051");
   absl::ParseCommandLine(argc, argv);

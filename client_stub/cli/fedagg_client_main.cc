@@ -15,9 +15,9 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
@@ -332,8 +332,9 @@ int Run(const std::vector<std::string>& args) {
 }  // namespace fedagg
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "fedagg-client [--server=HOST:PORT] [--json] COMMAND ...\n"
+  fedagg::SetProgramUsage(
+      "fedagg's command line: aggregations, updates and results on a running tree.\n"
+      "  fedagg-client [--server=HOST:PORT] [--json] COMMAND ...\n"
       "  create ID --type='<w=float32[4]>' --intrinsics=federated_mean [--min_contributions=N]\n"
       "  status ID | list | seal ID | cancel ID [--reason=...] | watch ID\n"
       "  submit ID --client_id=C [--weight=W] [--wait=received|durable] [--allow_lossy_cast] FIELD=FILE.npy | FIELD.indices=I.npy FIELD.values=V.npy | FILE.npz ...\n"

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -230,7 +230,7 @@ int Run() {
 }  // namespace fedagg::loadgen
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  fedagg::SetProgramUsage(
       "Runs N logical clients against a running fedagg tree and checks the result.\n"
       "  fedagg-loadgen --control=ROOT:PORT [--servers=A:PORT,B:PORT] --clients=N [flags]");
   absl::ParseCommandLine(argc, argv);

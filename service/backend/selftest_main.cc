@@ -7,9 +7,9 @@
 #include <random>
 #include <string>
 
+#include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_join.h"
 #include "service/backend/backend_check.h"
 #include "service/backend/backend_choice.h"
@@ -25,7 +25,7 @@ constexpr int kSkipped = 77;
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  fedagg::SetProgramUsage(
       "fedagg-selftest --backend=cpu|thrust-omp|cuda [--devices=all|0,1,...]: every intrinsic "
       "of one backend against the float64 reference, as a pass/fail table");
   absl::ParseCommandLine(argc, argv);

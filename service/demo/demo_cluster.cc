@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
+#include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -105,7 +105,7 @@ int Run() {
 }  // namespace fedagg
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Runs simulated clients through a running fedagg tree and checks the result.");
+  fedagg::SetProgramUsage("Runs simulated clients through a running fedagg tree and checks the result.");
   absl::ParseCommandLine(argc, argv);
   return fedagg::Run();
 }

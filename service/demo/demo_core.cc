@@ -7,9 +7,9 @@
 #include <random>
 #include <vector>
 
+#include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -96,7 +96,7 @@ int Run() {
 }  // namespace fedagg
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  fedagg::SetProgramUsage(
       "Aggregates simulated client updates in-process through two simulated intermediate "
       "aggregators and a root, and checks the result against the reference.");
   absl::ParseCommandLine(argc, argv);
