@@ -1,5 +1,5 @@
 # What `cmake --install` puts under the prefix: the fedagg-server and fedagg-client
-# programs, the C++ client library with the libraries and headers it needs, and a CMake
+# programs (and the cuda plugin beside the server), the C++ client library with the libraries and headers it needs, and a CMake
 # package so that another project can write
 #     find_package(fedagg 0.1 REQUIRED)
 #     target_link_libraries(app PRIVATE fedagg::client)
@@ -9,6 +9,9 @@ include(CMakePackageConfigHelpers)
 set(FEDAGG_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/fedagg")
 
 install(TARGETS fedagg-server fedagg-client RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
+if(FEDAGG_WITH_CUDA)  # the cuda backend's plugin, beside the server that looks for it there
+  install(TARGETS fedagg_backend_cuda LIBRARY DESTINATION "${CMAKE_INSTALL_BINDIR}")
+endif()
 
 # fedagg::client and what it links: the update validation and spec conversion of
 # fedagg::rounds and fedagg::core, and the generated messages and stubs of fedagg::proto.

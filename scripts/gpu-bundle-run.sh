@@ -6,8 +6,9 @@
 #   2. fedagg-selftest --backend=cuda: every intrinsic and dtype against the reference;
 #   3. the cuda-labelled test binaries (fedagg_cuda_test, fedagg_cuda_conformance_test);
 #   4. fedagg_gpu_bench: bandwidth figures against the device's own copies;
-#   5. a service round with --backend=cuda: a root and an intermediate, fedagg-demo's clients
-#      through the intermediate, the result checked against the float64 reference.
+#   5. a service round on the cuda plugin: a root with --backend=cuda and an intermediate
+#      with --backend=auto (which must find the device and load the plugin), fedagg-demo's
+#      clients through the intermediate, the result checked against the float64 reference.
 #   ./run.sh [REPORT]   (default: report.txt beside this script; logs in logs/)
 # Exit status: 0 all passed, 1 something failed, 77 no usable CUDA device (the report says
 # why, and nothing else is run).
@@ -96,7 +97,7 @@ service_round() {
   local root=$((20000 + RANDOM % 20000)) pids=() rc=0
   "$DIR/bin/fedagg-server" --listen="127.0.0.1:$root" --metrics_address= --backend=cuda >"$LOGS/root.log" 2>&1 &
   pids+=($!)
-  "$DIR/bin/fedagg-server" --listen="127.0.0.1:$((root + 1))" --metrics_address= --backend=cuda \
+  "$DIR/bin/fedagg-server" --listen="127.0.0.1:$((root + 1))" --metrics_address= --backend=auto \
       --parent="127.0.0.1:$root" --node_id=intermediate >"$LOGS/intermediate.log" 2>&1 &
   pids+=($!)
   sleep 2
@@ -105,6 +106,8 @@ service_round() {
   kill "${pids[@]}" 2>/dev/null
   wait "${pids[@]}" 2>/dev/null
   grep -q "reduction backend cuda" "$LOGS/root.log" || { echo "the root did not reduce on the cuda backend"; rc=1; }
+  grep -q "reduction backend cuda: --backend=auto found a CUDA device" "$LOGS/intermediate.log" ||
+    { echo "--backend=auto did not choose the cuda plugin"; rc=1; }
   return "$rc"
 }
 step service_round service_round

@@ -2,7 +2,7 @@
 # Builds, on a machine without a GPU, everything fedagg's GPU check runs, and packs it in one
 # folder for a machine that has only the NVIDIA driver and the CUDA 13 libraries (cudart,
 # cuSPARSE, NCCL): fedagg-selftest, the cuda-labelled test binaries, fedagg_gpu_bench,
-# fedagg-server, fedagg-demo (a service round checked against the reference), with the
+# fedagg-server with the cuda plugin it loads (libfedagg_backend_cuda.so), fedagg-demo (a service round checked against the reference), with the
 # non-CUDA shared libraries they need (gRPC, Protobuf, Abseil, OpenSSL, ...; stripped), packed
 # in payload.tar.gz (the programs carry their CUDA kernels for sm_80 and sm_90, 12-14 MB
 # each: 73 MB unpacked, 22 MB packed), and run.sh (scripts/gpu-bundle-run.sh), which unpacks
@@ -30,7 +30,7 @@ if ! grep -q '^FEDAGG_WITH_CUDA:BOOL=ON' "$BUILD_DIR/CMakeCache.txt"; then
   exit 1
 fi
 TARGETS=(fedagg-server fedagg-demo fedagg-selftest fedagg_gpu_bench fedagg_cuda_test fedagg_cuda_conformance_test)
-cmake --build "$BUILD_DIR" --target "${TARGETS[@]}"
+cmake --build "$BUILD_DIR" --target "${TARGETS[@]}" fedagg_backend_cuda
 
 rm -rf "$OUT"
 STAGE=$OUT/payload
@@ -41,6 +41,11 @@ for target in "${TARGETS[@]}"; do
   cp "$binary" "$STAGE/bin/"
   strip --strip-unneeded "$STAGE/bin/$target"
 done
+# The cuda backend's plugin, beside fedagg-server and fedagg-selftest, which load it.
+PLUGIN=libfedagg_backend_cuda.so
+[ -f "$BUILD_DIR/service/$PLUGIN" ] || { echo "gpu-bundle: no $PLUGIN in $BUILD_DIR/service" >&2; exit 1; }
+cp "$BUILD_DIR/service/$PLUGIN" "$STAGE/bin/"
+strip --strip-unneeded "$STAGE/bin/$PLUGIN"
 
 # The shared libraries the binaries load, but for the C library (the target's own) and
 # CUDA's (the target's driver and CUDA installation provide them).

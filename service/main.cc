@@ -91,6 +91,9 @@ ABSL_FLAG(std::string, devices, "all",
           "them in turn and Serialize / Report sum them with NCCL. With --backend=thrust-omp, the "
           "list's length is a number of simulated devices on the CPU (a test aid); docs/GPU.md");
 
+ABSL_FLAG(std::string, cuda_plugin, "",
+          "path of the cuda backend plugin (libfedagg_backend_cuda.so), loaded when --backend=cuda, "
+          "or auto on a host whose NVIDIA driver finds a device; empty: the one beside this program");
 ABSL_FLAG(int, staging_slots, 4,
           "cuda / thrust-omp: slots of the staging ring that overlaps receiving, copying to the "
           "device and reducing (each --staging_slot_mib of host memory, pinned for cuda, plus as "
@@ -142,6 +145,7 @@ int main(int argc, char** argv) {
   }
   fedagg::BackendOptions backend_options;
   backend_options.devices = *devices;
+  backend_options.cuda_plugin = absl::GetFlag(FLAGS_cuda_plugin);
   backend_options.staging_slots = absl::GetFlag(FLAGS_staging_slots);
   backend_options.staging_slot_bytes = static_cast<uint64_t>(std::max(absl::GetFlag(FLAGS_staging_slot_mib), 0)) << 20;
   absl::StatusOr<fedagg::BackendChoice> backend =

@@ -1,15 +1,14 @@
-// Backend choice: which backends this build has, and whether a GPU is there.
+// Backend choice: which backends this build has, whether a GPU is there, and the cuda plugin.
 #include "service/backend/backend_choice.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "portable/staging_ring.h"
+#include "service/backend/backend_plugin_loader.h"
+#include "service/backend/cuda_driver_probe.h"
 #include "service/core/cpu_accumulator_factory.h"
 #if FEDAGG_HAVE_THRUST_OMP
 #include "portable/omp_backend.h"
-#endif
-#if FEDAGG_HAVE_CUDA
-#include "cuda/cuda_backend.h"
 #endif
 
 namespace fedagg {
@@ -19,11 +18,53 @@ std::vector<std::string> BuiltBackends() {
 #if FEDAGG_HAVE_THRUST_OMP
   names.push_back("thrust-omp");
 #endif
-#if FEDAGG_HAVE_CUDA
   names.push_back("cuda");
-#endif
   return names;
 }
+
+namespace {
+
+// cuda, or auto: the driver is asked first (auto only), so that a host without a GPU loads
+// no CUDA library; then the plugin, then its devices. auto falls back to cpu, saying why,
+// unless devices were named.
+absl::StatusOr<BackendChoice> ChooseCuda(absl::string_view name, const portable::StagingRingOptions& staging,
+                                         const BackendOptions& options) {
+  const DeviceSelection& devices = options.devices;
+  const std::string devices_flag = absl::StrCat("--devices=", DeviceSelectionName(devices));
+  const bool automatic = name == "auto";
+  auto fall_back = [&](const absl::Status& why) -> absl::StatusOr<BackendChoice> {
+    if (devices.has_value()) {
+      return absl::Status(why.code(), absl::StrCat("--backend=auto with ", devices_flag, ": ", why.message(),
+                                                   "; use --backend=cpu with --devices=all"));
+    }
+    return BackendChoice{&CpuAccumulatorFactory::Default(),
+                         absl::StrCat("cpu: --backend=auto has no CUDA device to use (", why.message(), ")")};
+  };
+  if (automatic) {
+    if (absl::StatusOr<int> driver = CudaDriverDeviceCount(); !driver.ok()) return fall_back(driver.status());
+  }
+  absl::StatusOr<const BackendPlugin*> plugin = LoadBackendPlugin(CudaPluginPath(options.cuda_plugin));
+  if (!plugin.ok()) {
+    if (automatic) return fall_back(plugin.status());
+    return absl::FailedPreconditionError(
+        absl::StrCat("--backend=cuda: ", plugin.status().message(), "; or use --backend=cpu or --backend=auto"));
+  }
+  absl::StatusOr<const AccumulatorFactory*> cuda = (*plugin)->backend(staging, devices);
+  if (cuda.ok()) {
+    return BackendChoice{*cuda, absl::StrCat(automatic ? "cuda: --backend=auto found a CUDA device"
+                                                       : "cuda: chosen by --backend=cuda",
+                                             ", ", devices_flag)};
+  }
+  if (cuda.status().code() != absl::StatusCode::kUnavailable) {
+    return absl::Status(cuda.status().code(), absl::StrCat(devices_flag, ": ", cuda.status().message()));
+  }
+  if (automatic) return fall_back(cuda.status());
+  return absl::UnavailableError(absl::StrCat("--backend=cuda: no usable CUDA device on this machine (",
+                                             cuda.status().message(), "); use --backend=cpu",
+                                             devices.has_value() ? " with --devices=all" : " or --backend=auto"));
+}
+
+}  // namespace
 
 absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name, const BackendOptions& options) {
   if (options.staging_slots < 1 || options.staging_slots > 1024) {
@@ -64,40 +105,7 @@ absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name, const Backen
         "toolkit's Thrust headers and OpenMP present)");
 #endif
   }
-  if (name == "cuda" || name == "auto") {
-#if FEDAGG_HAVE_CUDA
-    absl::StatusOr<const AccumulatorFactory*> cuda = cuda::CudaBackend(staging, devices);
-    if (cuda.ok()) {
-      return BackendChoice{*cuda, absl::StrCat(name == "cuda" ? "cuda: chosen by --backend=cuda"
-                                                              : "cuda: --backend=auto found a CUDA device",
-                                               ", ", devices_flag)};
-    }
-    if (cuda.status().code() != absl::StatusCode::kUnavailable) {
-      return absl::Status(cuda.status().code(), absl::StrCat(devices_flag, ": ", cuda.status().message()));
-    }
-    if (name == "cuda" || devices.has_value()) {
-      return absl::UnavailableError(absl::StrCat(
-          "--backend=", name, ": no usable CUDA device on this machine (", cuda.status().message(),
-          "); use --backend=cpu", devices.has_value() ? " with --devices=all" : " or --backend=auto"));
-    }
-    return BackendChoice{&CpuAccumulatorFactory::Default(),
-                         absl::StrCat("cpu: --backend=auto found no CUDA device (",
-                                      cuda.status().message(), ")")};
-#else
-    if (name == "cuda") {
-      return absl::FailedPreconditionError(
-          "--backend=cuda: this fedagg-server was built without CUDA (FEDAGG_WITH_CUDA=OFF); "
-          "use --backend=cpu or --backend=auto");
-    }
-    if (devices.has_value()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          devices_flag, ": --backend=auto has no CUDA backend in this build to give devices to; "
-          "leave --devices=all"));
-    }
-    return BackendChoice{&CpuAccumulatorFactory::Default(),
-                         "cpu: --backend=auto, and this build has no CUDA backend"};
-#endif
-  }
+  if (name == "cuda" || name == "auto") return ChooseCuda(name, staging, options);
   return absl::InvalidArgumentError(absl::StrCat("--backend must be auto or one of ",
                                                  absl::StrJoin(BuiltBackends(), ", "),
                                                  ", not '", name, "'"));

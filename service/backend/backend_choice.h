@@ -1,9 +1,10 @@
 // Chooses the reduction backend from --backend: "cpu"; "cuda" (a GPU through the CUDA
 // backend); "thrust-omp" (the CUDA backend's portable reduction on the CPU's cores,
-// for checking it without a GPU); "auto" = cuda when cudaGetDeviceCount finds a device
-// in a build with CUDA, cpu otherwise. --devices (device_selection.h) picks the devices of
-// cuda and the simulated devices of thrust-omp. The choice comes with the reason, for
-// the log.
+// for checking it without a GPU); "auto" = cuda when the NVIDIA driver finds a device and
+// the cuda plugin loads, cpu otherwise. The cuda backend lives in a plugin
+// (backend_plugin.h) loaded only then, so this code links no CUDA library. --devices
+// (device_selection.h) picks the devices of cuda and the simulated devices of thrust-omp.
+// The choice comes with the reason, for the log.
 #ifndef FEDAGG_SERVICE_BACKEND_BACKEND_CHOICE_H_
 #define FEDAGG_SERVICE_BACKEND_BACKEND_CHOICE_H_
 
@@ -23,6 +24,7 @@ namespace fedagg {
 // `staging_slot_bytes` each (portable/staging_ring.h). The cpu backend has neither.
 struct BackendOptions {
   DeviceSelection devices;
+  std::string cuda_plugin;  // --cuda_plugin: the plugin's path; empty: beside the program
   int staging_slots = 4;
   uint64_t staging_slot_bytes = uint64_t{64} << 20;
 };
@@ -34,12 +36,14 @@ struct BackendChoice {
 
 // INVALID_ARGUMENT for an unknown name, for staging options out of range, for devices the
 // machine does not have and for devices given to the cpu backend; FAILED_PRECONDITION for
-// a backend this build lacks; UNAVAILABLE for cuda on a machine without a usable device
-// (with the reason), and for auto there when devices were named (auto falls back to cpu
-// only with all devices).
+// a backend this build lacks and for cuda when its plugin is missing or cannot be loaded
+// (naming what is missing); UNAVAILABLE for cuda on a machine without a usable device
+// (with the reason). auto falls back to cpu, saying why, only with all devices: with
+// devices named it fails as cuda would.
 absl::StatusOr<BackendChoice> ChooseBackend(absl::string_view name, const BackendOptions& options = {});
 
-// The backends compiled into this build ("cpu", then "thrust-omp", "cuda" when built).
+// The backends --backend may name: "cpu", "thrust-omp" when this build has it, and
+// "cuda" (a plugin, installed or not).
 std::vector<std::string> BuiltBackends();
 
 }  // namespace fedagg

@@ -3,6 +3,8 @@
 // device), and
 // an aggregation whose backend runs out of device memory ends FAILED with the reason
 // while nothing crashes.
+#include <dlfcn.h>
+
 #include <cstring>
 #include <memory>
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "service/backend/backend_choice.h"
+#include "service/backend/backend_plugin_loader.h"
 #include "service/core/cpu_accumulator_factory.h"
 #include "service/rounds/aggregation.h"
 #include "tests/backend/failing_backend.h"
@@ -101,6 +104,46 @@ TEST(BackendChoiceTest, CudaDevicesMustExist) {
     EXPECT_FALSE(automatic.ok()) << "auto fell back to " << automatic->reason;
     EXPECT_TRUE(absl::StrContains(automatic.status().message(), "--devices=all")) << automatic.status();
   }
+}
+
+#ifdef FEDAGG_TEST_CUDA_PLUGIN
+// The cuda plugin of this build loads, and answers for the devices of whatever machine runs
+// the test: the backend where there is a device, UNAVAILABLE with the runtime's reason where
+// there is none.
+TEST(BackendPluginTest, TheBuildsCudaPluginLoadsAndAnswersForTheDevices) {
+  absl::StatusOr<const BackendPlugin*> plugin = LoadBackendPlugin(FEDAGG_TEST_CUDA_PLUGIN);
+  ASSERT_TRUE(plugin.ok()) << plugin.status();
+  EXPECT_EQ((*plugin)->version, kBackendPluginVersion);
+  absl::StatusOr<BackendChoice> cuda = ChooseBackend("cuda", BackendOptions{.cuda_plugin = FEDAGG_TEST_CUDA_PLUGIN});
+  if ((*plugin)->usable_device_count().ok()) {
+    ASSERT_TRUE(cuda.ok()) << cuda.status();
+    EXPECT_EQ(cuda->backend->name(), "cuda");
+    return;
+  }
+  EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnavailable) << cuda.status();
+  EXPECT_TRUE(absl::StrContains(cuda.status().message(), "no usable CUDA device")) << cuda.status();
+}
+#endif
+
+// A plugin that is not there, or a library that is not a plugin, is refused naming it; auto
+// then falls back to cpu saying why, and never with devices named.
+TEST(BackendPluginTest, AMissingOrForeignPluginIsNamed) {
+  absl::StatusOr<BackendChoice> missing = ChooseBackend("cuda", BackendOptions{.cuda_plugin = "/nonexistent/plugin.so"});
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition) << missing.status();
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "no cuda backend plugin at /nonexistent/plugin.so"))
+      << missing.status();
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "--backend=cpu")) << missing.status();
+
+  Dl_info libc;
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(&strlen), &libc), 0);
+  absl::StatusOr<const BackendPlugin*> foreign = LoadBackendPlugin(libc.dli_fname);
+  EXPECT_EQ(foreign.status().code(), absl::StatusCode::kFailedPrecondition) << foreign.status();
+  EXPECT_TRUE(absl::StrContains(foreign.status().message(), "is not a fedagg backend plugin")) << foreign.status();
+
+  absl::StatusOr<BackendChoice> automatic = ChooseBackend("auto", BackendOptions{.cuda_plugin = libc.dli_fname});
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  EXPECT_EQ(automatic->backend->name(), "cpu");
+  EXPECT_TRUE(absl::StrContains(automatic->reason, "no CUDA device to use")) << automatic->reason;
 }
 
 UpdateBuffer DenseUpdate(const ReductionSpec& spec, float value) {
