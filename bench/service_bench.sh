@@ -11,6 +11,7 @@
 #   bench/service_bench.sh BUILD_DIR partial [--partial_updates=4] [--partial_floats=16777216]
 #   bench/service_bench.sh BUILD_DIR scale  [--scale_clients=10000] [--scale_concurrency=1000]
 #   bench/service_bench.sh BUILD_DIR acks   [--acks_clients=400] [--acks_concurrency=16]
+#   bench/service_bench.sh BUILD_DIR idle   [--idle_server=PATH]
 # ingest:  N concurrent streams of 1 KiB, 1 MiB and 64 MiB updates through fedagg-server
 #          (validation, batching, reduction) and through fedagg-raw-sink (a bare gRPC sink
 #          receiving the same chunked messages); payload bytes/s, updates/s and the ratio.
@@ -29,6 +30,9 @@
 # acks:    ack latency (p50, p99 per client) under a root with --checkpoint_dir, with the
 #          default --checkpoint_interval and --forward_interval_ms: RECEIVED and DURABLE at
 #          the root, and through one intermediate aggregator.
+# idle:    the RSS of a server that serves nothing yet, with the default flags
+#          (--backend=auto), a second after it is ready; --idle_server measures another
+#          binary (an older build) the same way.
 set -euo pipefail
 BUILD=$(cd "$1" && pwd); CASE=$2; shift 2
 source "$(dirname "$0")/../tests/e2e/e2e_lib.sh"
@@ -37,7 +41,7 @@ LOADGEN=$BUILD/client_stub/fedagg-loadgen
 SINK=$BUILD/bench/fedagg-raw-sink
 
 declare -A OPT=([streams]=8 [updates_1k]=20000 [updates_1m]=1000 [updates_64m]=6 [rounds_small]=20 [rounds_large]=5
-                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16)
+                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16 [idle_server]=)
 for arg in "$@"; do
   key=${arg#--}; key=${key%%=*}
   [ -n "${OPT[$key]+set}" ] && [[ $arg == --*=* ]] || { echo "unknown option $arg" >&2; exit 2; }
@@ -155,5 +159,14 @@ acks)
     done
   done
   stop_all ;;
-*) echo "unknown case '$CASE': ingest, rounds, memory, partial, scale or acks" >&2; exit 2 ;;
+idle)
+  server=${OPT[idle_server]:-$SERVER}
+  next_port; port=$PORT; next_port
+  e2e_start_server "$server" "idle-$port" "$port" "$PORT"
+  sleep 1
+  emit "$(python3 -c 'import json,sys; print(json.dumps({"bench": "idle", "server": sys.argv[1], "backend": sys.argv[2], "rss_bytes": int(sys.argv[3]) * 1024, "checked": True}))' \
+      "$server" "$(sed -n 's/^fedagg-server: reduction backend \([a-z-]*\).*/\1/p' "$E2E_DIR/idle-$port.log")" \
+      "$(rss_kib "${E2E_PIDS[-1]}" VmRSS)")"
+  stop_all ;;
+*) echo "unknown case '$CASE': ingest, rounds, memory, partial, scale, acks or idle" >&2; exit 2 ;;
 esac

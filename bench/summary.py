@@ -69,7 +69,7 @@ def grouped(path):
     for line in open(path):
         if line.startswith("BENCH "):
             r = json.loads(line[len("BENCH "):])
-            key = (r["bench"], r.get("size"), r.get("clients"), r.get("updates") if r["bench"] == "memory" else None,
+            key = (r["bench"], r.get("server"), r.get("size"), r.get("clients"), r.get("updates") if r["bench"] == "memory" else None,
                    r.get("streams"), r.get("batch_max_mib"), r.get("contender"), r.get("root_flags"))
             groups.setdefault(key, []).append(r)
     return groups.values()
@@ -123,6 +123,9 @@ def service_rows(path):
                          f"{spread(runs, 'latency_p99_ms', fmt='{:.0f}')} ms; peak RSS root "
                          f"{spread(runs, 'root_peak_rss_bytes', 1 / MIB, '{:.0f}')} MiB, largest intermediate "
                          f"{statistics.median(mids) / MIB:.0f} MiB{failed}", "(reported)", ""))
+        elif r["bench"] == "idle":
+            rows.append((f"idle server, default flags (backend {r['backend']}), {n}",
+                         f"RSS {spread(runs, 'rss_bytes', 1 / MIB)} MiB", "(reported)", ""))
         elif r["bench"] == "peers":
             fedagg = r["contender"].startswith("fedagg")
             rows.append((f"peers: {r['contender']}, {r['clients']} x {r['model_bytes'] / MB:.3g} MB weighted mean",
