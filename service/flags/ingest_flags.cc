@@ -1,0 +1,56 @@
+// fedagg-server's ingest flags: how updates are batched and reduced, how large they may be,
+// and how much memory the node holds.
+#include <algorithm>
+
+#include "absl/flags/flag.h"
+#include "absl/time/time.h"
+#include "service/flags/flag_values.h"
+#include "service/flags/server_flags.h"
+#include "service/core/status_macros.h"
+
+ABSL_FLAG(int, batch_size, 16, "client updates reduced together in one pass");
+ABSL_FLAG(int, batch_max_mib, 64,
+          "a batch is reduced once its updates hold this many MiB, even if it has fewer than "
+          "--batch_size (large models are then reduced a few at a time)");
+ABSL_FLAG(int64_t, flush_interval_ms, 100,
+          "a batch that has not filled up is reduced once its oldest update waited this long");
+ABSL_FLAG(int, retain_finished, 1000,
+          "finished aggregations (and their results) kept; older ones are forgotten");
+ABSL_FLAG(int64_t, max_update_mib, 1024, "largest accepted client update, MiB");
+ABSL_FLAG(int64_t, memory_budget_bytes, 0,
+          "bytes of client data (updates being received, pending batches, accumulators) this "
+          "node holds at most; a new update that would exceed it is refused with "
+          "RESOURCE_EXHAUSTED; 0: no budget");
+ABSL_FLAG(int64_t, ingest_window_mib, 16,
+          "MiB of client updates held at once, being received or waiting in pending batches; "
+          "a new update waits (its stream paused, so gRPC flow control holds the sender back) "
+          "until its bytes fit, and an update larger than the window is received alone. "
+          "Batches close at half the window. Bounds memory to about the accumulators plus the "
+          "window; raise it when many slow senders upload large models at once. 0: no window");
+ABSL_FLAG(int, heap_arenas, 1,
+          "glibc heap arenas the server's threads share (mallopt M_ARENA_MAX); each arena keeps "
+          "memory its threads freed, so fewer arenas hold less (docs/BENCHMARKS.md item 19); "
+          "0: glibc's default, 8 per core");
+
+namespace fedagg {
+
+absl::Status ApplyIngestFlags(ServerConfig& config) {
+  config.batch_size = absl::GetFlag(FLAGS_batch_size);
+  config.batch_max_bytes = static_cast<uint64_t>(std::max(absl::GetFlag(FLAGS_batch_max_mib), 0)) << 20;
+  config.flush_interval = absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
+  config.retain_finished = absl::GetFlag(FLAGS_retain_finished);
+  config.max_update_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_update_mib)) << 20;
+  FEDAGG_ASSIGN_OR_RETURN(config.memory_budget_bytes,
+                          NonNegativeFlag("memory_budget_bytes", absl::GetFlag(FLAGS_memory_budget_bytes)));
+  FEDAGG_ASSIGN_OR_RETURN(const uint64_t ingest_window_mib,
+                          NonNegativeFlag("ingest_window_mib", absl::GetFlag(FLAGS_ingest_window_mib)));
+  config.ingest_window_bytes = ingest_window_mib << 20;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> HeapArenasFlag() {
+  FEDAGG_ASSIGN_OR_RETURN(const uint64_t arenas, NonNegativeFlag("heap_arenas", absl::GetFlag(FLAGS_heap_arenas)));
+  return static_cast<int>(arenas);
+}
+
+}  // namespace fedagg
