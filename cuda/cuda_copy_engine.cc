@@ -38,6 +38,7 @@ absl::StatusOr<std::unique_ptr<CudaCopyEngine>> CudaCopyEngine::Create(int devic
 
 CudaCopyEngine::~CudaCopyEngine() {
   if (cudaSetDevice(device_) == cudaSuccess) static_cast<void>(cudaStreamSynchronize(stream_.get()));
+  ClearLastCudaError();  // nothing to report to from a destructor
 }
 
 absl::StatusOr<std::unique_ptr<portable::StagingBuffer>> CudaCopyEngine::Allocate(size_t bytes) {

@@ -5,7 +5,10 @@
 
 namespace fedagg::cuda {
 
+void ClearLastCudaError() { static_cast<void>(cudaGetLastError()); }
+
 absl::Status CudaStatus(cudaError_t error, absl::string_view call) {
+  ClearLastCudaError();
   const std::string message =
       absl::StrCat(call, " failed: ", cudaGetErrorName(error), ": ", cudaGetErrorString(error));
   switch (error) {

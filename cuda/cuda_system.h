@@ -15,6 +15,7 @@
 #include <thrust/system/cuda/vector.h>
 #include <thrust/system_error.h>
 
+#include "cuda/cuda_status.h"
 #include "cuda/device_spmv.h"
 #include "portable/csr_matrix.h"
 #include "portable/field_reducer.h"
@@ -37,6 +38,7 @@ struct CudaSystem {
   // cuSPARSE calls), so that a staged batch's slot may be reused; throws its error.
   static void Finish() {
     if (const cudaError_t error = cudaStreamSynchronize(cudaStreamLegacy); error != cudaSuccess) {
+      cuda::ClearLastCudaError();
       throw thrust::system_error(error, thrust::cuda_category(), "cudaStreamSynchronize after a reduction");
     }
   }
@@ -50,6 +52,7 @@ struct CudaSystem {
   static void Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* what) {
     if (bytes == 0) return;
     if (const cudaError_t error = cudaMemcpy(dst, src, bytes, kind); error != cudaSuccess) {
+      cuda::ClearLastCudaError();
       throw thrust::system_error(error, thrust::cuda_category(), what);
     }
   }

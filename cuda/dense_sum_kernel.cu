@@ -27,6 +27,9 @@ absl::Status LaunchDenseSum(float* accumulator, const float* batch, const float*
   constexpr int kThreads = 256;
   const int64_t wanted_blocks = (columns + kThreads - 1) / kThreads;
   const int blocks = static_cast<int>(wanted_blocks < 65535 ? wanted_blocks : 65535);
+  // The launch checks its own error only: whatever an earlier call left in the thread's
+  // last-error slot was that call's to report.
+  ClearLastCudaError();
   DenseSumKernel<<<blocks, kThreads, 0, stream>>>(accumulator, batch, weights, rows, columns);
   FEDAGG_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cuda/cuda_reducers.h"
+#include "cuda/cuda_status.h"
 #include "cuda/device_bound_reducer.h"
 #include "portable/ring_field_reducer.h"
 
@@ -24,6 +25,7 @@ Outcome ToOutcome(const absl::Status& status) {
 
 Outcome SynchronizeCurrentDevice() {
   if (const cudaError_t error = cudaDeviceSynchronize(); error != cudaSuccess) {
+    ClearLastCudaError();
     return Outcome{Outcome::Code::kInternal, std::string("cudaDeviceSynchronize failed: ") + cudaGetErrorString(error)};
   }
   return Outcome{};

@@ -44,6 +44,8 @@ TEST(CudaDeviceMonitorTest, AnInvalidDeviceIsAnError) {
       CudaDeviceMonitor(std::vector<int>{*UsableDeviceCount()}).ReadMemory();  // one past the last device
   ASSERT_FALSE(readings.ok());
   EXPECT_NE(readings.status().message().find("cudaSetDevice"), std::string::npos) << readings.status();
+  // Reported in the Status, and so cleared: the next launch on this thread must not see it.
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
 }
 
 }  // namespace

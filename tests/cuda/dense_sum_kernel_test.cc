@@ -38,5 +38,20 @@ TEST(DenseSumKernelTest, WeightedColumnSumsMatchHost) {
   for (int64_t j = 0; j < kColumns; ++j) EXPECT_FLOAT_EQ(got[j], expected[j]) << "column " << j;
 }
 
+// A failed runtime call leaves its error in the thread's last-error slot; the launch after
+// it must report only its own (on a GPU, this failed when the test ran right after
+// CudaDeviceMonitorTest.AnInvalidDeviceIsAnError).
+TEST(DenseSumKernelTest, AnEarlierCallsErrorDoesNotFailTheLaunch) {
+  FEDAGG_SKIP_WITHOUT_GPU();
+  ASSERT_NE(cudaSetDevice(*UsableDeviceCount()), cudaSuccess);  // one past the last device
+  ASSERT_NE(cudaPeekAtLastError(), cudaSuccess);
+  float* d_data = nullptr;  // the accumulator, then the batch of one row
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_data), 2 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const absl::Status launched = LaunchDenseSum(d_data, d_data + 1, nullptr, 1, 1, nullptr);
+  EXPECT_TRUE(launched.ok()) << launched;
+  cudaFree(d_data);
+}
+
 }  // namespace
 }  // namespace fedagg::cuda
