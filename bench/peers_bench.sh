@@ -18,11 +18,10 @@ if ! "$PEERS/venv-peers/bin/python" -c "import flwr, nvflare" 2>/dev/null; then
   python3 -m venv "$PEERS/venv-peers"
   "$PEERS/venv-peers/bin/pip" install --quiet "flwr==$FLWR_VERSION" "nvflare==$NVFLARE_VERSION"
 fi
-if ! "$PEERS/venv-fedagg/bin/python" -c "import fedagg" 2>/dev/null; then
-  rm -rf "$PEERS/venv-fedagg"
-  /usr/bin/python3 -m venv --system-site-packages "$PEERS/venv-fedagg"
-  "$PEERS/venv-fedagg/bin/pip" install --quiet --no-index --no-build-isolation "$REPO/client_stub/python"
-fi
+[ -x "$PEERS/venv-fedagg/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$PEERS/venv-fedagg"
+# The package of this tree, every run: an environment made by an earlier run holds an older one.
+"$PEERS/venv-fedagg/bin/pip" install --quiet --no-index --no-deps --no-build-isolation --force-reinstall \
+    "$REPO/client_stub/python"
 "$PEERS/venv-peers/bin/python" -c "import flwr, nvflare, sys; print('peers: flwr', flwr.__version__, '/ nvflare', nvflare.__version__, '/ python', sys.version.split()[0])"
 exec /usr/bin/python3 "$REPO/bench/peers_bench.py" --build "$BUILD" --peer_python "$PEERS/venv-peers/bin/python" \
     --fedagg_python "$PEERS/venv-fedagg/bin/python" "$@"

@@ -12,6 +12,7 @@
 #   bench/service_bench.sh BUILD_DIR scale  [--scale_clients=10000] [--scale_concurrency=1000]
 #   bench/service_bench.sh BUILD_DIR acks   [--acks_clients=400] [--acks_concurrency=16]
 #   bench/service_bench.sh BUILD_DIR idle   [--idle_server=PATH]
+#   bench/service_bench.sh BUILD_DIR python [--python_updates=80] [--python_threads=1,4]
 # ingest:  N concurrent streams of 1 KiB, 1 MiB and 64 MiB updates through fedagg-server
 #          (validation, batching, reduction) and through fedagg-raw-sink (a bare gRPC sink
 #          receiving the same chunked messages); payload bytes/s, updates/s and the ratio.
@@ -30,6 +31,11 @@
 # acks:    ack latency (p50, p99 per client) under a root with --checkpoint_dir, with the
 #          default --checkpoint_interval and --forward_interval_ms: RECEIVED and DURABLE at
 #          the root, and through one intermediate aggregator.
+# python:  the Python client's payload rate (bench/python_client_rate.py: Connection.submit
+#          of 16 MiB float32 updates from T threads over one channel) against
+#          fedagg-loadgen's with T updates in flight over one channel, at one root with the
+#          default flags, both results checked. Runs in .venv-frameworks (scripts/setup.sh),
+#          the package installed from this tree.
 # idle:    the RSS of a server that serves nothing yet, with the default flags
 #          (--backend=auto), a second after it is ready; --idle_server measures another
 #          binary (an older build) the same way.
@@ -41,7 +47,7 @@ LOADGEN=$BUILD/client_stub/fedagg-loadgen
 SINK=$BUILD/bench/fedagg-raw-sink
 
 declare -A OPT=([streams]=8 [updates_1k]=20000 [updates_1m]=1000 [updates_64m]=6 [rounds_small]=20 [rounds_large]=5
-                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16 [idle_server]=)
+                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16 [idle_server]= [python_updates]=80 [python_threads]=1,4)
 for arg in "$@"; do
   key=${arg#--}; key=${key%%=*}
   [ -n "${OPT[$key]+set}" ] && [[ $arg == --*=* ]] || { echo "unknown option $arg" >&2; exit 2; }
@@ -159,6 +165,23 @@ acks)
     done
   done
   stop_all ;;
+python)
+  here=$(cd "$(dirname "$0")" && pwd)
+  venv=$here/../.venv-frameworks
+  [ -x "$venv/bin/python" ] || { echo "python case: no $venv (scripts/setup.sh makes it)" >&2; exit 1; }
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-index --no-deps --no-build-isolation \
+      --force-reinstall "$here/../client_stub/python" >"$E2E_DIR/pip.log" 2>&1 || { cat "$E2E_DIR/pip.log"; exit 1; }
+  start_root
+  for threads in ${OPT[python_threads]//,/ }; do
+    (cd "$E2E_DIR" && "$venv/bin/python" "$here/python_client_rate.py" "127.0.0.1:$ROOT" \
+        "${OPT[python_updates]}" "$threads") >"$E2E_DIR/python-$threads.json"
+    cat "$E2E_DIR/python-$threads.json"
+    loadgen "$E2E_DIR/loadgen-$threads.json" --control="127.0.0.1:$ROOT" --clients="${OPT[python_updates]}" \
+        --concurrency="$threads" --channels=1 --type='<w=float32[4194304]>' --intrinsics=federated_sum
+    emit "$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); l=json.load(open(sys.argv[2])); lb=l["throughput"]["payload_bytes_per_s"]; print(json.dumps({"bench": "python", "threads": p["threads"], "updates": p["updates"], "python_bytes_per_s": p["bytes_per_s"], "loadgen_bytes_per_s": lb, "ratio": p["bytes_per_s"] / lb, "checked": p["checked"] and l["passed"]}))' \
+        "$E2E_DIR/python-$threads.json" "$E2E_DIR/loadgen-$threads.json")"
+  done
+  stop_all ;;
 idle)
   server=${OPT[idle_server]:-$SERVER}
   next_port; port=$PORT; next_port
@@ -168,5 +191,5 @@ idle)
       "$server" "$(sed -n 's/^fedagg-server: reduction backend \([a-z-]*\).*/\1/p' "$E2E_DIR/idle-$port.log")" \
       "$(rss_kib "${E2E_PIDS[-1]}" VmRSS)")"
   stop_all ;;
-*) echo "unknown case '$CASE': ingest, rounds, memory, partial, scale, acks or idle" >&2; exit 2 ;;
+*) echo "unknown case '$CASE': ingest, rounds, memory, partial, scale, acks, idle or python" >&2; exit 2 ;;
 esac

@@ -69,7 +69,7 @@ def grouped(path):
     for line in open(path):
         if line.startswith("BENCH "):
             r = json.loads(line[len("BENCH "):])
-            key = (r["bench"], r.get("server"), r.get("size"), r.get("clients"), r.get("updates") if r["bench"] == "memory" else None,
+            key = (r["bench"], r.get("server"), r.get("threads"), r.get("size"), r.get("clients"), r.get("updates") if r["bench"] == "memory" else None,
                    r.get("streams"), r.get("batch_max_mib"), r.get("contender"), r.get("root_flags"))
             groups.setdefault(key, []).append(r)
     return groups.values()
@@ -123,6 +123,13 @@ def service_rows(path):
                          f"{spread(runs, 'latency_p99_ms', fmt='{:.0f}')} ms; peak RSS root "
                          f"{spread(runs, 'root_peak_rss_bytes', 1 / MIB, '{:.0f}')} MiB, largest intermediate "
                          f"{statistics.median(mids) / MIB:.0f} MiB{failed}", "(reported)", ""))
+        elif r["bench"] == "python":
+            ratio = statistics.median(x["ratio"] for x in runs)
+            rows.append((f"Python client, {r['updates']} x 16 MiB, {r['threads']} thread(s) on one channel, {n}",
+                         f"{spread(runs, 'python_bytes_per_s', 1 / MB, '{:.0f}')} MB/s; fedagg-loadgen "
+                         f"{spread(runs, 'loadgen_bytes_per_s', 1 / MB, '{:.0f}')} MB/s; ratio "
+                         f"{spread(runs, 'ratio', 100, '{:.0f}')}%{failed}",
+                         ">= 80% of fedagg-loadgen", "yes" if ratio >= 0.8 and checked else "NO"))
         elif r["bench"] == "idle":
             rows.append((f"idle server, default flags (backend {r['backend']}), {n}",
                          f"RSS {spread(runs, 'rss_bytes', 1 / MIB)} MiB", "(reported)", ""))

@@ -36,7 +36,7 @@ OUT=$(mktemp -d /tmp/fedagg-bench.XXXXXX)
 ./build/bench/fedagg_core_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
     --benchmark_min_time=0.5 --benchmark_out="$OUT/core.json" --benchmark_out_format=json "${core_args[@]}"
 for run in $(seq "$repeat"); do
-  for case in ingest rounds memory partial scale idle; do
+  for case in ingest rounds memory partial scale idle python; do
     echo "=== $case, run $run of $repeat ==="
     ./bench/service_bench.sh build "$case" "${service_args[@]}" | tee -a "$OUT/service.log"
   done

@@ -24,6 +24,20 @@ def test_the_installed_package_is_under_test():
     assert aggregation_pb2_grpc.AggregationStub and control_pb2_grpc.ControlStub
 
 
+def test_chunks_are_written_as_protobuf_writes_them():
+    """update_encoder writes chunk requests by hand; they must be protobuf's own bytes, for
+    both request types, with zero-valued scalars left out and data of any length."""
+    from fedagg.update_encoder import chunk_request
+    from fedagg.v1 import aggregation_pb2 as pb
+    for request_type in (pb.SubmitRequest, pb.ContributeRequest):
+        for field, section, offset, size in [(0, pb.INDICES, 0, 1), (0, pb.VALUES, 0, 5), (3, pb.VALUES, 127, 128),
+                                             (200, pb.INDICES, 1 << 40, 300), (1, pb.VALUES, 4 << 20, 4 << 20)]:
+            data = rng.integers(0, 256, size, dtype=np.uint8)
+            expected = request_type(chunk=pb.Chunk(field=field, section=section, offset=offset,
+                                                   data=data.tobytes())).SerializeToString()
+            assert chunk_request(request_type, field, section, offset, memoryview(data)) == expected
+
+
 def test_dense_fields_match_numpy(conn):
     status = conn.control.create("py-dense", {
         "layer": {"w": F("float32", (4, 3), "federated_mean"), "b": F("float64", (3,), "federated_sum")},
@@ -279,19 +293,22 @@ def test_mutual_tls_and_bearer_token(secure_env):
         assert handshake.value.code_name == "UNAVAILABLE"
 
 
-def test_submitting_many_large_updates_holds_one_at_a_time(conn):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_submitting_many_large_updates_holds_one_at_a_time(conn, dtype):
     """A process that submits update after update (the FLARE aggregator forwards every
-    client result) keeps one in memory, not every one since the last garbage collection."""
+    client result) keeps one in memory, not every one since the last garbage collection:
+    sent from the caller's own array (float32, as declared) or from its converted copy."""
     import tracemalloc
-    status = conn.control.create("py-submit-memory", {"w": F("float32", (1_000_000,), "federated_sum")})
-    model = 4_000_000
+    name = f"py-submit-memory-{np.dtype(dtype).name}"
+    status = conn.control.create(name, {"w": F("float32", (1_000_000,), "federated_sum")})
+    model = 1_000_000 * np.dtype(dtype).itemsize
     tracemalloc.start()
     try:
         for i in range(12):
-            conn.submit(f"client-{i}", status, {"w": np.full(1_000_000, i, np.float32)})
+            conn.submit(f"client-{i}", status, {"w": np.full(1_000_000, i, dtype)})
         current, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert current < model and peak < 4 * model, f"{current / 2**20:.1f} MiB held, peak {peak / 2**20:.1f} MiB"
-    result = finish(conn, "py-submit-memory")
+    result = finish(conn, name)
     np.testing.assert_array_equal(result["w"].values, np.full(1_000_000, 66, np.float32))

@@ -2,7 +2,6 @@
 token (docs/PROTOCOL.md, section 2). A Connection holds one gRPC channel and gives the
 control client, Contribute streams, the Submit path and the task path (GetTask).
 """
-import gc
 import os
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
@@ -17,7 +16,6 @@ from .update_input import prepare_update
 from .v1 import aggregation_pb2, aggregation_pb2_grpc
 
 Pem = Union[bytes, str, "os.PathLike[str]"]
-_COLLECT_AFTER_BYTES = 1 << 20
 
 
 def _pem(value: Optional[Pem]) -> Optional[bytes]:
@@ -41,11 +39,19 @@ class Connection:
         self.timeout = timeout
         self.control = ControlClient(channel, self.metadata, timeout)
         self._aggregation = aggregation_pb2_grpc.AggregationStub(channel)
+        # Updates go out as the bytes update_encoder writes: the calls that carry them
+        # send requests as they are.
+        service = "/" + aggregation_pb2.DESCRIPTOR.services_by_name["Aggregation"].full_name
+        self._submit_serialized = channel.stream_unary(
+            service + "/Submit", request_serializer=bytes, response_deserializer=aggregation_pb2.SubmitResponse.FromString)
+        self._contribute_serialized = channel.stream_stream(
+            service + "/Contribute", request_serializer=bytes,
+            response_deserializer=aggregation_pb2.ContributeResponse.FromString)
 
     def open_stream(self, client_id: str, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                     max_attempts: int = 8, initial_backoff_s: float = 0.025) -> ContributeStream:
         """A Contribute stream for `client_id` (the exactly-once key of its updates)."""
-        return ContributeStream(self._aggregation, client_id, self.metadata, chunk_bytes=chunk_bytes,
+        return ContributeStream(self._contribute_serialized, client_id, self.metadata, chunk_bytes=chunk_bytes,
                                 max_attempts=max_attempts, initial_backoff_s=initial_backoff_s)
 
     def submit(self, client_id: str, spec: Union[Spec, AggregationStatus], fields: Any,
@@ -59,19 +65,20 @@ class Connection:
         check_chunk_bytes(chunk_bytes)
         if not client_id:
             raise invalid_argument("client id is empty")
-        requests = (aggregation_pb2.SubmitRequest(**{kind: message})
-                    for kind, message in encode_update(update, chunk_bytes, client_id, durable))
+        requests = encode_update(update, aggregation_pb2.SubmitRequest, chunk_bytes, client_id, durable)
         try:
-            response = call(self._aggregation.Submit, requests, self.metadata, self.timeout)
+            response = call(self._submit_serialized, requests, self.metadata, self.timeout)
         finally:
-            del requests
-            # grpcio's client-streaming call leaves what the request iterator referenced (the
-            # caller's arrays included) in a reference cycle, which only the cyclic garbage
-            # collector frees — and it runs by object counts, not bytes. Collecting after a
-            # large update keeps a process that submits many (the FLARE aggregator forwards
-            # every client result) at one update in memory instead of dozens.
-            if sum(f.values.nbytes for f in update.fields) >= _COLLECT_AFTER_BYTES:
-                gc.collect()
+            # A call that failed before sending everything leaves the request generator
+            # unfinished, holding the update's arrays, in a reference cycle of gRPC's that
+            # only the cyclic garbage collector frees: closing it drops them now, so that a
+            # process that submits update after update (the FLARE aggregator forwards every
+            # client result) holds one. One that gRPC's sending thread is still in is left
+            # to it.
+            try:
+                requests.close()
+            except ValueError:
+                pass
         return check_ack_level(response.ack, durable)
 
     def get_tasks(self, client_id: str, max_tasks: int = 1) -> List[Spec]:

@@ -24,21 +24,22 @@ _CLOSE = object()
 
 
 class ContributeStream:
-    def __init__(self, stub, client_id: str, metadata: Tuple[Tuple[str, str], ...], *,
+    def __init__(self, contribute_call, client_id: str, metadata: Tuple[Tuple[str, str], ...], *,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, max_attempts: int = 8,
                  initial_backoff_s: float = 0.025):
         self.client_id = client_id
         self.chunk_bytes = check_chunk_bytes(chunk_bytes)
         self._max_attempts = max_attempts
         self._initial_backoff_s = initial_backoff_s
-        # Each item is an iterator of requests (one update), consumed by gRPC's sending
-        # thread as it needs the next message; _CLOSE half-closes the stream.
+        # Each item is an iterator of serialized requests (one update), consumed by gRPC's
+        # sending thread as it needs the next message; _CLOSE half-closes the stream.
+        # contribute_call sends requests as they are (Connection makes it).
         self._outbox: "queue.Queue[Any]" = queue.Queue()
         self._lock = threading.Lock()  # one update in flight per stream
         self._closed = False
-        self._responses = stub.Contribute(self._requests(), metadata=metadata)
+        self._responses = contribute_call(self._requests(), metadata=metadata)
         self._outbox.put(iter([aggregation_pb2.ContributeRequest(
-            hello=aggregation_pb2.Hello(protocol_version=1, client_id=client_id))]))
+            hello=aggregation_pb2.Hello(protocol_version=1, client_id=client_id)).SerializeToString()]))
         response = self._next_response()
         if response.WhichOneof("kind") != "welcome":
             self._abort()
@@ -46,7 +47,7 @@ class ContributeStream:
         self.protocol_version = response.welcome.protocol_version
         self.open_aggregations: List[Spec] = [Spec(s) for s in response.welcome.open_aggregations]
 
-    def _requests(self) -> Iterator[aggregation_pb2.ContributeRequest]:
+    def _requests(self) -> Iterator[bytes]:
         while True:
             item = self._outbox.get()
             if item is _CLOSE:
@@ -69,8 +70,7 @@ class ContributeStream:
         self._outbox.put(_CLOSE)
 
     def _send_once(self, update: PreparedUpdate, durable: bool) -> int:
-        self._outbox.put(aggregation_pb2.ContributeRequest(**{kind: message})
-                         for kind, message in encode_update(update, self.chunk_bytes, durable=durable))
+        self._outbox.put(encode_update(update, aggregation_pb2.ContributeRequest, self.chunk_bytes, durable=durable))
         response = self._next_response()
         kind = response.WhichOneof("kind")
         if kind == "ack":

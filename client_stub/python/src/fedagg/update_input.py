@@ -200,15 +200,18 @@ def _in_declared_dtype(leaf: Leaf, values: np.ndarray, require_finite: bool,
         info = np.iinfo(compute)
         if int(values.min()) < info.min or int(values.max()) > info.max:
             raise invalid_argument(f"{leaf.describe()}: values outside the range of {leaf.dtype}")
+    # Values already in the wire dtype are sent from the caller's array as they are: no
+    # copy, and nothing to check but finiteness where it is required.
     with np.errstate(over="ignore", invalid="ignore"):
-        converted = values.astype(compute)
+        converted = values.astype(compute, copy=False)
     wire = _to_bfloat16_bits(converted) if leaf.dtype == "bfloat16" else converted
     widened = (wire.astype(np.uint32) << 16).view(np.float32) if leaf.dtype == "bfloat16" else wire
-    if compute.kind == "f":
+    cast = leaf.dtype == "bfloat16" or values.dtype != widened.dtype
+    if compute.kind == "f" and (cast or require_finite):
         finite = np.isfinite(widened)
-        if values.dtype.kind == "f" and np.any(np.isfinite(values) & ~finite):
+        if cast and values.dtype.kind == "f" and np.any(np.isfinite(values) & ~finite):
             raise invalid_argument(f"{leaf.describe()}: a value overflows {leaf.dtype}")
-    if not allow_lossy_cast and values.size and (leaf.dtype == "bfloat16" or values.dtype != widened.dtype):
+    if not allow_lossy_cast and values.size and cast:
         flat_values, flat_kept = values.reshape(-1), widened.reshape(-1)
         i = _first_changed(flat_values, flat_kept)
         if i is not None:
@@ -230,21 +233,25 @@ def _in_declared_dtype(leaf: Leaf, values: np.ndarray, require_finite: bool,
 in_declared_dtype = _in_declared_dtype
 
 
+def _flatten(prefix: str, fields: Dict[str, Any], flat: Dict[str, Any]) -> None:
+    """Adds every value of nested dicts to `flat` by dotted path. A module function, not a
+    recursive closure: a closure that calls itself is a reference cycle, and it would keep
+    the caller's arrays alive until the cyclic garbage collector ran."""
+    for key, value in fields.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict):
+            _flatten(path, value, flat)
+        else:
+            flat[path] = value
+
+
 def _field_values(spec: Spec, fields: Any) -> List[Any]:
     """The caller's values in leaf order: a dict by path (nested dicts for nested
     structs), a list in leaf order, or one value for a single-field type."""
     paths = [leaf.path for leaf in spec.leaves]
     if isinstance(fields, dict):
         flat: Dict[str, Any] = {}
-
-        def flatten(prefix: str, d: Dict[str, Any]):
-            for key, value in d.items():
-                path = f"{prefix}.{key}" if prefix else key
-                if isinstance(value, dict):
-                    flatten(path, value)
-                else:
-                    flat[path] = value
-        flatten("", fields)
+        _flatten("", fields, flat)
         unknown = sorted(set(flat) - set(paths))
         missing = [p for p in paths if p not in flat]
         if unknown or missing:
