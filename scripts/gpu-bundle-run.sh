@@ -9,6 +9,8 @@
 #   5. a service round on the cuda plugin: a root with --backend=cuda and an intermediate
 #      with --backend=auto (which must find the device and load the plugin), fedagg-demo's
 #      clients through the intermediate, the result checked against the float64 reference.
+#   6. the service table (service-table.sh beside this script): fedagg-loadgen against the
+#      cpu and cuda backends and the bare gRPC sink, five workloads, ratios and goals.
 #   ./run.sh [REPORT]   (default: report.txt beside this script; logs in logs/)
 # Exit status: 0 all passed, 1 something failed, 77 no usable CUDA device (the report says
 # why, and nothing else is run).
@@ -112,6 +114,10 @@ service_round() {
 }
 step service_round service_round
 grep -E "FINALIZED|check against|reduction backend" "$LOGS/service_round.log" | sed 's/^/    /' >>"$REPORT"
+
+# 6. The service table: its figures go in the report.
+step service_table "$DIR/service-table.sh" "$DIR/bin" --backends=cpu,cuda
+grep -E "^\||^staging|^    fedagg" "$LOGS/service_table.log" >>"$REPORT"
 
 if [ "$failed" = 0 ]; then say "RESULT: PASS"; exit 0; fi
 say "RESULT: FAIL"

@@ -2,7 +2,8 @@
 # Builds, on a machine without a GPU, everything fedagg's GPU check runs, and packs it in one
 # folder for a machine that has only the NVIDIA driver and the CUDA 13 libraries (cudart,
 # cuSPARSE, NCCL): fedagg-selftest, the cuda-labelled test binaries, fedagg_gpu_bench,
-# fedagg-server with the cuda plugin it loads (libfedagg_backend_cuda.so), fedagg-demo (a service round checked against the reference), with the
+# fedagg-server with the cuda plugin it loads (libfedagg_backend_cuda.so), fedagg-demo,
+# fedagg-loadgen and fedagg-raw-sink (for the service table, scripts/service-table.sh) (a service round checked against the reference), with the
 # non-CUDA shared libraries they need (gRPC, Protobuf, Abseil, OpenSSL, ...; stripped), packed
 # in payload.tar.gz (the programs carry their CUDA kernels for sm_80 and sm_90, 12-14 MB
 # each: 73 MB unpacked, 22 MB packed), and run.sh (scripts/gpu-bundle-run.sh), which unpacks
@@ -29,7 +30,8 @@ if ! grep -q '^FEDAGG_WITH_CUDA:BOOL=ON' "$BUILD_DIR/CMakeCache.txt"; then
   echo "gpu-bundle: $BUILD_DIR is built without the CUDA backend (FEDAGG_WITH_CUDA is off: no nvcc?)" >&2
   exit 1
 fi
-TARGETS=(fedagg-server fedagg-demo fedagg-selftest fedagg_gpu_bench fedagg_cuda_test fedagg_cuda_conformance_test)
+TARGETS=(fedagg-server fedagg-demo fedagg-selftest fedagg_gpu_bench fedagg_cuda_test fedagg_cuda_conformance_test
+         fedagg-loadgen fedagg-raw-sink)
 cmake --build "$BUILD_DIR" --target "${TARGETS[@]}" fedagg_backend_cuda
 
 rm -rf "$OUT"
@@ -71,7 +73,8 @@ programs=$(ls "$STAGE/bin" | wc -l) libraries=$(ls "$STAGE/lib" | wc -l)
 tar -czf "$OUT/payload.tar.gz" -C "$STAGE" bin lib
 rm -rf "$STAGE"
 cp scripts/gpu-bundle-run.sh "$OUT/run.sh"
-chmod +x "$OUT/run.sh"
+cp scripts/service-table.sh "$OUT/service-table.sh"
+chmod +x "$OUT/run.sh" "$OUT/service-table.sh"
 git rev-parse --short HEAD >"$OUT/COMMIT" 2>/dev/null || echo unknown >"$OUT/COMMIT"
 
 bytes=$(du -sb "$OUT" | cut -f1)

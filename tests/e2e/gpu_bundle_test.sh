@@ -9,14 +9,14 @@ set -euo pipefail
 source "$(dirname "$0")/e2e_lib.sh"
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 "$REPO/scripts/gpu-bundle.sh" --build_dir="$1" --out="$E2E_DIR/bundle" | tail -n 1
-[ "$(ls "$E2E_DIR/bundle")" = "$(printf 'COMMIT\npayload.tar.gz\nrun.sh')" ]
+[ "$(ls "$E2E_DIR/bundle")" = "$(printf 'COMMIT\npayload.tar.gz\nrun.sh\nservice-table.sh')" ]
 set +e
 "$E2E_DIR/bundle/run.sh" "$E2E_DIR/report.txt" >/dev/null
 rc=$?
 set -e
 cat "$E2E_DIR/report.txt"
 grep -q "^PASS libraries: every program finds its libraries, the bundle's from the bundle$" "$E2E_DIR/report.txt"
-[ "$(ls "$E2E_DIR/bundle/bin" | wc -l)" = 7 ]  # six programs and the cuda plugin
+[ "$(ls "$E2E_DIR/bundle/bin" | wc -l)" = 9 ]  # eight programs and the cuda plugin
 if [ "$rc" = 77 ]; then
   grep -q "^NO DEVICE: fedagg-selftest: SKIPPED: --backend=cuda: no usable CUDA device" "$E2E_DIR/report.txt"
   grep -q "^RESULT: NO DEVICE" "$E2E_DIR/report.txt"
@@ -24,4 +24,10 @@ if [ "$rc" = 77 ]; then
 else
   [ "$rc" = 0 ] && grep -q "^RESULT: PASS$" "$E2E_DIR/report.txt"
 fi
+# The service table from the bundle's programs, small and on the cpu backend: every row
+# measured and every result checked.
+"$E2E_DIR/bundle/service-table.sh" "$E2E_DIR/bundle/bin" --backends=cpu --scale=0.01 >"$E2E_DIR/table.txt" 2>&1 ||
+  { cat "$E2E_DIR/table.txt"; exit 1; }
+cat "$E2E_DIR/table.txt"
+[ "$(grep -c '^| .* MB/s\|^| .* upd/s' "$E2E_DIR/table.txt")" = 5 ]
 echo "gpu bundle: ok (run.sh exit $rc)"

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The service table of fedagg's GPU check: fedagg-loadgen clients on loopback (16 channels)
+# against one root with the default flags, for each backend named, beside fedagg-raw-sink
+# (the bare gRPC baseline), for five workloads: dense 16 MiB and 1 MiB updates,
+# sparse_sum and row_sparse_sum at 1%, and small updates (a float32[1024] mean and 10 rows
+# of a row-sparse table, ~4.8 KB). Each row: the sink's rate, each backend's rate and its
+# ratio to the sink, the goal of issue 22 and whether each device backend meets it (and
+# is at least as fast as the cpu backend); every run's result is
+# checked by fedagg-loadgen. After each device-backend run, the server's staging metrics.
+# The GPU bundle's run.sh runs it (scripts/gpu-bundle.sh copies it beside run.sh); CI runs
+# it small, with the cpu backend only (tests/e2e/gpu_bundle_test.sh).
+#   service-table.sh BIN_DIR [--backends=cpu,cuda] [--scale=1]   (BIN_DIR: fedagg-server,
+#                    fedagg-loadgen, fedagg-raw-sink; --scale multiplies the update counts)
+# Exit status: 0 when every run's result checked out (goals missed are reported, not
+# failed: they are benchmarks), 1 otherwise.
+set -uo pipefail
+BIN=${1:?usage: service-table.sh BIN_DIR [--backends=cpu,cuda] [--scale=1]}; shift
+BACKENDS=cpu,cuda SCALE=1
+for arg in "$@"; do
+  case $arg in
+    --backends=*) BACKENDS=${arg#*=} ;;
+    --scale=*) SCALE=${arg#*=} ;;
+    *) echo "service-table: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+LOGS=$(mktemp -d /tmp/fedagg-service-table.XXXXXX)
+count() { python3 -c "import sys; print(max(1, round(int(sys.argv[1]) * float(sys.argv[2]))))" "$1" "$SCALE"; }
+
+# name | goal for device backends (ratio to the sink, on payload or, for small, updates/s) | loadgen arguments
+WORKLOADS=(
+  "dense 16 MiB|0.90|payload|--type=<w=float32[4194304]> --intrinsics=federated_sum --clients=$(count 320) --concurrency=64"
+  "dense 1 MiB|0.90|payload|--type=<w=float32[262144]> --intrinsics=federated_sum --clients=$(count 4000) --concurrency=128"
+  "sparse_sum 1% of 16 Mi|0.70|payload|--type=<w=float32[16777216]> --intrinsics=sparse_sum --density=0.01 --clients=$(count 1600) --concurrency=128"
+  "row_sparse_sum 1% of 262,144 x 64|0.70|payload|--type=<t=float32[262144,64]> --intrinsics=row_sparse_sum --density=0.01 --clients=$(count 2000) --concurrency=128"
+  "small (~4.8 KB)|0.80|updates|--type=<w=float32[1024],t=float32[100000,16]> --intrinsics=federated_mean,row_sparse_sum --density=1,0.0001 --clients=$(count 100000) --concurrency=1024"
+)
+
+http_get() {  # http_get PORT PATH: the body, with bash's /dev/tcp (no curl needed)
+  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+  printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" >&3
+  sed '1,/^\r$/d' <&3
+  exec 3<&-
+}
+
+run() {  # run NAME METRICS_PORT|- LOADGEN_ARGS SERVER_COMMAND...: prints "rate updates_per_s passed"
+  local name=$1 metrics=$2 args=$3; shift 3
+  local port=$((30000 + RANDOM % 20000))
+  "$@" --listen="127.0.0.1:$port" >"$LOGS/$name.server.log" 2>&1 &
+  local server=$!
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  # shellcheck disable=SC2086
+  timeout 300 "$BIN/fedagg-loadgen" --control="127.0.0.1:$port" --channels=16 --json $args >"$LOGS/$name.json" 2>"$LOGS/$name.err"
+  if [ "$metrics" != - ]; then
+    http_get "$metrics" /metrics | grep -E '^fedagg_staging' | grep -v '_bucket' >"$LOGS/$name.staging" || true
+  fi
+  kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
+  python3 - "$LOGS/$name.json" <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+    print(r["throughput"]["payload_bytes_per_s"], r["throughput"]["updates_per_s"], "yes" if r["passed"] else "no")
+except Exception:
+    print(0, 0, "no")
+PY
+}
+
+failed=0
+printf '| workload | sink | %s | goal |\n' "$(sed 's/,/ | /g' <<<"$BACKENDS")"
+printf '|---|---|%s---|\n' "$(sed 's/[^,]*/---|/g; s/,//g' <<<"$BACKENDS")"
+for workload in "${WORKLOADS[@]}"; do
+  IFS='|' read -r name goal measure args <<<"$workload"
+  slug=$(tr 'A-Z' 'a-z' <<<"$name" | tr -cs 'a-z0-9' '_')
+  read -r sink_rate sink_ups sink_ok < <(run "$slug-sink" - "--sink $args" "$BIN/fedagg-raw-sink")
+  [ "$sink_ok" = yes ] || failed=1
+  sink=$([ "$measure" = updates ] && echo "$sink_ups" || echo "$sink_rate")
+  row="| $name | $(python3 -c "import sys; m, v = sys.argv[1], float(sys.argv[2]); print(f'{v:,.0f} upd/s' if m == 'updates' else f'{v / 1e6:,.0f} MB/s')" "$measure" "$sink")"
+  verdicts="" cpu_value=""
+  for backend in ${BACKENDS//,/ }; do
+    metrics=$((20000 + RANDOM % 10000))
+    read -r rate ups ok < <(run "$slug-$backend" "$metrics" "$args" "$BIN/fedagg-server" \
+        --backend="$backend" --metrics_address="127.0.0.1:$metrics")
+    [ "$ok" = yes ] || failed=1
+    value=$([ "$measure" = updates ] && echo "$ups" || echo "$rate")
+    row+=" | $(python3 -c "
+import sys
+m, v, s, ok = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+figure = f'{v:,.0f} upd/s' if m == 'updates' else f'{v / 1e6:,.0f} MB/s'
+print(f'{figure} ({100 * v / s:.0f}%)' + ('' if ok == 'yes' else ' RESULT CHECK FAILED') if s else figure)" "$measure" "$value" "$sink" "$ok")"
+    if [ "$backend" = cpu ]; then
+      cpu_value=$value
+    elif [ "$backend" != thrust-omp ]; then
+      verdicts+=" $backend $(python3 -c "
+import sys
+v, s, goal, cpu = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+verdict = 'met' if s and v / s >= goal else 'missed'
+print(verdict + (f', {\"at least\" if v >= float(cpu) else \"below\"} cpu' if cpu else ''))" "$value" "$sink" "$goal" "$cpu_value")"
+    fi
+  done
+  echo "$row | >= $(python3 -c "print(f'{100 * float(\"$goal\"):.0f}')")% of the sink:${verdicts:- (device backends only)} |"
+done
+for staging in "$LOGS"/*.staging; do
+  [ -s "$staging" ] || continue
+  echo "staging metrics after $(basename "$staging" .staging):"
+  sed 's/^/    /' "$staging"
+done
+echo "logs: $LOGS"
+exit "$failed"
