@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what fedagg needs to build and test on Debian 12: Debian's packages, then
 # (scripts/setup_frameworks.sh) Flower and NVIDIA FLARE from the package index into
-# .venv-frameworks for the framework adapters' tests.
+# .venv-frameworks for the framework adapters' tests, and kubernetes-validate into
+# .venv-tools for the Kubernetes manifests' test (tests/deploy).
 # Idempotent: installs nothing when everything is present. Needs root (or sudo).
 # The CUDA toolkit is optional and not installed here: with nvcc on PATH the CUDA backend
 # is built as well (see docs/DEPENDENCIES.md).
@@ -36,3 +37,24 @@ fi
 
 # Flower and NVIDIA FLARE for the framework adapters' tests (pinned, from the package index).
 "$(dirname "$0")/setup_frameworks.sh"
+
+# kubernetes-validate (pinned, from the package index; it carries the Kubernetes JSON schemas
+# and downloads nothing when it runs) for tests/deploy/kubernetes_manifests_test.sh, in its
+# own small environment. Idempotent: a stamp holds the pinned requirement. Without the
+# package index it says so and goes on: that test then skips, saying why.
+KUBERNETES_VALIDATE=kubernetes-validate==1.37.0
+TOOLS=$(cd "$(dirname "$0")/.." && pwd)/.venv-tools
+if [ "$(cat "$TOOLS/.fedagg-requirement" 2>/dev/null)" != "$KUBERNETES_VALIDATE" ] ||
+   [ ! -x "$TOOLS/bin/kubernetes-validate" ]; then
+  echo "setup: installing $KUBERNETES_VALIDATE (from the package index) into .venv-tools"
+  rm -rf "$TOOLS"
+  /usr/bin/python3 -m venv "$TOOLS"
+  log=$(mktemp)
+  if "$TOOLS/bin/pip" install --quiet --disable-pip-version-check --no-input "$KUBERNETES_VALIDATE" >"$log" 2>&1; then
+    echo "$KUBERNETES_VALIDATE" >"$TOOLS/.fedagg-requirement"
+  else
+    echo "setup: could not install it (no package index?); the Kubernetes manifests' test will skip:" >&2
+    tail -n 5 "$log" >&2
+  fi
+  rm -f "$log"
+fi
