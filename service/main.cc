@@ -46,10 +46,13 @@ int main(int argc, char** argv) {
 
   fedagg::ServerConfig config;
   config.backend = backend->backend;
-  for (absl::Status status : {fedagg::ApplyNetworkFlags(config), fedagg::ApplyIngestFlags(config),
+  std::string ingest_window_reason;
+  for (absl::Status status : {fedagg::ApplyNetworkFlags(config), fedagg::ApplyIngestFlags(config, &ingest_window_reason),
                               fedagg::ApplyTreeFlags(config)}) {
     if (!status.ok()) return Refuse(status);
   }
+  std::printf("fedagg-server: ingest window %llu MiB (%s)\n",
+              static_cast<unsigned long long>(config.ingest_window_bytes >> 20), ingest_window_reason.c_str());
 
   absl::StatusOr<std::unique_ptr<fedagg::FedaggServer>> server = fedagg::FedaggServer::Start(config);
   if (!server.ok()) {

@@ -1,11 +1,16 @@
 // fedagg-server's ingest flags: how updates are batched and reduced, how large they may be,
 // and how much memory the node holds.
 #include <algorithm>
+#include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "service/flags/flag_values.h"
 #include "service/flags/server_flags.h"
+#include "service/core/ingest_window_size.h"
+#include "service/core/machine_resources.h"
 #include "service/core/status_macros.h"
 
 ABSL_FLAG(int, batch_size, 16, "client updates reduced together in one pass");
@@ -21,12 +26,14 @@ ABSL_FLAG(int64_t, memory_budget_bytes, 0,
           "bytes of client data (updates being received, pending batches, accumulators) this "
           "node holds at most; a new update that would exceed it is refused with "
           "RESOURCE_EXHAUSTED; 0: no budget");
-ABSL_FLAG(int64_t, ingest_window_mib, 16,
+ABSL_FLAG(std::string, ingest_window_mib, "auto",
           "MiB of client updates held at once, being received or waiting in pending batches; "
           "a new update waits (its stream paused, so gRPC flow control holds the sender back) "
           "until its bytes fit, and an update larger than the window is received alone. "
           "Batches close at half the window. Bounds memory to about the accumulators plus the "
-          "window; raise it when many slow senders upload large models at once. 0: no window");
+          "window. auto: 8 MiB per core (of this process's CPUs and cgroup limit), at least 16 "
+          "and at most 1024, at most a quarter of --memory_budget_bytes and a sixteenth of the "
+          "memory (docs/OPERATIONS.md); 0: no window");
 ABSL_FLAG(int, heap_arenas, 1,
           "glibc heap arenas the server's threads share (mallopt M_ARENA_MAX); each arena keeps "
           "memory its threads freed, so fewer arenas hold less (docs/BENCHMARKS.md item 19); "
@@ -34,7 +41,7 @@ ABSL_FLAG(int, heap_arenas, 1,
 
 namespace fedagg {
 
-absl::Status ApplyIngestFlags(ServerConfig& config) {
+absl::Status ApplyIngestFlags(ServerConfig& config, std::string* ingest_window_reason) {
   config.batch_size = absl::GetFlag(FLAGS_batch_size);
   config.batch_max_bytes = static_cast<uint64_t>(std::max(absl::GetFlag(FLAGS_batch_max_mib), 0)) << 20;
   config.flush_interval = absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
@@ -42,9 +49,21 @@ absl::Status ApplyIngestFlags(ServerConfig& config) {
   config.max_update_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_update_mib)) << 20;
   FEDAGG_ASSIGN_OR_RETURN(config.memory_budget_bytes,
                           NonNegativeFlag("memory_budget_bytes", absl::GetFlag(FLAGS_memory_budget_bytes)));
-  FEDAGG_ASSIGN_OR_RETURN(const uint64_t ingest_window_mib,
-                          NonNegativeFlag("ingest_window_mib", absl::GetFlag(FLAGS_ingest_window_mib)));
+  const std::string window = absl::GetFlag(FLAGS_ingest_window_mib);
+  if (window == "auto") {
+    const IngestWindowSize size = AutoIngestWindow(ReadMachineResources(), config.memory_budget_bytes);
+    config.ingest_window_bytes = size.bytes;
+    *ingest_window_reason = size.reason;
+    return absl::OkStatus();
+  }
+  int64_t mib = 0;
+  if (!absl::SimpleAtoi(window, &mib)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ingest_window_mib must be auto or a number of MiB, not '", window, "'"));
+  }
+  FEDAGG_ASSIGN_OR_RETURN(const uint64_t ingest_window_mib, NonNegativeFlag("ingest_window_mib", mib));
   config.ingest_window_bytes = ingest_window_mib << 20;
+  *ingest_window_reason = ingest_window_mib == 0 ? "--ingest_window_mib=0: no window" : "--ingest_window_mib";
   return absl::OkStatus();
 }
 

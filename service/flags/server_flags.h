@@ -6,6 +6,8 @@
 #ifndef FEDAGG_SERVICE_FLAGS_SERVER_FLAGS_H_
 #define FEDAGG_SERVICE_FLAGS_SERVER_FLAGS_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "service/backend/backend_choice.h"
@@ -14,7 +16,8 @@
 namespace fedagg {
 
 absl::Status ApplyNetworkFlags(ServerConfig& config);
-absl::Status ApplyIngestFlags(ServerConfig& config);
+// `ingest_window_reason`: how the ingest window's size was chosen, for the log.
+absl::Status ApplyIngestFlags(ServerConfig& config, std::string* ingest_window_reason);
 absl::Status ApplyTreeFlags(ServerConfig& config);
 
 // --heap_arenas (0: glibc's default), for main to apply before any thread starts.
