@@ -39,6 +39,15 @@ e2e_start_server() {  # e2e_start_server BINARY NAME GRPC_PORT METRICS_PORT [fla
   E2E_PIDS+=($!)
   e2e_wait_port "$port"
   e2e_wait_port "$metrics"
+  # The ports open inside the server's start; what it logs about its start (the backend,
+  # resumed checkpoints) is flushed with its last line, which callers may grep for.
+  for _ in $(seq 100); do
+    grep -q "listening on port" "$E2E_DIR/$name.log" && return 0
+    sleep 0.1
+  done
+  echo "$name did not log that it is listening:" >&2
+  cat "$E2E_DIR/$name.log" >&2
+  return 1
 }
 
 e2e_start_tree() {  # e2e_start_tree BINARY: a root and two intermediates under it; sets ROOT, I1, I2
