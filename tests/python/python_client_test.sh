@@ -29,4 +29,4 @@ FEDAGG_TEST_SERVER="127.0.0.1:$PLAIN" FEDAGG_TEST_SECURE_SERVER="127.0.0.1:$SECU
 FEDAGG_TEST_DURABLE_SERVER="127.0.0.1:$DURABLE" FEDAGG_TEST_CHECKPOINT_DIR="$E2E_DIR/checkpoints" \
 FEDAGG_TEST_CERTS="$E2E_DIR/certs" FEDAGG_TEST_TOKEN=python-test-token \
 FEDAGG_TEST_UNUSED_PORT=$((PLAIN + 9)) PYTHONDONTWRITEBYTECODE=1 \
-    "$E2E_DIR/venv/bin/python" -m pytest -p no:cacheprovider -q "$REPO/tests/python"
+    "$E2E_DIR/venv/bin/python" -m pytest -p no:cacheprovider -q -rs "$REPO/tests/python"
