@@ -2,13 +2,11 @@
 // function (the static libraries linked into it stay hidden), and fedagg-server reaches the
 // backend through the table it returns (service/backend/backend_plugin.h).
 #include "cuda/cuda_backend.h"
-#include "cuda/device_probe.h"
 #include "service/backend/backend_plugin.h"
 
 extern "C" __attribute__((visibility("default"))) const fedagg::BackendPlugin* fedagg_backend_plugin() {
   static const fedagg::BackendPlugin plugin{
       .version = fedagg::kBackendPluginVersion,
-      .usable_device_count = &fedagg::cuda::UsableDeviceCount,
       .backend = &fedagg::cuda::CudaBackend,
   };
   return &plugin;

@@ -17,14 +17,13 @@
 namespace fedagg {
 
 // Raised whenever the table or the types it carries change.
-inline constexpr int kBackendPluginVersion = 1;
+inline constexpr int kBackendPluginVersion = 2;
 
 struct BackendPlugin {
   int version = kBackendPluginVersion;  // the plugin's build's kBackendPluginVersion
-  // The number of usable devices (>= 1), or UNAVAILABLE with the runtime's reason.
-  absl::StatusOr<int> (*usable_device_count)() = nullptr;
   // The process-wide backend with these staging options on `devices` (nullopt: every
-  // device), as cuda/cuda_backend.h's CudaBackend.
+  // device), as cuda/cuda_backend.h's CudaBackend: UNAVAILABLE, with the runtime's reason,
+  // on a machine without a usable device.
   absl::StatusOr<const AccumulatorFactory*> (*backend)(const portable::StagingRingOptions& staging,
                                                         const std::optional<std::vector<int>>& devices) = nullptr;
 };

@@ -42,8 +42,7 @@ absl::StatusOr<const BackendPlugin*> Load(const std::string& path) {
         absl::StrCat(path, " is not a fedagg backend plugin (it exports no ", kBackendPluginSymbol, ")"));
   }
   const BackendPlugin* plugin = entry();
-  if (plugin == nullptr || plugin->version != kBackendPluginVersion || plugin->usable_device_count == nullptr ||
-      plugin->backend == nullptr) {
+  if (plugin == nullptr || plugin->version != kBackendPluginVersion || plugin->backend == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, " comes from another version of fedagg (plugin interface ", plugin == nullptr ? 0 : plugin->version,
         ", this fedagg-server has ", kBackendPluginVersion, "): install the plugin built with this server"));

@@ -15,8 +15,8 @@
 namespace fedagg {
 namespace {
 
-// The limits of this process's own cgroup (v2: /proc/self/cgroup holds "0::/path").
-std::string OwnCgroupFile(absl::string_view name) {
+// The directory of this process's own cgroup (v2: /proc/self/cgroup holds "0::/path").
+std::string OwnCgroupDirectory() {
   absl::StatusOr<std::string> membership = ReadFile("/proc/self/cgroup");
   std::string path;
   if (membership.ok()) {
@@ -24,8 +24,12 @@ std::string OwnCgroupFile(absl::string_view name) {
       if (absl::ConsumePrefix(&line, "0::")) path = std::string(absl::StripAsciiWhitespace(line));
     }
   }
-  absl::StatusOr<std::string> content = ReadFile(std::string("/sys/fs/cgroup") + (path == "/" ? "" : path) + "/" +
-                                                 std::string(name));
+  return "/sys/fs/cgroup" + (path == "/" ? "" : path);
+}
+
+// A file of that directory; empty when there is none (no cgroup v2, no limit file).
+std::string CgroupFile(const std::string& directory, absl::string_view name) {
+  absl::StatusOr<std::string> content = ReadFile(directory + "/" + std::string(name));
   return content.ok() ? *content : std::string();
 }
 
@@ -49,16 +53,17 @@ std::optional<uint64_t> BytesFromMemoryMax(absl::string_view memory_max) {
 
 MachineResources ReadMachineResources() {
   MachineResources resources;
+  const std::string cgroup = OwnCgroupDirectory();
   cpu_set_t mask;
   CPU_ZERO(&mask);
   resources.cores = sched_getaffinity(0, sizeof(mask), &mask) == 0 ? CPU_COUNT(&mask) : 1;
-  if (std::optional<int> limit = CoresFromCpuMax(OwnCgroupFile("cpu.max"))) {
+  if (std::optional<int> limit = CoresFromCpuMax(CgroupFile(cgroup, "cpu.max"))) {
     resources.cores = std::min(resources.cores, *limit);
   }
   resources.cores = std::max(resources.cores, 1);
   const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
   resources.memory_bytes = pages > 0 && page_bytes > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_bytes) : 0;
-  if (std::optional<uint64_t> limit = BytesFromMemoryMax(OwnCgroupFile("memory.max"))) {
+  if (std::optional<uint64_t> limit = BytesFromMemoryMax(CgroupFile(cgroup, "memory.max"))) {
     resources.memory_bytes = resources.memory_bytes == 0 ? *limit : std::min(resources.memory_bytes, *limit);
   }
   return resources;

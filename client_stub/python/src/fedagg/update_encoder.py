@@ -48,14 +48,20 @@ def _key(number: int, wire_type: int) -> bytes:
     return _varint(number << 3 | wire_type)
 
 
+_CHUNK_SCALAR_KEYS = tuple((name, _key(_CHUNK_FIELDS[name].number, _VARINT)) for name in ("field", "section", "offset"))
+_CHUNK_DATA_KEY = _key(_CHUNK_FIELDS["data"].number, _LENGTH_DELIMITED)
+# Each request type's key of its `chunk` field.
+_CHUNK_KEYS = {request_type: _key(request_type.DESCRIPTOR.fields_by_name["chunk"].number, _LENGTH_DELIMITED)
+               for request_type in (aggregation_pb2.SubmitRequest, aggregation_pb2.ContributeRequest)}
+
+
 def chunk_request(request_type: RequestType, field: int, section: int, offset: int, data: memoryview) -> bytes:
     """The serialized request_type(chunk=Chunk(field, section, offset, data)), byte for byte
     what protobuf writes (zero-valued scalars left out), with `data` copied once."""
-    head = b"".join(_key(_CHUNK_FIELDS[name].number, _VARINT) + _varint(value)
-                    for name, value in (("field", field), ("section", section), ("offset", offset)) if value)
-    head += _key(_CHUNK_FIELDS["data"].number, _LENGTH_DELIMITED) + _varint(len(data))
-    chunk_number = request_type.DESCRIPTOR.fields_by_name["chunk"].number
-    prefix = _key(chunk_number, _LENGTH_DELIMITED) + _varint(len(head) + len(data)) + head
+    values = {"field": field, "section": section, "offset": offset}
+    head = b"".join(key + _varint(values[name]) for name, key in _CHUNK_SCALAR_KEYS if values[name])
+    head += _CHUNK_DATA_KEY + _varint(len(data))
+    prefix = _CHUNK_KEYS[request_type] + _varint(len(head) + len(data)) + head
     return b"".join((prefix, data))
 
 
