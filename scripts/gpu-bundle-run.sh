@@ -117,7 +117,7 @@ grep -E "FINALIZED|check against|reduction backend" "$LOGS/service_round.log" | 
 
 # 6. The service table: its figures go in the report.
 step service_table "$DIR/service-table.sh" "$DIR/bin" --backends=cpu,cuda
-grep -E "^\||^staging|^    fedagg" "$LOGS/service_table.log" >>"$REPORT"
+grep -E "^\||^staging|^    fedagg|^    threads" "$LOGS/service_table.log" >>"$REPORT"
 
 if [ "$failed" = 0 ]; then say "RESULT: PASS"; exit 0; fi
 say "RESULT: FAIL"

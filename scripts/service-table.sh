@@ -6,7 +6,8 @@
 # of a row-sparse table, ~4.8 KB). Each row: the sink's rate, each backend's rate and its
 # ratio to the sink, the goal of issue 22 and whether each device backend meets it (and
 # is at least as fast as the cpu backend); every run's result is
-# checked by fedagg-loadgen. After each device-backend run, the server's staging metrics.
+# checked by fedagg-loadgen. After each backend run, the server's staging metrics and its
+# threads: how many, and CPU seconds by thread name (work serialized, or callbacks blocking).
 # The GPU bundle's run.sh runs it (scripts/gpu-bundle.sh copies it beside run.sh); CI runs
 # it small, with the cpu backend only (tests/e2e/gpu_bundle_test.sh).
 #   service-table.sh BIN_DIR [--backends=cpu,cuda] [--scale=1]   (BIN_DIR: fedagg-server,
@@ -42,6 +43,27 @@ http_get() {  # http_get PORT PATH: the body, with bash's /dev/tcp (no curl need
   exec 3<&-
 }
 
+server_threads() {  # server_threads PID: its thread count and CPU seconds by thread name
+  python3 - "$1" <<'PY'
+import collections, glob, os, re, sys
+def cpu_seconds(stat_text):  # utime + stime of a /proc stat line
+    fields = stat_text[stat_text.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+seconds, threads = collections.Counter(), collections.Counter()
+for stat in glob.glob(f"/proc/{sys.argv[1]}/task/*/stat"):
+    try:
+        text = open(stat).read()
+    except OSError:
+        continue
+    name = re.sub(r"[-_ ]?\d+$", "", text[text.index("(") + 1:text.rindex(")")])
+    seconds[name] += cpu_seconds(text)
+    threads[name] += 1
+total = cpu_seconds(open(f"/proc/{sys.argv[1]}/stat").read())  # exited threads included
+print(f"threads {sum(threads.values())} live, CPU seconds {total:.2f} (live threads by name: " +
+      ", ".join(f"{n} x{threads[n]} {s:.2f}" for n, s in seconds.most_common()) + ")")
+PY
+}
+
 run() {  # run NAME METRICS_PORT|- LOADGEN_ARGS SERVER_COMMAND...: prints "rate updates_per_s passed"
   local name=$1 metrics=$2 args=$3; shift 3
   local port=$((30000 + RANDOM % 20000))
@@ -52,6 +74,7 @@ run() {  # run NAME METRICS_PORT|- LOADGEN_ARGS SERVER_COMMAND...: prints "rate 
   timeout 300 "$BIN/fedagg-loadgen" --control="127.0.0.1:$port" --channels=16 --json $args >"$LOGS/$name.json" 2>"$LOGS/$name.err"
   if [ "$metrics" != - ]; then
     http_get "$metrics" /metrics | grep -E '^fedagg_staging' | grep -v '_bucket' >"$LOGS/$name.staging" || true
+    server_threads "$server" >>"$LOGS/$name.staging"
   fi
   kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
   python3 - "$LOGS/$name.json" <<'PY'
