@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -111,6 +112,7 @@ absl::Status Run() {
 }  // namespace fedagg
 
 int main(int argc, char** argv) {
+  fedagg::TurnOffAbseilDeadlockDetection();
   fedagg::SetProgramUsage("Weighted-mean rounds on fedagg's CPU backend over an update file (bench/peers_bench.py).");
   absl::ParseCommandLine(argc, argv);
   if (absl::Status status = fedagg::Run(); !status.ok()) {

@@ -11,6 +11,7 @@
 #include <deque>
 #include <memory>
 
+#include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -96,6 +97,7 @@ class SinkService final : public v1::Aggregation::CallbackService {
 }  // namespace fedagg
 
 int main(int argc, char** argv) {
+  fedagg::TurnOffAbseilDeadlockDetection();
   fedagg::SetProgramUsage("A bare Contribute sink: the baseline of fedagg's ingest benchmark.");
   absl::ParseCommandLine(argc, argv);
   fedagg::SinkService service;

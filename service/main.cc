@@ -13,6 +13,7 @@
 
 #include "absl/flags/parse.h"
 #include "absl/time/time.h"
+#include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "service/flags/server_flags.h"
 #include "service/server.h"
@@ -30,6 +31,7 @@ int Refuse(const absl::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fedagg::TurnOffAbseilDeadlockDetection();
   fedagg::SetProgramUsage(
       "the aggregation tier for federated computation.\n"
       "  root:          fedagg-server --listen=0.0.0.0:50051\n"

@@ -15,6 +15,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -332,6 +333,7 @@ int Run(const std::vector<std::string>& args) {
 }  // namespace fedagg
 
 int main(int argc, char** argv) {
+  fedagg::TurnOffAbseilDeadlockDetection();
   fedagg::SetProgramUsage(
       "fedagg's command line: aggregations, updates and results on a running tree.\n"
       "  fedagg-client [--server=HOST:PORT] [--json] COMMAND ...\n"

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -230,6 +231,7 @@ int Run() {
 }  // namespace fedagg::loadgen
 
 int main(int argc, char** argv) {
+  fedagg::TurnOffAbseilDeadlockDetection();
   fedagg::SetProgramUsage(
       "Runs N logical clients against a running fedagg tree and checks the result.\n"
       "  fedagg-loadgen --control=ROOT:PORT [--servers=A:PORT,B:PORT] --clients=N [flags]");

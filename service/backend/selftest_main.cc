@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -25,6 +26,7 @@ constexpr int kSkipped = 77;
 }  // namespace
 
 int main(int argc, char** argv) {
+  fedagg::TurnOffAbseilDeadlockDetection();
   fedagg::SetProgramUsage(
       "fedagg-selftest --backend=cpu|thrust-omp|cuda [--devices=all|0,1,...]: every intrinsic "
       "of one backend against the float64 reference, as a pass/fail table");

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -105,6 +106,7 @@ int Run() {
 }  // namespace fedagg
 
 int main(int argc, char** argv) {
+  fedagg::TurnOffAbseilDeadlockDetection();
   fedagg::SetProgramUsage("Runs simulated clients through a running fedagg tree and checks the result.");
   absl::ParseCommandLine(argc, argv);
   return fedagg::Run();

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -96,6 +97,7 @@ int Run() {
 }  // namespace fedagg
 
 int main(int argc, char** argv) {
+  fedagg::TurnOffAbseilDeadlockDetection();
   fedagg::SetProgramUsage(
       "Aggregates simulated client updates in-process through two simulated intermediate "
       "aggregators and a root, and checks the result against the reference.");
