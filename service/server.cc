@@ -97,6 +97,8 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
     metrics->batch_reduction.Observe(absl::ToDoubleSeconds(elapsed));
     metrics->batch_fill.Observe(static_cast<double>(updates));
   };
+  server->reduction_workers_ = std::make_unique<ThreadPool>(1 + BatchReducer::DefaultWorkerThreads());
+  options.reduction_workers = server->reduction_workers_.get();
   options.child_grace = config.child_grace;
   options.backend = config.backend;
   server->backend_name_ = std::string(config.backend != nullptr ? config.backend->name() : "cpu");
@@ -130,7 +132,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
     server->ingest_window_ = std::make_unique<IngestWindow>(config.ingest_window_bytes);
     AggregationRegistry* registry = server->registry_.get();
     server->ingest_window_->SetPressureHandler([registry] {
-      for (const std::shared_ptr<Aggregation>& aggregation : registry->List()) aggregation->ReducePending();
+      for (const std::shared_ptr<Aggregation>& aggregation : registry->List()) aggregation->FlushPending();
     });
     server->context_->ingest_window = server->ingest_window_.get();
   }

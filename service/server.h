@@ -20,6 +20,7 @@
 #include "service/core/accumulator_factory.h"
 #include "service/core/ingest_window.h"
 #include "service/core/memory_budget.h"
+#include "service/core/thread_pool.h"
 #include "service/core/read_file.h"
 #include "service/rounds/aggregation_registry.h"
 #include "service/rounds/checkpointer.h"
@@ -138,6 +139,10 @@ class FedaggServer {
   // Declared before registry_: the update buffers of its aggregations hold tickets in it.
   std::unique_ptr<IngestWindow> ingest_window_;
   std::vector<const StagingRingStats*> staging_rings_;
+  // Where aggregations reduce their batches. Declared before registry_ and after
+  // ingest_window_: destroyed once no aggregation is left, it runs the reductions still
+  // queued (their updates hold tickets in the window) and then joins its threads.
+  std::unique_ptr<ThreadPool> reduction_workers_;
   std::unique_ptr<StreamLimiter> stream_limiter_;
   // Declared before registry_, so destroyed after it: the registry's ticker may tell the
   // checkpointer about forgotten aggregations until the registry is gone.

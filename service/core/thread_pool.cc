@@ -1,7 +1,8 @@
-// A fixed pool of worker threads with a blocking ParallelFor.
+// A fixed pool of worker threads: a blocking ParallelFor, and background tasks.
 #include "service/core/thread_pool.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace fedagg {
 
@@ -59,6 +60,15 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   fn(0, bound(1));
   MutexLock done_lock(&done_mu);
   done_mu.Await([&remaining] { return remaining == 0; });
+}
+
+void ThreadPool::Run(std::function<void()> task) {
+  if (workers_.empty()) {
+    task();
+    return;
+  }
+  MutexLock lock(&mu_);
+  tasks_.push_back(std::move(task));
 }
 
 ThreadPool& ThreadPool::Default() {

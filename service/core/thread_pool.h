@@ -1,6 +1,8 @@
-// A fixed pool of worker threads for data-parallel loops in the CPU backend.
-// ParallelFor splits a range into contiguous chunks, runs one on the calling thread and
-// the rest on workers, and returns when all are done. Safe to call from several threads.
+// A fixed pool of worker threads: data-parallel loops in the CPU backend (ParallelFor
+// splits a range into contiguous chunks, runs one on the calling thread and the rest on
+// workers, and returns when all are done), and tasks run in the background (Run: the
+// batch reductions of service/rounds/batch_reducer.h, on a pool of their own). Safe to
+// call from several threads. Tasks still queued when the pool is destroyed run first.
 #ifndef FEDAGG_SERVICE_CORE_THREAD_POOL_H_
 #define FEDAGG_SERVICE_CORE_THREAD_POOL_H_
 
@@ -28,6 +30,10 @@ class ThreadPool {
   // Calls fn(begin, end) over disjoint chunks covering [0, n), each at least
   // `min_chunk` long (except when n is smaller), using up to threads() threads.
   void ParallelFor(int64_t n, int64_t min_chunk, absl::FunctionRef<void(int64_t, int64_t)> fn);
+
+  // Runs `task` on a worker, in the order tasks were given; inline when the pool has no
+  // worker (threads() == 1).
+  void Run(std::function<void()> task);
 
   // A process-wide pool with one thread per hardware thread.
   static ThreadPool& Default();

@@ -1,4 +1,5 @@
-// Aggregation: lifecycle, exactly-once accounting, batching and child partials.
+// Aggregation: lifecycle, exactly-once accounting, child partials and durability; its
+// updates are batched and reduced by its BatchReducer.
 #include "service/rounds/aggregation.h"
 
 #include <algorithm>
@@ -23,16 +24,22 @@ absl::string_view NodeOfChild(absl::string_view child_id) {
 }
 }  // namespace
 
+namespace {
+BatchReducerOptions BatchingOf(const AggregationOptions& options) {
+  BatchReducerOptions batching;
+  batching.batch_size = options.batch_size;
+  batching.batch_max_bytes = options.batch_max_bytes;
+  batching.workers = options.reduction_workers;
+  batching.on_batch_reduced = options.on_batch_reduced;
+  batching.memory_budget = options.memory_budget;
+  return batching;
+}
+}  // namespace
+
 Aggregation::Aggregation(AggregationConfig config, AggregationOptions options)
     : config_(std::move(config)),
       options_(options),
-      partial_(config_.reduction, BackendOf(options_)) {
-  MutexLock reduce(&reduce_mu_);
-  if (options_.memory_budget != nullptr) partial_memory_ = options_.memory_budget->ReserveUnchecked(0);
-  AccountPartialMemory();
-}
-
-void Aggregation::AccountPartialMemory() { partial_memory_.ResizeUnchecked(partial_.MemoryBytes()); }
+      batches_(BatchReducer::Create(config_.reduction, BackendOf(options_), BatchingOf(options_))) {}
 
 Aggregation::~Aggregation() {
   std::vector<std::function<void(bool)>> waiters;
@@ -59,10 +66,9 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
         " contributions but its partial aggregate holds ", partial->contributions()));
   }
   auto aggregation = std::make_shared<Aggregation>(std::move(config), options);
-  MutexLock reduce(&aggregation->reduce_mu_);
+  BatchReducer::Hold hold(*aggregation->batches_);
   MutexLock lock(&aggregation->mu_);
-  aggregation->partial_ = *std::move(partial);
-  aggregation->AccountPartialMemory();  // a restored sparse union may be larger than an empty one
+  hold.ReplacePartial(*std::move(partial));  // accounts it: a restored sparse union may be larger than an empty one
   aggregation->state_ = checkpoint.state;
   aggregation->detail_ = checkpoint.detail;
   aggregation->counted_.insert(checkpoint.counted.begin(), checkpoint.counted.end());
@@ -82,7 +88,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
   }
   aggregation->sealed_at_ = absl::Now();
   if (checkpoint.state == v1::FINALIZED) {
-    absl::StatusOr<AggregateResult> report = aggregation->partial_.Report();
+    absl::StatusOr<AggregateResult> report = hold.partial().Report();
     if (!report.ok()) {
       return absl::DataLossError(absl::StrCat("checkpoint of FINALIZED aggregation '", aggregation->id(),
                                               "' does not report a result: ", report.status().message()));
@@ -301,7 +307,6 @@ void Aggregation::ReleaseLostChildLocked(const std::string& child_id, const std:
 absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id, ValidatedUpdate validated) {
   UpdateBuffer update = std::move(validated.buffer_);
   int64_t contributions = 0;
-  bool batch_full = false;
   bool sealed_now = false;
   std::vector<ChildNotifier> to_notify;
   {
@@ -310,19 +315,13 @@ absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id, 
     ++version_;
     if (options_.forwarding) undelivered_.push_back(client_id);
     weight_sum_ += update.view().weight.value_or(1.0);
-    if (pending_.empty()) pending_since_ = absl::Now();
-    pending_.push_back(std::move(update));
+    batches_->Add(std::move(update));  // under mu_: what is counted is pending, queued or reduced
     contributions = ++contributions_;
-    uint64_t pending_bytes = 0;
-    for (const UpdateBuffer& pending : pending_) pending_bytes += pending.total_bytes();
-    batch_full = static_cast<int>(pending_.size()) >= options_.batch_size ||
-                 pending_bytes >= options_.batch_max_bytes;
     if (config_.max_contributions > 0 && contributions_ >= config_.max_contributions) {
       SealLocked(&to_notify);
       sealed_now = true;
     }
   }
-  if (batch_full) ReducePending();
   if (sealed_now) {
     for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
     NotifyWatchers();
@@ -331,34 +330,7 @@ absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id, 
   return contributions;
 }
 
-void Aggregation::ReduceBatch(std::vector<UpdateBuffer>& batch) {
-  if (batch.empty()) return;
-  std::vector<UpdateView> views;
-  views.reserve(batch.size());
-  for (const UpdateBuffer& buffer : batch) views.push_back(buffer.view());
-  // Every update was validated by CommitUpdate, so this fails only for lack of backend
-  // resources (device memory: RESOURCE_EXHAUSTED) or on a bug. After a failure the
-  // partial is unspecified: later batches are dropped and the aggregation fails.
-  if (!reduce_error_.ok()) {
-    batch.clear();
-    return;
-  }
-  const absl::Time start = absl::Now();
-  reduce_error_.Update(partial_.AccumulateBatch(views));
-  if (options_.on_batch_reduced) options_.on_batch_reduced(absl::Now() - start, batch.size());
-  batch.clear();  // releases the updates' memory
-  AccountPartialMemory();
-}
-
-void Aggregation::ReducePending() {
-  MutexLock reduce(&reduce_mu_);
-  std::vector<UpdateBuffer> batch;
-  {
-    MutexLock lock(&mu_);
-    batch.swap(pending_);
-  }
-  ReduceBatch(batch);
-}
+void Aggregation::FlushPending() { batches_->QueuePending(); }
 
 absl::StatusOr<PartialAggregate> Aggregation::DecodeChildPartial(const std::string& child_id,
                                                                  ByteReader& in) const {
@@ -382,7 +354,7 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
     // Freed once merged, before a finalization makes the result: the two are never held
     // at once.
     const PartialAggregate taken = std::move(child);
-    MutexLock reduce(&reduce_mu_);
+    BatchReducer::Hold hold(*batches_);
     MutexLock lock(&mu_);
     if ((state_ != v1::OPEN && state_ != v1::SEALED) || final_delta_taken_) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -402,9 +374,9 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
           "partial ", sequence, " from child '", child_id, "' skips ahead: expected ",
           child_state.last_sequence + 1));
     }
-    absl::Status merged = partial_.MergeWith(taken);
+    absl::Status merged = hold.partial().MergeWith(taken);
     if (!merged.ok()) return merged;
-    AccountPartialMemory();
+    hold.AccountMemory();
     child_state.last_sequence = sequence;
     child_state.final_received |= final;
     ++version_;
@@ -512,8 +484,8 @@ absl::Status Aggregation::Cancel(const std::string& reason) {
     state_ = v1::CANCELLED;
     ++version_;
     detail_ = reason.empty() ? "cancelled by an operator" : reason;
-    pending_.clear();
   }
+  batches_->Discard();
   for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
   NotifyWatchers();
   return absl::OkStatus();
@@ -529,16 +501,16 @@ bool Aggregation::ChildrenDoneLocked() const {
 void Aggregation::MaybeFinalize() {
   if (options_.forwarding) return;
   {
-    MutexLock reduce(&reduce_mu_);
+    BatchReducer::Hold hold(*batches_);
     MutexLock lock(&mu_);
     if (state_ != v1::SEALED) return;
     if (!ChildrenDoneLocked() && absl::Now() < sealed_at_ + options_.child_grace) return;
-    ReduceBatch(pending_);
+    const absl::Status reduced = hold.ReduceWaiting();
     ++version_;
-    if (!reduce_error_.ok()) {
+    if (!reduced.ok()) {
       state_ = v1::FAILED;
       detail_ = absl::StrCat("reducing a validated batch failed on the ",
-                             partial_.backend().name(), " backend: ", reduce_error_.ToString());
+                             BackendOf(options_).name(), " backend: ", reduced.ToString());
     } else if (contributions_ < config_.min_contributions || contributions_ == 0) {
       state_ = v1::FAILED;
       detail_ = absl::StrCat("quorum not reached: ", contributions_, " contributions, at least ",
@@ -547,7 +519,7 @@ void Aggregation::MaybeFinalize() {
       // The released update buffers kept for reuse would sit beside the accumulator and
       // the result: give them back first, so the result takes their place.
       LargeAllocation::TrimCache();
-      absl::StatusOr<AggregateResult> report = partial_.Report();
+      absl::StatusOr<AggregateResult> report = hold.partial().Report();
       if (report.ok()) {
         result_ = std::make_shared<const AggregateResult>(*std::move(report));
         state_ = v1::FINALIZED;
@@ -587,7 +559,7 @@ void Aggregation::Tick(absl::Time now) {
     const auto over = state_ == v1::OPEN ? join_waiters_.upper_bound(now) : join_waiters_.end();
     for (auto it = join_waiters_.begin(); it != over; ++it) join_waits_over.push_back(std::move(it->second));
     join_waiters_.erase(join_waiters_.begin(), over);
-    flush = !pending_.empty() && now - pending_since_ >= options_.flush_interval;
+    flush = batches_->PendingOlderThan(options_.flush_interval, now);
     // A mirror's deadline is its parent's business: the parent sends SEAL.
     if (!options_.forwarding && state_ == v1::OPEN && now >= config_.deadline) {
       SealLocked(&to_notify);
@@ -597,25 +569,24 @@ void Aggregation::Tick(absl::Time now) {
   }
   ReleaseUpstream(released);
   for (const std::function<void()>& run : join_waits_over) run();
-  if (flush) ReducePending();
+  if (flush) FlushPending();
   for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
   if (sealed_now) NotifyWatchers();
   if (sealed) MaybeFinalize();
 }
 
 absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {
-  MutexLock reduce(&reduce_mu_);
+  BatchReducer::Hold hold(*batches_);
   MutexLock lock(&mu_);
-  ReduceBatch(pending_);
-  if (!reduce_error_.ok()) return BackendError("reducing a batch failed", reduce_error_);
-  absl::StatusOr<std::string> bytes = partial_.Serialize();
+  const absl::Status reduced = hold.ReduceWaiting();
+  if (!reduced.ok()) return BackendError("reducing a batch failed", reduced);
+  absl::StatusOr<std::string> bytes = hold.partial().Serialize();
   if (!bytes.ok()) return BackendError("its partial aggregate could not be read back", bytes.status());
   final_delta_taken_ |= final;
-  Delta delta{*std::move(bytes), partial_.contributions(), {}, {version_, {}}};
+  Delta delta{*std::move(bytes), hold.partial().contributions(), {}, {version_, {}}};
   delta.covered_client_ids.swap(undelivered_);
   for (const auto& [child_id, child] : children_) delta.durable_mark.child_sequences.emplace_back(child_id, child.last_sequence);
-  partial_ = PartialAggregate(config_.reduction, BackendOf(options_));
-  AccountPartialMemory();
+  hold.ReplacePartial(PartialAggregate(config_.reduction, BackendOf(options_)));
   return delta;
 }
 
@@ -646,7 +617,7 @@ void Aggregation::MarkForwarded(const absl::Status& delivered) {
 
 absl::Status Aggregation::BackendError(absl::string_view what, const absl::Status& error) const {
   return absl::Status(error.code(), absl::StrCat("aggregation '", id(), "': ", what, " on the ",
-                                                 partial_.backend().name(), " backend: ", error.message()));
+                                                 BackendOf(options_).name(), " backend: ", error.message()));
 }
 
 absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshot() {
@@ -658,21 +629,20 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshot()
 
 absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOrAbandon(
     std::vector<std::function<void(bool)>>* abandoned) {
-  MutexLock reduce(&reduce_mu_);
+  BatchReducer::Hold hold(*batches_);
   Snapshot snapshot;
   {
     MutexLock lock(&mu_);
     if (version_ == durable_version_) return std::nullopt;
     // Everything counted goes into the partial first, so the counted set and the
     // partial aggregate hold exactly the same updates.
-    ReduceBatch(pending_);
-    if (!reduce_error_.ok()) {
+    const absl::Status reduced = hold.ReduceWaiting();
+    if (!reduced.ok()) {
       // The partial no longer holds everything counted: no checkpoint will hold it.
       durability_stopped_ = true;
       for (auto& [version, waiter] : durable_waiters_) abandoned->push_back(std::move(waiter));
       durable_waiters_.clear();
-      return BackendError("reducing a batch failed, so no checkpoint can hold what was counted",
-                          reduce_error_);
+      return BackendError("reducing a batch failed, so no checkpoint can hold what was counted", reduced);
     }
     snapshot.version = version_;
     AggregationCheckpoint& checkpoint = snapshot.checkpoint;
@@ -687,9 +657,9 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOr
           {child_id, child.last_sequence, child.final_received, child.released, leases_.HeldBy(child_id)});
     }
   }
-  // The partial changes only under reduce_mu_, still held: updates committed meanwhile
-  // wait in the pending batch and belong to the next snapshot.
-  absl::StatusOr<std::string> partial = partial_.Serialize();
+  // The partial changes only under the hold, still held: updates committed meanwhile wait
+  // pending or queued and belong to the next snapshot.
+  absl::StatusOr<std::string> partial = hold.partial().Serialize();
   if (!partial.ok()) return BackendError("its partial aggregate could not be read back", partial.status());
   snapshot.checkpoint.partial = *std::move(partial);
   return snapshot;
@@ -830,10 +800,7 @@ bool Aggregation::CountedAnyClient() const {
   return !counted_.empty();
 }
 
-int64_t Aggregation::pending_updates() const {
-  MutexLock lock(&mu_);
-  return static_cast<int64_t>(pending_.size());
-}
+int64_t Aggregation::pending_updates() const { return batches_->waiting_updates(); }
 
 int64_t Aggregation::updates_in_flight() const {
   MutexLock lock(&mu_);

@@ -4,11 +4,9 @@
 // merged from child aggregators. Thread-safe: stream reactors, the control plane, the
 // tier link and the deadline ticker all call into it.
 //
-// Batching: committed updates wait in a pending batch; a full batch is swapped out and
-// reduced while the next one fills. An update as large as a whole batch makes a batch of
-// one: it is reduced as it arrives. Reduction happens on the thread that filled the
-// batch, outside the state lock; a second full batch waits for the first (bounded memory:
-// at most two batches of updates are held).
+// Batching and reduction: committed updates go to its BatchReducer (batch_reducer.h),
+// which reduces full batches on the node's reduction workers, never on the committing
+// thread; what is counted is always pending, queued or in the partial aggregate.
 //
 // Children: a child aggregator claims client ids here before it counts their updates
 // (ClaimForChild); each claim is a lease the child holds until a partial it pushes covers
@@ -44,6 +42,8 @@
 #include "service/core/memory_budget.h"
 #include "service/core/partial_aggregate.h"
 #include "service/core/update_buffer.h"
+#include "service/core/thread_pool.h"
+#include "service/rounds/batch_reducer.h"
 #include "service/rounds/checkpoint_file.h"
 #include "service/rounds/client_claims.h"
 #include "service/rounds/client_leases.h"
@@ -76,6 +76,8 @@ struct AggregationOptions {
   ClientClaims* claims = nullptr;
   // Called after each batch is reduced, with its duration and size (metrics).
   std::function<void(absl::Duration, size_t)> on_batch_reduced;
+  // Where batches are reduced (BatchReducerOptions::workers); null: a process-wide pool.
+  ThreadPool* reduction_workers = nullptr;
   // The node's memory budget (optional): the partial aggregate's accumulators are
   // accounted in it. It must outlive the aggregation.
   MemoryBudget* memory_budget = nullptr;
@@ -188,9 +190,9 @@ class Aggregation {
   // finalizes a sealed aggregation whose children are done or whose child grace period
   // ran out. Called by the registry's ticker.
   void Tick(absl::Time now);
-  // Reduces the pending batch now, whatever its size and age: the node's ingest window is
-  // full and new updates wait for the bytes the batch holds.
-  void ReducePending();
+  // Queues the pending batch for reduction now, whatever its size and age: the node's
+  // ingest window is full and new updates wait for the bytes the batch holds.
+  void FlushPending();
 
   // Forwarding mirrors: reduces what is pending and hands out everything accumulated
   // since the last call, serialized, with its contribution count. After the final delta
@@ -258,8 +260,8 @@ class Aggregation {
   // The last sequence from `child_id` that the last checkpoint on disk holds.
   uint64_t DurableChildSequence(const std::string& child_id) const;
 
-  // Queue depth, for metrics: updates counted and waiting in the pending batch to be
-  // reduced (a batch being reduced no longer waits), and updates begun (header accepted)
+  // Queue depth, for metrics: updates counted and waiting to be reduced (pending or
+  // queued; a batch being reduced no longer waits), and updates begun (header accepted)
   // whose commit or abandonment has not happened yet.
   int64_t pending_updates() const;
   int64_t updates_in_flight() const;
@@ -298,16 +300,11 @@ class Aggregation {
   void ReleaseUpstream(const std::vector<std::string>& client_ids);
   // A granted child claim becomes a counted client id.
   absl::Status CommitChildClaim(const std::string& child_id, const std::string& client_id);
-  // Accumulates `batch` into the partial aggregate and empties it.
-  void ReduceBatch(std::vector<UpdateBuffer>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(reduce_mu_);
   // `error` from the backend, with this aggregation's id and the backend's name.
-  absl::Status BackendError(absl::string_view what, const absl::Status& error) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(reduce_mu_);
+  absl::Status BackendError(absl::string_view what, const absl::Status& error) const;
   // TakeSnapshot under the locks; the acks that will never be durable go to `abandoned`.
   absl::StatusOr<std::optional<Snapshot>> TakeSnapshotOrAbandon(
       std::vector<std::function<void(bool)>>* abandoned);
-  // Brings the memory budget's claim for the partial aggregate up to date.
-  void AccountPartialMemory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reduce_mu_);
   // Releases the DURABLE waiters up to `version` and records the children's durable
   // sequences.
   void MarkDurableUpTo(uint64_t version, const std::vector<std::pair<std::string, uint64_t>>& child_sequences);
@@ -336,8 +333,6 @@ class Aggregation {
   // Forwarding mirrors: the clients whose updates entered the partial since the last
   // TakeDelta (the next delta's covered_client_ids).
   std::vector<std::string> undelivered_ ABSL_GUARDED_BY(mu_);
-  std::vector<UpdateBuffer> pending_ ABSL_GUARDED_BY(mu_);
-  absl::Time pending_since_ ABSL_GUARDED_BY(mu_);  // when the oldest pending update arrived
   int64_t contributions_ ABSL_GUARDED_BY(mu_) = 0;
   bool joined_upstream_ ABSL_GUARDED_BY(mu_) = false;
   bool upstream_durable_ ABSL_GUARDED_BY(mu_) = false;  // mirrors: SetUpstreamDurable
@@ -370,11 +365,9 @@ class Aggregation {
   std::map<int, std::function<void()>> watchers_ ABSL_GUARDED_BY(mu_);
   int next_watcher_ ABSL_GUARDED_BY(mu_) = 0;
 
-  // Lock order: reduce_mu_ before mu_. Guards the partial aggregate.
-  Mutex reduce_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  PartialAggregate partial_ ABSL_GUARDED_BY(reduce_mu_);
-  absl::Status reduce_error_ ABSL_GUARDED_BY(reduce_mu_);
-  MemoryReservation partial_memory_ ABSL_GUARDED_BY(reduce_mu_);
+  // The pending batch, the queue and the partial aggregate. Lock order: a
+  // BatchReducer::Hold before mu_ (mu_ before the reducer's queue).
+  const std::shared_ptr<BatchReducer> batches_;
 };
 
 }  // namespace fedagg

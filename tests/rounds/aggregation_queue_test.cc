@@ -1,5 +1,8 @@
 // Aggregation's queue depth (the fedagg_pending_updates and fedagg_updates_in_flight
-// gauges): exact through begin, commit, abandon, a full batch and finalization.
+// gauges): exact through begin, commit, abandon, a full batch taken by the reduction
+// workers, and finalization.
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "service/rounds/aggregation.h"
 #include "tests/rounds/rounds_test_util.h"
@@ -33,9 +36,12 @@ TEST(AggregationQueueTest, PendingAndInFlightFollowEveryUpdate) {
   EXPECT_EQ(aggregation.pending_updates(), 2);
   EXPECT_EQ(aggregation.updates_in_flight(), 0);
 
-  // The third committed update fills the batch, which is reduced before the commit returns.
+  // The third committed update fills the batch, which a reduction worker takes soon after
+  // the commit returns.
   ASSERT_TRUE(aggregation.BeginUpdate("d").ok());
   ASSERT_TRUE(aggregation.CommitUpdate("d", CountingUpdate(aggregation.reduction(), 3)).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (aggregation.pending_updates() != 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
   EXPECT_EQ(aggregation.pending_updates(), 0);
 
   // One more waits in the next batch until finalization reduces it.
