@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "portable/parallel_copy.h"
 
 namespace fedagg::portable {
 namespace {
@@ -21,10 +23,6 @@ size_t Usable(size_t slot_bytes) { return slot_bytes > kArrays * kAlign ? slot_b
 
 const std::byte* Bytes(const void* p) { return static_cast<const std::byte*>(p); }
 
-// memcpy that accepts an empty range with null pointers (an update without entries).
-void CopyBytes(void* to, const void* from, size_t bytes) {
-  if (bytes > 0) std::memcpy(to, from, bytes);
-}
 
 }  // namespace
 
@@ -145,11 +143,14 @@ BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, 
     layout.values_at = 0;
     layout.weights_at = Aligned(static_cast<size_t>(layout.updates) * part_row_bytes);
     double* weights = reinterpret_cast<double*>(out + layout.weights_at);
+    std::vector<CopyRange> rows;
+    rows.reserve(static_cast<size_t>(layout.updates));
     for (int64_t r = part.row_begin; r < part.row_end; ++r) {
-      CopyBytes(out + static_cast<size_t>(r - part.row_begin) * part_row_bytes,
-                Bytes(batch.values[r]) + static_cast<size_t>(part.column_begin) * value_bytes, part_row_bytes);
+      rows.push_back({out + static_cast<size_t>(r - part.row_begin) * part_row_bytes,
+                      Bytes(batch.values[r]) + static_cast<size_t>(part.column_begin) * value_bytes, part_row_bytes});
       weights[r - part.row_begin] = batch.weights[r];
     }
+    ParallelCopy(rows);
     layout.bytes = layout.weights_at + static_cast<size_t>(layout.updates) * sizeof(double);
     return layout;
   }
@@ -170,6 +171,8 @@ BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, 
   int32_t* entry_update = reinterpret_cast<int32_t*>(out + layout.entry_update_at);
   int64_t* offsets = reinterpret_cast<int64_t*>(out + layout.update_offsets_at);
   double* weights = reinterpret_cast<double*>(out + layout.weights_at);
+  // Runs of entries in index order are copied in parallel, after this loop.
+  std::vector<CopyRange> runs;
   int64_t e = 0;
   for (size_t p = 0; p < k; ++p) {
     const Piece& piece = part.pieces[p];
@@ -178,9 +181,11 @@ BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, 
     offsets[p] = e;
     weights[p] = batch.weights[piece.update];
     if (piece.order == nullptr) {
-      CopyBytes(indices + e, from_indices + piece.first, static_cast<size_t>(piece.count) * sizeof(int64_t));
-      CopyBytes(out + static_cast<size_t>(e) * entry_bytes, from_values + static_cast<size_t>(piece.first) * entry_bytes,
-                static_cast<size_t>(piece.count) * entry_bytes);
+      runs.push_back({reinterpret_cast<std::byte*>(indices + e), Bytes(from_indices + piece.first),
+                      static_cast<size_t>(piece.count) * sizeof(int64_t)});
+      runs.push_back({out + static_cast<size_t>(e) * entry_bytes,
+                      from_values + static_cast<size_t>(piece.first) * entry_bytes,
+                      static_cast<size_t>(piece.count) * entry_bytes});
     } else {
       for (int64_t i = 0; i < piece.count; ++i) {
         const int64_t from = piece.order[piece.first + i];
@@ -193,6 +198,7 @@ BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, 
     e += piece.count;
   }
   offsets[k] = e;
+  ParallelCopy(runs);
   return layout;
 }
 

@@ -12,6 +12,7 @@
 //            repeats an index still counts once for it.
 // Plan checks every index against the field before anything is packed: an index outside
 // [0, rows) refuses the whole batch (INVALID_ARGUMENT) with nothing staged.
+// Pack copies a part's runs of bytes with the host's cores (parallel_copy.h).
 #ifndef FEDAGG_PORTABLE_BATCH_PACKER_H_
 #define FEDAGG_PORTABLE_BATCH_PACKER_H_
 

@@ -1,12 +1,14 @@
 // RingFieldReducer: a FieldReducer that stages host batches through a StagingRing into a
 // StagedFieldReducer on the ring's device. Accumulate checks and plans the batch
 // (batch_packer.h), packs each part into a slot and submits its reduction; it returns
-// once the batch is packed, so the caller frees its buffers and receives the next batch
-// while this one is copied and reduced. A reduction that fails marks the reducer failed:
-// the next Accumulate, and every Merge, Save and Load, return that failure, so a batch
-// that was not (or only partly) applied never reaches a partial or a result. Merge, Save
-// and Load first wait for the reductions submitted so far, and so does the destructor;
-// HostBytes is what the reducer held after its last reduction.
+// once the batch is packed, without waiting for earlier batches' reductions, so the
+// caller frees its buffers and packs the next batch while earlier ones are copied and
+// reduced (the ring's free slots bound how far ahead it gets). A reduction that fails
+// marks the reducer failed: every Accumulate after the failure is known, and every Merge,
+// Save and Load, return it, so a batch that was not (or only partly) applied never
+// reaches a partial or a result. Merge, Save and Load first wait for the reductions
+// submitted so far, and so does the destructor; HostBytes is what the reducer held after
+// its last reduction.
 #ifndef FEDAGG_PORTABLE_RING_FIELD_REDUCER_H_
 #define FEDAGG_PORTABLE_RING_FIELD_REDUCER_H_
 
@@ -40,7 +42,7 @@ class RingFieldReducer final : public FieldReducer<Acc> {
   ~RingFieldReducer() override { WaitForReductions(); }
 
   Outcome Accumulate(const HostBatch& batch) override {
-    if (Outcome failed = Failure(); !failed.ok()) return failed;
+    if (Outcome failed = FailureSoFar(); !failed.ok()) return failed;
     absl::StatusOr<BatchPacker::Plan> plan = packer_.MakePlan(batch, ring_.slot_bytes());
     if (!plan.ok()) return OutcomeOf(plan.status());  // nothing was staged
     for (size_t p = 0; p < plan->parts.size(); ++p) {
@@ -56,8 +58,10 @@ class RingFieldReducer final : public FieldReducer<Acc> {
         ++pending_;
       }
       ring_.Submit(*std::move(lease), layout.bytes, [this, layout](absl::StatusOr<const void*> data) {
-        const Outcome outcome =
-            data.ok() ? reducer_->Accumulate(BatchPacker::Locate(layout, *data)) : OutcomeOf(data.status());
+        // A part submitted before an earlier one's failure was known is not applied.
+        const Outcome outcome = !FailureSoFar().ok() ? Outcome{}
+                                : data.ok()          ? reducer_->Accumulate(BatchPacker::Locate(layout, *data))
+                                                     : OutcomeOf(data.status());
         const uint64_t host_bytes = reducer_->HostBytes();
         MutexLock lock(&mu_);
         if (!outcome.ok() && failure_.ok()) failure_ = outcome;
@@ -102,6 +106,11 @@ class RingFieldReducer final : public FieldReducer<Acc> {
   void WaitForReductions() const {
     MutexLock lock(&mu_);
     mu_.Await([&] { return pending_ == 0; });
+  }
+  // The failure of the reductions done so far, without waiting for the others.
+  Outcome FailureSoFar() const {
+    MutexLock lock(&mu_);
+    return failure_;
   }
   // The failure so far, once every submitted reduction is done.
   Outcome Failure() const {

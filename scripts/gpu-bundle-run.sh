@@ -10,7 +10,9 @@
 #      with --backend=auto (which must find the device and load the plugin), fedagg-demo's
 #      clients through the intermediate, the result checked against the float64 reference.
 #   6. the service table (service-table.sh beside this script): fedagg-loadgen against the
-#      cpu and cuda backends and the bare gRPC sink, five workloads, ratios and goals.
+#      cpu and cuda backends and the bare gRPC sink, five workloads, ratios and goals;
+#   7. how small updates scale with the node's cores: the small row again (cpu backend and
+#      sink, 30,000 updates) with the servers on 2, 4 and 8 of the machine's CPUs.
 #   ./run.sh [REPORT]   (default: report.txt beside this script; logs in logs/)
 # Exit status: 0 all passed, 1 something failed, 77 no usable CUDA device (the report says
 # why, and nothing else is run).
@@ -118,6 +120,17 @@ grep -E "FINALIZED|check against|reduction backend" "$LOGS/service_round.log" | 
 # 6. The service table: its figures go in the report.
 step service_table "$DIR/service-table.sh" "$DIR/bin" --backends=cpu,cuda
 grep -E "^\||^staging|^    fedagg|^    threads" "$LOGS/service_table.log" >>"$REPORT"
+
+# 7. Small updates against the servers' cores (docs/SCALING.md, assumption A).
+scaling() {
+  local cpus
+  for cpus in 0-1 0-3 0-7; do
+    echo "servers on CPUs $cpus:"
+    "$DIR/service-table.sh" "$DIR/bin" --backends=cpu --workloads=small --scale=0.3 --server_cpus="$cpus" | grep "^| small"
+  done
+}
+step small_scaling scaling
+grep -E "^servers on|^\| small" "$LOGS/small_scaling.log" >>"$REPORT"
 
 if [ "$failed" = 0 ]; then say "RESULT: PASS"; exit 0; fi
 say "RESULT: FAIL"

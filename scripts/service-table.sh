@@ -10,17 +10,23 @@
 # threads: how many, and CPU seconds by thread name (work serialized, or callbacks blocking).
 # The GPU bundle's run.sh runs it (scripts/gpu-bundle.sh copies it beside run.sh); CI runs
 # it small, with the cpu backend only (tests/e2e/gpu_bundle_test.sh).
-#   service-table.sh BIN_DIR [--backends=cpu,cuda] [--scale=1]   (BIN_DIR: fedagg-server,
-#                    fedagg-loadgen, fedagg-raw-sink; --scale multiplies the update counts)
+#   service-table.sh BIN_DIR [--backends=cpu,cuda] [--scale=1] [--workloads=dense,small,...]
+#                    [--server_cpus=0-3]
+#   BIN_DIR: fedagg-server, fedagg-loadgen, fedagg-raw-sink; --scale multiplies the update
+#   counts; --workloads keeps the rows whose name starts with one of the words (dense,
+#   sparse, row_sparse, small); --server_cpus runs the servers (fedagg's and the sink) on
+#   those CPUs only (taskset), to see how a row scales with the cores a node has.
 # Exit status: 0 when every run's result checked out (goals missed are reported, not
 # failed: they are benchmarks), 1 otherwise.
 set -uo pipefail
 BIN=${1:?usage: service-table.sh BIN_DIR [--backends=cpu,cuda] [--scale=1]}; shift
-BACKENDS=cpu,cuda SCALE=1
+BACKENDS=cpu,cuda SCALE=1 ONLY="" PIN=()
 for arg in "$@"; do
   case $arg in
     --backends=*) BACKENDS=${arg#*=} ;;
     --scale=*) SCALE=${arg#*=} ;;
+    --workloads=*) ONLY=${arg#*=} ;;
+    --server_cpus=*) PIN=(taskset -c "${arg#*=}") ;;
     *) echo "service-table: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -67,7 +73,7 @@ PY
 run() {  # run NAME METRICS_PORT|- LOADGEN_ARGS SERVER_COMMAND...: prints "rate updates_per_s passed"
   local name=$1 metrics=$2 args=$3; shift 3
   local port=$((30000 + RANDOM % 20000))
-  "$@" --listen="127.0.0.1:$port" >"$LOGS/$name.server.log" 2>&1 &
+  "${PIN[@]}" "$@" --listen="127.0.0.1:$port" >"$LOGS/$name.server.log" 2>&1 &
   local server=$!
   for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
   # shellcheck disable=SC2086
@@ -92,6 +98,11 @@ printf '| workload | sink | %s | goal |\n' "$(sed 's/,/ | /g' <<<"$BACKENDS")"
 printf '|---|---|%s---|\n' "$(sed 's/[^,]*/---|/g; s/,//g' <<<"$BACKENDS")"
 for workload in "${WORKLOADS[@]}"; do
   IFS='|' read -r name goal measure args <<<"$workload"
+  if [ -n "$ONLY" ]; then
+    keep=no
+    for word in ${ONLY//,/ }; do [[ $name == "$word"* ]] && keep=yes; done
+    [ "$keep" = yes ] || continue
+  fi
   slug=$(tr 'A-Z' 'a-z' <<<"$name" | tr -cs 'a-z0-9' '_')
   read -r sink_rate sink_ups sink_ok < <(run "$slug-sink" - "--sink $args" "$BIN/fedagg-raw-sink")
   [ "$sink_ok" = yes ] || failed=1

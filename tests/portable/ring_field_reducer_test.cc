@@ -1,11 +1,14 @@
 // The ring-fed reducer over a fake device reducer: Accumulate returns once the batch is
-// packed and the reduction finishes later; Save waits for it; a failed reduction poisons
-// every later call; a refused batch leaves nothing behind; a batch cut into parts sums
-// exactly as a whole one.
+// packed and the reduction finishes later, without waiting for earlier batches'
+// reductions; Save waits for them; a failed reduction poisons every later call; a refused
+// batch leaves nothing behind; a batch cut into parts sums exactly as a whole one.
 #include "portable/ring_field_reducer.h"
 
+#include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "portable/cpu_copy_engine.h"
 
@@ -123,6 +126,46 @@ TEST(RingFieldReducerTest, AccumulateReturnsBeforeTheReductionAndSaveWaitsForIt)
   EXPECT_EQ(reducer.HostBytes(), 64 * sizeof(double));
 }
 
+TEST(RingFieldReducerTest, AccumulateDoesNotWaitForEarlierBatchesReductions) {
+  StagingRing ring(std::make_unique<CpuCopyEngine>(), Slots(1 << 20));  // two slots
+  auto device = std::make_unique<FakeDeviceReducer>(64);
+  FakeDeviceReducer* fake = device.get();
+  RingFieldReducer<double> reducer(ring, Spec(64), std::move(device));
+  {
+    MutexLock lock(&fake->mu);
+    fake->held = true;
+  }
+  Rows first = MakeRows(3, 64), second = MakeRows(4, 64);
+  EXPECT_TRUE(reducer.Accumulate(first.View()).ok());
+  // The second batch is packed into the other slot while the first one's reduction is
+  // held: both calls return before any reduction ran.
+  Mutex done_mu;
+  bool done = false;
+  std::thread accumulate([&] {
+    EXPECT_TRUE(reducer.Accumulate(second.View()).ok());
+    MutexLock lock(&done_mu);
+    done = true;
+  });
+  bool returned = false;
+  {
+    MutexLock lock(&done_mu);
+    returned = done_mu.AwaitWithTimeout([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return done; }, absl::Seconds(30));
+  }
+  {
+    MutexLock lock(&fake->mu);
+    EXPECT_TRUE(returned) << "the second Accumulate waited for the first batch's reduction";
+    EXPECT_EQ(fake->parts, 0);
+    fake->held = false;
+  }
+  accumulate.join();
+  HostState<double> state;
+  ASSERT_TRUE(reducer.Save(&state).ok());
+  std::vector<double> expected = Expected(first, 64);
+  const std::vector<double> more = Expected(second, 64);
+  for (size_t j = 0; j < expected.size(); ++j) expected[j] += more[j];
+  EXPECT_EQ(state.values, expected);
+}
+
 TEST(RingFieldReducerTest, AFailedReductionIsReturnedByEveryLaterCall) {
   StagingRing ring(std::make_unique<CpuCopyEngine>(), Slots(1 << 20));
   auto device = std::make_unique<FakeDeviceReducer>(8);
@@ -134,11 +177,11 @@ TEST(RingFieldReducerTest, AFailedReductionIsReturnedByEveryLaterCall) {
   }
   Rows rows = MakeRows(2, 8);
   EXPECT_TRUE(reducer.Accumulate(rows.View()).ok());  // the failure is found later
+  HostState<double> state;
+  EXPECT_EQ(reducer.Save(&state).code, Outcome::Code::kInternal);  // waits for the reduction
   const Outcome next = reducer.Accumulate(rows.View());
   EXPECT_EQ(next.code, Outcome::Code::kInternal);
   EXPECT_EQ(next.message, "the device fell over (test)");
-  HostState<double> state;
-  EXPECT_EQ(reducer.Save(&state).code, Outcome::Code::kInternal);
   EXPECT_EQ(reducer.Load(state).code, Outcome::Code::kInternal);
   MutexLock lock(&fake->mu);
   EXPECT_EQ(fake->parts, 1) << "nothing was reduced after the failure";
