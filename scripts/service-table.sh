@@ -6,31 +6,45 @@
 # of a row-sparse table, ~4.8 KB). Each row: the sink's rate, each backend's rate and its
 # ratio to the sink, the goal of issue 22 and whether each device backend meets it (and
 # is at least as fast as the cpu backend); every run's result is
-# checked by fedagg-loadgen. After each backend run, the server's staging metrics and its
-# threads: how many, and CPU seconds by thread name (work serialized, or callbacks blocking).
+# checked by fedagg-loadgen. After each backend run, the server's staging metrics, its peak
+# RSS and its threads: how many, and CPU seconds by thread name (work serialized, or
+# callbacks blocking).
 # The GPU bundle's run.sh runs it (scripts/gpu-bundle.sh copies it beside run.sh); CI runs
 # it small, with the cpu backend only (tests/e2e/gpu_bundle_test.sh).
 #   service-table.sh BIN_DIR [--backends=cpu,cuda] [--scale=1] [--workloads=dense,small,...]
-#                    [--server_cpus=0-3]
+#                    [--server_cpus=0-3] [--server_flags='--heap_arenas=1 ...'] [--profile_dir=DIR]
 #   BIN_DIR: fedagg-server, fedagg-loadgen, fedagg-raw-sink; --scale multiplies the update
 #   counts; --workloads keeps the rows whose name starts with one of the words (dense,
 #   sparse, row_sparse, small); --server_cpus runs the servers (fedagg's and the sink) on
-#   those CPUs only (taskset), to see how a row scales with the cores a node has.
+#   those CPUs only (taskset), to see how a row scales with the cores a node has;
+#   --server_flags adds flags to every fedagg-server run (default: none, its defaults);
+#   --profile_dir writes a CPU profile of each fedagg-server run there (gperftools'
+#   libprofiler.so.0, found beside BIN_DIR in profiler/ or installed; read it with
+#   google-pprof and the unstripped fedagg-server of the same build).
 # Exit status: 0 when every run's result checked out (goals missed are reported, not
 # failed: they are benchmarks), 1 otherwise.
 set -uo pipefail
 BIN=${1:?usage: service-table.sh BIN_DIR [--backends=cpu,cuda] [--scale=1]}; shift
-BACKENDS=cpu,cuda SCALE=1 ONLY="" PIN=()
+BACKENDS=cpu,cuda SCALE=1 ONLY="" PIN=() PROFILES="" SERVER_FLAGS=()
 for arg in "$@"; do
   case $arg in
     --backends=*) BACKENDS=${arg#*=} ;;
     --scale=*) SCALE=${arg#*=} ;;
     --workloads=*) ONLY=${arg#*=} ;;
     --server_cpus=*) PIN=(taskset -c "${arg#*=}") ;;
+    --server_flags=*) read -r -a SERVER_FLAGS <<<"${arg#*=}" ;;
+    --profile_dir=*) PROFILES=$(mkdir -p "${arg#*=}" && cd "${arg#*=}" && pwd) ;;
     *) echo "service-table: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
 LOGS=$(mktemp -d /tmp/fedagg-service-table.XXXXXX)
+PROFILER=""
+if [ -n "$PROFILES" ]; then
+  for candidate in "$BIN/../profiler/libprofiler.so.0" /usr/lib/x86_64-linux-gnu/libprofiler.so.0; do
+    [ -f "$candidate" ] && { PROFILER=$(cd "$(dirname "$candidate")" && pwd)/libprofiler.so.0; break; }
+  done
+  [ -n "$PROFILER" ] || { echo "service-table: --profile_dir needs gperftools' libprofiler.so.0" >&2; exit 2; }
+fi
 count() { python3 -c "import sys; print(max(1, round(int(sys.argv[1]) * float(sys.argv[2]))))" "$1" "$SCALE"; }
 
 # name | goal for device backends (ratio to the sink, on payload or, for small, updates/s) | loadgen arguments
@@ -49,7 +63,7 @@ http_get() {  # http_get PORT PATH: the body, with bash's /dev/tcp (no curl need
   exec 3<&-
 }
 
-server_threads() {  # server_threads PID: its thread count and CPU seconds by thread name
+server_threads() {  # server_threads PID: its peak RSS, thread count and CPU seconds by thread name
   python3 - "$1" <<'PY'
 import collections, glob, os, re, sys
 def cpu_seconds(stat_text):  # utime + stime of a /proc stat line
@@ -65,6 +79,8 @@ for stat in glob.glob(f"/proc/{sys.argv[1]}/task/*/stat"):
     seconds[name] += cpu_seconds(text)
     threads[name] += 1
 total = cpu_seconds(open(f"/proc/{sys.argv[1]}/stat").read())  # exited threads included
+peak = next((line.split()[1] for line in open(f"/proc/{sys.argv[1]}/status") if line.startswith("VmHWM:")), "?")
+print(f"peak RSS {int(peak) / 1024:.0f} MiB, " if peak != "?" else "", end="")
 print(f"threads {sum(threads.values())} live, CPU seconds {total:.2f} (live threads by name: " +
       ", ".join(f"{n} x{threads[n]} {s:.2f}" for n, s in seconds.most_common()) + ")")
 PY
@@ -73,7 +89,11 @@ PY
 run() {  # run NAME METRICS_PORT|- LOADGEN_ARGS SERVER_COMMAND...: prints "rate updates_per_s passed"
   local name=$1 metrics=$2 args=$3; shift 3
   local port=$((30000 + RANDOM % 20000))
-  "${PIN[@]}" "$@" --listen="127.0.0.1:$port" >"$LOGS/$name.server.log" 2>&1 &
+  local profile=()
+  if [ -n "$PROFILES" ] && [ "$(basename "$1")" = fedagg-server ]; then
+    profile=(env "LD_PRELOAD=$PROFILER" "CPUPROFILE=$PROFILES/$name.prof" CPUPROFILE_FREQUENCY=500)
+  fi
+  "${PIN[@]}" "${profile[@]}" "$@" --listen="127.0.0.1:$port" >"$LOGS/$name.server.log" 2>&1 &
   local server=$!
   for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
   # shellcheck disable=SC2086
@@ -112,7 +132,7 @@ for workload in "${WORKLOADS[@]}"; do
   for backend in ${BACKENDS//,/ }; do
     metrics=$((20000 + RANDOM % 10000))
     read -r rate ups ok < <(run "$slug-$backend" "$metrics" "$args" "$BIN/fedagg-server" \
-        --backend="$backend" --metrics_address="127.0.0.1:$metrics")
+        --backend="$backend" --metrics_address="127.0.0.1:$metrics" "${SERVER_FLAGS[@]}")
     [ "$ok" = yes ] || failed=1
     value=$([ "$measure" = updates ] && echo "$ups" || echo "$rate")
     row+=" | $(python3 -c "

@@ -34,10 +34,12 @@ ABSL_FLAG(std::string, ingest_window_mib, "auto",
           "window. auto: 8 MiB per core (of this process's CPUs and cgroup limit), at least 16 "
           "and at most 1024, at most a quarter of --memory_budget_bytes and a sixteenth of the "
           "memory (docs/OPERATIONS.md); 0: no window");
-ABSL_FLAG(int, heap_arenas, 1,
+ABSL_FLAG(std::string, heap_arenas, "auto",
           "glibc heap arenas the server's threads share (mallopt M_ARENA_MAX); each arena keeps "
-          "memory its threads freed, so fewer arenas hold less (docs/BENCHMARKS.md item 19); "
-          "0: glibc's default, 8 per core");
+          "memory its threads freed, so fewer arenas hold less (docs/BENCHMARKS.md item 19), "
+          "but their threads queue on one arena's lock for every allocation (gRPC allocates "
+          "several times per message). auto: one per two cores (of this process's CPUs and "
+          "cgroup limit), at least 1; 0: glibc's default, 8 per core");
 
 namespace fedagg {
 
@@ -68,8 +70,15 @@ absl::Status ApplyIngestFlags(ServerConfig& config, std::string* ingest_window_r
 }
 
 absl::StatusOr<int> HeapArenasFlag() {
-  FEDAGG_ASSIGN_OR_RETURN(const uint64_t arenas, NonNegativeFlag("heap_arenas", absl::GetFlag(FLAGS_heap_arenas)));
-  return static_cast<int>(arenas);
+  const std::string value = absl::GetFlag(FLAGS_heap_arenas);
+  if (value == "auto") return std::max(1, ReadMachineResources().cores / 2);
+  int64_t arenas = 0;
+  if (!absl::SimpleAtoi(value, &arenas)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--heap_arenas must be auto or a number of arenas, not '", value, "'"));
+  }
+  FEDAGG_ASSIGN_OR_RETURN(const uint64_t checked, NonNegativeFlag("heap_arenas", arenas));
+  return static_cast<int>(checked);
 }
 
 }  // namespace fedagg
