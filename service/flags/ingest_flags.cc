@@ -33,7 +33,7 @@ ABSL_FLAG(std::string, ingest_window_mib, "auto",
           "Batches close at half the window. Bounds memory to about the accumulators plus the "
           "window. auto: 8 MiB per core (of this process's CPUs and cgroup limit), at least 16 "
           "and at most 1024, at most a quarter of --memory_budget_bytes and a sixteenth of the "
-          "memory (docs/OPERATIONS.md); 0: no window");
+          "memory (docs/OPERATIONS.md); 0: no window (nothing then bounds the updates waiting to be reduced)");
 ABSL_FLAG(std::string, heap_arenas, "auto",
           "glibc heap arenas the server's threads share (mallopt M_ARENA_MAX); each arena keeps "
           "memory its threads freed, so fewer arenas hold less (docs/BENCHMARKS.md item 19), "
