@@ -22,9 +22,8 @@ absl::string_view NodeOfChild(absl::string_view child_id) {
   const size_t at = child_id.rfind('@');
   return at == absl::string_view::npos ? absl::string_view() : child_id.substr(0, at);
 }
-}  // namespace
 
-namespace {
+// The batching part of an aggregation's options.
 BatchReducerOptions BatchingOf(const AggregationOptions& options) {
   BatchReducerOptions batching;
   batching.batch_size = options.batch_size;
