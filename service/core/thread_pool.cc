@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "service/core/machine_resources.h"
+
 namespace fedagg {
 
 ThreadPool::ThreadPool(int threads) {
@@ -74,8 +76,7 @@ void ThreadPool::Run(std::function<void()> task) {
 ThreadPool& ThreadPool::Default() {
   // Lives for the whole process on purpose: accumulators may still run at static
   // destruction time, so the pool is never torn down before them.
-  static ThreadPool* pool =
-      new ThreadPool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  static ThreadPool* pool = new ThreadPool(ReadMachineResources().cores);
   return *pool;
 }
 

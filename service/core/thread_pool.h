@@ -35,7 +35,9 @@ class ThreadPool {
   // worker (threads() == 1).
   void Run(std::function<void()> task);
 
-  // A process-wide pool with one thread per hardware thread.
+  // A process-wide pool with one thread per core this process may use: its CPU affinity,
+  // or its container's cgroup CPU limit when lower (machine_resources.h), not every core
+  // of the machine (a pod limited to 4 CPUs on a 64-core node gets 4 threads, not 64).
   static ThreadPool& Default();
 
  private:

@@ -1,6 +1,8 @@
-// Tests of the CPU backend's thread pool: ParallelFor covers its range exactly once in
-// contiguous chunks, respects the chunk and thread limits, really runs chunks in
-// parallel, runs inline on a one-thread pool, and is safe to call from several threads.
+// Tests of the thread pool: ParallelFor covers its range exactly once in contiguous
+// chunks, respects the chunk and thread limits, really runs chunks in parallel, runs
+// inline on a one-thread pool, and is safe to call from several threads; Run runs tasks
+// on a worker in order (inline without one); the process-wide pool has a thread per core
+// this process may use.
 #include "service/core/thread_pool.h"
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "service/core/machine_resources.h"
 #include "service/core/mutex.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -188,6 +191,36 @@ TEST(ThreadPoolTest, DefaultPoolIsSharedAndSizedToTheMachine) {
   std::atomic<int64_t> covered{0};
   a.ParallelFor(1 << 16, 1024, [&](int64_t begin, int64_t end) { covered += end - begin; });
   EXPECT_EQ(covered.load(), 1 << 16);
+}
+
+TEST(ThreadPoolTest, RunRunsTasksOnAWorkerInOrder) {
+  Mutex mu;
+  std::vector<int> order;
+  std::vector<std::thread::id> threads;
+  {
+    ThreadPool pool(2);  // one worker
+    for (int i = 0; i < 50; ++i) {
+      pool.Run([&, i] {
+        MutexLock lock(&mu);
+        order.push_back(i);
+        threads.push_back(std::this_thread::get_id());
+      });
+    }
+  }  // the destructor runs what is still queued, then joins
+  ASSERT_EQ(order.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(order[i], i);
+  for (const std::thread::id& thread : threads) EXPECT_NE(thread, std::this_thread::get_id());
+}
+
+TEST(ThreadPoolTest, RunWithoutAWorkerRunsInline) {
+  ThreadPool pool(1);
+  std::thread::id ran_on;
+  pool.Run([&] { ran_on = std::this_thread::get_id(); });
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
+TEST(ThreadPoolTest, TheDefaultPoolHasAThreadPerCoreThisProcessMayUse) {
+  EXPECT_EQ(ThreadPool::Default().threads(), ReadMachineResources().cores);
 }
 
 }  // namespace
