@@ -69,16 +69,16 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   if (config.batch_max_bytes < 1) return absl::InvalidArgumentError("--batch_max_mib must be >= 1");
   std::unique_ptr<FedaggServer> server(new FedaggServer());
   AggregationOptions options;
-  options.batch_size = config.batch_size;
+  options.batching.batch_size = config.batch_size;
   // A pending batch never holds the whole ingest window: it closes at half of it, so an
   // update of half the window or more is reduced as it arrives.
-  options.batch_max_bytes = config.ingest_window_bytes == 0
+  options.batching.batch_max_bytes = config.ingest_window_bytes == 0
                                 ? config.batch_max_bytes
                                 : std::min(config.batch_max_bytes, std::max<uint64_t>(config.ingest_window_bytes / 2, 1));
   options.flush_interval = config.flush_interval;
   options.retain_finished = config.retain_finished;
   server->memory_budget_ = std::make_unique<MemoryBudget>(config.memory_budget_bytes);
-  options.memory_budget = server->memory_budget_.get();
+  options.batching.memory_budget = server->memory_budget_.get();
   if (config.backend != nullptr) {
     // The staging rings' slots may all be allocated at once: the budget holds them first.
     uint64_t staging_bytes = 0;
@@ -93,12 +93,12 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   if (config.max_streams_per_identity < 0) return absl::InvalidArgumentError("--max_streams_per_identity must be >= 0");
   server->stream_limiter_ = std::make_unique<StreamLimiter>(config.max_streams_per_identity);
   ServiceMetrics* metrics = server->metrics_.get();
-  options.on_batch_reduced = [metrics](absl::Duration elapsed, size_t updates) {
+  options.batching.on_batch_reduced = [metrics](absl::Duration elapsed, size_t updates) {
     metrics->batch_reduction.Observe(absl::ToDoubleSeconds(elapsed));
     metrics->batch_fill.Observe(static_cast<double>(updates));
   };
   server->reduction_workers_ = std::make_unique<ThreadPool>(1 + BatchReducer::DefaultWorkerThreads());
-  options.reduction_workers = server->reduction_workers_.get();
+  options.batching.workers = server->reduction_workers_.get();
   options.child_grace = config.child_grace;
   options.backend = config.backend;
   server->backend_name_ = std::string(config.backend != nullptr ? config.backend->name() : "cpu");

@@ -22,23 +22,12 @@ absl::string_view NodeOfChild(absl::string_view child_id) {
   const size_t at = child_id.rfind('@');
   return at == absl::string_view::npos ? absl::string_view() : child_id.substr(0, at);
 }
-
-// The batching part of an aggregation's options.
-BatchReducerOptions BatchingOf(const AggregationOptions& options) {
-  BatchReducerOptions batching;
-  batching.batch_size = options.batch_size;
-  batching.batch_max_bytes = options.batch_max_bytes;
-  batching.workers = options.reduction_workers;
-  batching.on_batch_reduced = options.on_batch_reduced;
-  batching.memory_budget = options.memory_budget;
-  return batching;
-}
 }  // namespace
 
 Aggregation::Aggregation(AggregationConfig config, AggregationOptions options)
     : config_(std::move(config)),
       options_(options),
-      batches_(BatchReducer::Create(config_.reduction, BackendOf(options_), BatchingOf(options_))) {}
+      batches_(BatchReducer::Create(config_.reduction, BackendOf(options_), options_.batching)) {}
 
 Aggregation::~Aggregation() {
   std::vector<std::function<void(bool)>> waiters;

@@ -39,10 +39,8 @@
 #include "absl/time/time.h"
 #include "fedagg/v1/types.pb.h"
 #include "service/core/accumulator_factory.h"
-#include "service/core/memory_budget.h"
 #include "service/core/partial_aggregate.h"
 #include "service/core/update_buffer.h"
-#include "service/core/thread_pool.h"
 #include "service/rounds/batch_reducer.h"
 #include "service/rounds/checkpoint_file.h"
 #include "service/rounds/client_claims.h"
@@ -52,10 +50,9 @@
 namespace fedagg {
 
 struct AggregationOptions {
-  int batch_size = 16;  // updates reduced together
-  // A batch is also full once its updates hold this many payload bytes, so that large
-  // models are reduced a few at a time and do not pile up batch_size copies in memory.
-  uint64_t batch_max_bytes = uint64_t{64} << 20;
+  // How updates are batched and reduced: batch size and bytes, the reduction workers, the
+  // metrics callback and the memory budget the partial aggregate is accounted in.
+  BatchReducerOptions batching;
   // A batch that has not filled up is reduced anyway once its oldest update waited this long.
   absl::Duration flush_interval = absl::Milliseconds(100);
   // After a seal, how long to wait for child aggregators' final partials.
@@ -74,13 +71,6 @@ struct AggregationOptions {
   // each client is counted once in the whole tree (the parent link). Must outlive the
   // aggregation; null: this node decides alone (a root, or tests).
   ClientClaims* claims = nullptr;
-  // Called after each batch is reduced, with its duration and size (metrics).
-  std::function<void(absl::Duration, size_t)> on_batch_reduced;
-  // Where batches are reduced (BatchReducerOptions::workers); null: a process-wide pool.
-  ThreadPool* reduction_workers = nullptr;
-  // The node's memory budget (optional): the partial aggregate's accumulators are
-  // accounted in it. It must outlive the aggregation.
-  MemoryBudget* memory_budget = nullptr;
 };
 
 class Aggregation {

@@ -151,8 +151,6 @@ absl::Status BatchReducer::Hold::ReduceWaiting() {
   return reducer_.error_;
 }
 
-absl::Status BatchReducer::Hold::error() const { return reducer_.error_; }
-
 PartialAggregate& BatchReducer::Hold::partial() { return reducer_.partial_; }
 
 void BatchReducer::Hold::ReplacePartial(PartialAggregate partial) {

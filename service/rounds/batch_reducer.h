@@ -38,7 +38,9 @@
 namespace fedagg {
 
 struct BatchReducerOptions {
-  int batch_size = 16;
+  int batch_size = 16;  // updates reduced together
+  // A batch is also full once its updates hold this many payload bytes, so that large
+  // models are reduced a few at a time and do not pile up batch_size copies in memory.
   uint64_t batch_max_bytes = uint64_t{64} << 20;
   // Where batches are reduced: a pool with workers (threads() > 1; one without would
   // reduce on the committing thread, under its owner's lock), which must outlive the
@@ -91,11 +93,9 @@ class BatchReducer : public std::enable_shared_from_this<BatchReducer> {
 
     // Reduces everything queued or pending, on this thread; call with the owner's lock
     // held, so that the partial then holds exactly what the owner counted. Returns the
-    // reducer's error, as error().
+    // first backend failure of any reduction: after one, the partial is unspecified and
+    // later batches are dropped.
     absl::Status ReduceWaiting() ABSL_NO_THREAD_SAFETY_ANALYSIS;
-    // The first backend failure of any reduction: after one, the partial is unspecified
-    // and later batches are dropped.
-    absl::Status error() const ABSL_NO_THREAD_SAFETY_ANALYSIS;
     PartialAggregate& partial() ABSL_NO_THREAD_SAFETY_ANALYSIS;
     // Replaces the partial (a restored checkpoint; a fresh one after a delta went up)
     // and accounts its memory.

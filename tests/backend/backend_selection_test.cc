@@ -162,7 +162,7 @@ TEST(BackendFailureTest, OutOfDeviceMemoryFailsTheAggregationWithTheReason) {
   config.reduction = *ReductionSpec::Create(ValueType::Tensor(DType::kFloat32, {4}),
                                             {{Intrinsic::kFederatedSum, false}});
   AggregationOptions options;
-  options.batch_size = 1;  // every commit reduces at once
+  options.batching.batch_size = 1;  // every commit closes a batch
   options.backend = &backend;
   Aggregation aggregation(config, options);
   for (const char* client : {"alice", "bob"}) {

@@ -54,10 +54,10 @@ class Batches {
 
 AggregationOptions Observed(Batches* batches, int batch_size, uint64_t batch_max_bytes) {
   AggregationOptions options;
-  options.batch_size = batch_size;
-  options.batch_max_bytes = batch_max_bytes;
+  options.batching.batch_size = batch_size;
+  options.batching.batch_max_bytes = batch_max_bytes;
   options.flush_interval = absl::Hours(1);  // only the limits under test close a batch
-  options.on_batch_reduced = [batches](absl::Duration, size_t size) { batches->Reduced(size); };
+  options.batching.on_batch_reduced = [batches](absl::Duration, size_t size) { batches->Reduced(size); };
   return options;
 }
 
@@ -81,7 +81,7 @@ TEST(AggregationBatchingTest, BatchesAreReducedOnTheWorkersNotOnTheCommittingThr
   Batches batches;
   ThreadPool workers(3);
   AggregationOptions options = Observed(&batches, 2, uint64_t{1} << 30);
-  options.reduction_workers = &workers;
+  options.batching.workers = &workers;
   auto aggregation = NewCountingAggregation("r", options);
   for (int c = 0; c < 8; ++c) Contribute(*aggregation, "client-" + std::to_string(c), c);
   EXPECT_EQ(batches.AwaitSizes(4), (std::vector<size_t>(4, 2)));
@@ -98,7 +98,7 @@ TEST(AggregationBatchingTest, TheResultHoldsWhatIsStillQueuedWhileTheWorkersAreB
     gate_mu.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return gate_open; });
   });
   AggregationOptions options = Observed(&batches, 3, uint64_t{1} << 30);
-  options.reduction_workers = &workers;
+  options.batching.workers = &workers;
   auto aggregation = NewCountingAggregation("r", options);
   int64_t expected = 0;
   for (int c = 0; c < 7; ++c) {

@@ -171,7 +171,7 @@ TEST(AggregationCheckpointTest, BatchTheBackendFailedToReduceGivesNoSnapshot) {
   const FailingBackend backend({.reduce = true});
   AggregationOptions options = Checkpointed();
   options.backend = &backend;
-  options.batch_size = 1;  // every commit reduces at once
+  options.batching.batch_size = 1;  // every commit closes a batch
   std::shared_ptr<Aggregation> aggregation = NewAggregation("r", options);
   Contribute(*aggregation, "a", 1);  // counted; its reduction failed
   std::optional<bool> answer;
@@ -194,7 +194,7 @@ TEST(AggregationCheckpointTest, RestoreUsesTheAggregationsBackend) {
   const FailingBackend backend({.reduce = true});
   AggregationOptions options = Checkpointed();
   options.backend = &backend;
-  options.batch_size = 1;
+  options.batching.batch_size = 1;
   absl::StatusOr<std::shared_ptr<Aggregation>> restored =
       Aggregation::Restore(SnapshotOf(*original)->checkpoint, options);
   ASSERT_TRUE(restored.ok()) << restored.status();

@@ -17,7 +17,7 @@ TEST(AggregationQueueTest, PendingAndInFlightFollowEveryUpdate) {
   absl::StatusOr<AggregationConfig> config = ConfigFromProto(CountingSpec("q"));
   ASSERT_TRUE(config.ok()) << config.status();
   AggregationOptions options;
-  options.batch_size = 3;
+  options.batching.batch_size = 3;
   options.flush_interval = absl::Hours(1);
   options.child_grace = absl::ZeroDuration();
   Aggregation aggregation(*std::move(config), options);
