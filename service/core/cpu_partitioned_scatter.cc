@@ -63,28 +63,69 @@ Layout MakeLayout(int64_t rows, size_t bytes_per_coordinate) {
   return layout;
 }
 
-// A run of whole updates [first, last) of the batch, partitioned and scattered at once.
+// Whether each update lists its indices in ascending order (repeats allowed), as updates
+// made from sorted coordinates (np.nonzero, SciPy's canonical COO, top-k after a sort) do.
+// Stops at an update's first descent, so an unsorted update costs little to tell.
+std::vector<uint8_t> AscendingUpdates(absl::Span<const FieldValue* const> values, ThreadPool& pool) {
+  std::vector<uint8_t> ascending(values.size(), 1);
+  size_t entries = 0;
+  for (const FieldValue* value : values) entries += value->indices.size();
+  const int64_t min_updates = entries < kMinEntriesToSplit ? static_cast<int64_t>(values.size()) : 1;
+  pool.ParallelFor(static_cast<int64_t>(values.size()), std::max<int64_t>(min_updates, 1), [&](int64_t begin, int64_t end) {
+    constexpr size_t kBlock = 4096;  // checked a block at a time: the comparison vectorizes
+    for (int64_t u = begin; u < end; ++u) {
+      const absl::Span<const int64_t> ids = values[static_cast<size_t>(u)]->indices;
+      for (size_t block = 1; block < ids.size() && ascending[static_cast<size_t>(u)]; block += kBlock) {
+        bool descends = false;
+        for (size_t k = block; k < std::min(ids.size(), block + kBlock); ++k) descends |= ids[k] < ids[k - 1];
+        if (descends) ascending[static_cast<size_t>(u)] = 0;
+      }
+    }
+  });
+  return ascending;
+}
+
+// A run of whole updates [first, last) of the batch, scattered at once: with every update
+// ascending, straight from the updates; otherwise through the partition buffer.
 struct Run {
   size_t first = 0;
   size_t last = 0;
   size_t entries = 0;
+  bool ascending = false;
 };
 
-std::vector<Run> PlanRuns(absl::Span<const FieldValue* const> values, const Layout& layout) {
+std::vector<Run> PlanRuns(absl::Span<const FieldValue* const> values, absl::Span<const uint8_t> ascending,
+                          const Layout& layout) {
   std::vector<Run> runs;
   Run run;
   for (size_t i = 0; i < values.size(); ++i) {
     const size_t n = values[i]->indices.size();
-    if (run.last > run.first &&
-        (run.entries + n > kMaxChunkEntries || run.last - run.first >= layout.max_run_updates)) {
+    if (n == 0) continue;  // adds nothing, and must not cut a run
+    const bool buffer_full = !run.ascending && (run.entries + n > kMaxChunkEntries ||
+                                                run.last - run.first >= layout.max_run_updates);
+    if (run.entries > 0 && (run.ascending != static_cast<bool>(ascending[i]) || buffer_full)) {
       runs.push_back(run);
-      run = Run{i, i, 0};
+      run = Run{};
     }
+    if (run.entries == 0) run = Run{i, i, 0, static_cast<bool>(ascending[i])};
     run.last = i + 1;
     run.entries += n;
   }
   if (run.entries > 0) runs.push_back(run);
   return runs;
+}
+
+// Whether a bucket with `entries` entries has its share of the table (`bytes` of it)
+// prefetched in order before they are added: when they touch most of its cache lines,
+// fetching it at streaming speed beats a miss per line in random order.
+bool WorthPrefetching(size_t entries, size_t bytes) { return entries * kDenseBucketLinesPerEntry * 64 >= bytes; }
+
+// Prefetches a bucket's share of the target, all of it.
+template <typename Acc>
+void PrefetchBucket(const ScatterTarget<Acc>& target, size_t base, size_t width) {
+  PrefetchRange(target.acc.data() + base, width * sizeof(Acc));
+  if (!target.counts.empty()) PrefetchRange(target.counts.data() + base, width * sizeof(int64_t));
+  if (!target.weight_sums.empty()) PrefetchRange(target.weight_sums.data() + base, width * sizeof(double));
 }
 
 template <typename Acc>
@@ -155,14 +196,8 @@ void RunScatter<Acc>::ScatterBucket(int64_t bucket, std::vector<uint64_t>& touch
   Acc* acc = target_.acc.data() + base;
   int64_t* counts = target_.counts.empty() ? nullptr : target_.counts.data() + base;
   double* weight_sums = target_.weight_sums.empty() ? nullptr : target_.weight_sums.data() + base;
-  // When the entries touch most of the bucket's cache lines, fetching its whole share of
-  // the table in order (at streaming speed) beats a miss per line in random order.
   const size_t width = std::min<size_t>(size_t{1} << layout_.bucket_bits, target_.acc.size() - base);
-  if (n * kDenseBucketLinesPerEntry * 64 >= width * sizeof(Acc)) {
-    PrefetchRange(acc, width * sizeof(Acc));
-    if (counts != nullptr) PrefetchRange(counts, width * sizeof(int64_t));
-    if (weight_sums != nullptr) PrefetchRange(weight_sums, width * sizeof(double));
-  }
+  if (WorthPrefetching(n, width * sizeof(Acc))) PrefetchBucket(target_, base, width);
   // The entries of the current update within this bucket start at segment.
   size_t segment = 0;
   uint32_t update = entries[0].key >> bits;
@@ -192,6 +227,103 @@ void RunScatter<Acc>::ScatterBucket(int64_t bucket, std::vector<uint64_t>& touch
   }
 }
 
+
+// Scatters a run of ascending updates with no partition buffer: an update's entries in a
+// bucket are a contiguous range of it. Threads take groups of consecutive buckets; in a
+// group, each update's first entry is found by one binary search, and then bucket by
+// bucket every update adds its range, in batch order, while the bucket's share of the
+// table stays in the cache. Per coordinate, values add in batch order, as in a serial
+// scatter; an update counts a coordinate once however often it repeats it (repeats are
+// adjacent).
+template <typename Acc>
+class AscendingRunScatter {
+ public:
+  AscendingRunScatter(absl::Span<const FieldValue* const> values, absl::Span<const double> weights,
+                      bool weighted, const Layout& layout, ScatterTarget<Acc> target, ThreadPool& pool,
+                      size_t entries)
+      : values_(values), weights_(weights), weighted_(weighted), layout_(layout), target_(target),
+        pool_(pool), entries_(entries), threads_(entries < kMinEntriesToSplit ? 1 : pool.threads()) {}
+
+  void Scatter();
+
+ private:
+  // Adds update u's entries from position k while their index is below `limit`; returns
+  // the position of the first one it did not add.
+  template <bool kCounts, typename In>
+  size_t AddRange(size_t u, size_t k, uint64_t limit) const;
+  void ScatterGroup(int64_t first_bucket, int64_t last_bucket, std::vector<size_t>& cursor) const;
+
+  absl::Span<const FieldValue* const> values_;
+  absl::Span<const double> weights_;
+  const bool weighted_;
+  const Layout& layout_;
+  const ScatterTarget<Acc> target_;
+  ThreadPool& pool_;
+  const size_t entries_;
+  const int threads_;
+};
+
+template <typename Acc>
+void AscendingRunScatter<Acc>::Scatter() {
+  // Groups small enough to balance the threads, large enough that the binary searches
+  // (one per update and group) cost little.
+  const int64_t group = std::max<int64_t>(1, layout_.buckets / (int64_t{8} * threads_));
+  std::atomic<int64_t> next_group{0};
+  pool_.ParallelFor(threads_, 1, [&](int64_t, int64_t) {
+    std::vector<size_t> cursor(values_.size());  // per update, its next entry to add
+    for (int64_t g; (g = next_group.fetch_add(1, std::memory_order_relaxed)) * group < layout_.buckets;) {
+      ScatterGroup(g * group, std::min(layout_.buckets, (g + 1) * group), cursor);
+    }
+  });
+}
+
+template <typename Acc>
+void AscendingRunScatter<Acc>::ScatterGroup(int64_t first_bucket, int64_t last_bucket,
+                                            std::vector<size_t>& cursor) const {
+  const int bits = layout_.bucket_bits;
+  for (size_t u = 0; u < values_.size(); ++u) {
+    const absl::Span<const int64_t> ids = values_[u]->indices;
+    cursor[u] = static_cast<size_t>(std::lower_bound(ids.begin(), ids.end(), first_bucket << bits) - ids.begin());
+  }
+  const size_t rows = target_.acc.size();
+  const bool counts = !target_.counts.empty();
+  for (int64_t bucket = first_bucket; bucket < last_bucket; ++bucket) {
+    const size_t base = static_cast<size_t>(bucket) << bits;
+    const size_t width = std::min<size_t>(size_t{1} << bits, rows - base);
+    // The run's entries spread evenly, as the bucket's expected share of them.
+    const double expected_entries = static_cast<double>(entries_) * static_cast<double>(width) / static_cast<double>(rows);
+    if (WorthPrefetching(static_cast<size_t>(expected_entries), width * sizeof(Acc))) PrefetchBucket(target_, base, width);
+    const uint64_t limit = base + width;
+    for (size_t u = 0; u < values_.size(); ++u) {
+      DispatchDType(values_[u]->dtype, [&](auto tag) {
+        using In = typename decltype(tag)::type;
+        cursor[u] = counts ? AddRange<true, In>(u, cursor[u], limit) : AddRange<false, In>(u, cursor[u], limit);
+      });
+    }
+  }
+}
+
+template <typename Acc>
+template <bool kCounts, typename In>
+size_t AscendingRunScatter<Acc>::AddRange(size_t u, size_t k, uint64_t limit) const {
+  const int64_t* ids = values_[u]->indices.data();
+  const size_t n = values_[u]->indices.size();
+  const In* in = reinterpret_cast<const In*>(values_[u]->values.data());
+  const Acc weight = static_cast<Acc>(weights_[u]);
+  Acc* acc = target_.acc.data();
+  for (; k < n && static_cast<uint64_t>(ids[k]) < limit; ++k) {
+    __builtin_prefetch(acc + ids[std::min(k + kPrefetchDistance, n - 1)], 1);
+    const size_t c = static_cast<size_t>(ids[k]);
+    acc[c] = Add(acc[c], weighted_ ? weight * Widen<Acc>(in[k]) : Widen<Acc>(in[k]));
+    if constexpr (kCounts) {
+      if (k > 0 && ids[k] == ids[k - 1]) continue;  // counted at its first occurrence
+      ++target_.counts[c];
+      if (!target_.weight_sums.empty()) target_.weight_sums[c] += weights_[u];
+    }
+  }
+  return k;
+}
+
 }  // namespace
 
 template <typename Acc>
@@ -203,16 +335,21 @@ void PartitionedScatterAdd(absl::Span<const FieldValue* const> values,
   const size_t bytes_per_coordinate = sizeof(Acc) + (target.counts.empty() ? 0 : sizeof(int64_t)) +
                                       (target.weight_sums.empty() ? 0 : sizeof(double));
   const Layout layout = MakeLayout(rows, bytes_per_coordinate);
-  const std::vector<Run> runs = PlanRuns(values, layout);
-  size_t largest = 0;
-  for (const Run& run : runs) largest = std::max(largest, run.entries);
-  if (largest == 0) return;
-  LargeAllocation buffer(largest * sizeof(Entry<Acc>));
+  const std::vector<Run> runs = PlanRuns(values, AscendingUpdates(values, pool), layout);
+  size_t largest_partitioned = 0;
   for (const Run& run : runs) {
-    if (run.entries == 0) continue;
-    RunScatter<Acc> scatter(values.subspan(run.first, run.last - run.first),
-                            weights.subspan(run.first, run.last - run.first), weighted, layout, target,
-                            pool, reinterpret_cast<Entry<Acc>*>(buffer.data()));
+    if (!run.ascending) largest_partitioned = std::max(largest_partitioned, run.entries);
+  }
+  LargeAllocation buffer(largest_partitioned * sizeof(Entry<Acc>));
+  for (const Run& run : runs) {
+    const absl::Span<const FieldValue* const> run_values = values.subspan(run.first, run.last - run.first);
+    const absl::Span<const double> run_weights = weights.subspan(run.first, run.last - run.first);
+    if (run.ascending) {
+      AscendingRunScatter<Acc>(run_values, run_weights, weighted, layout, target, pool, run.entries).Scatter();
+      continue;
+    }
+    RunScatter<Acc> scatter(run_values, run_weights, weighted, layout, target, pool,
+                            reinterpret_cast<Entry<Acc>*>(buffer.data()));
     scatter.Partition();
     scatter.Scatter();
   }

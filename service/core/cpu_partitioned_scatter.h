@@ -9,6 +9,11 @@
 // bit-identical to one. Counts (each update counted once per coordinate it touches, however
 // often it repeats the index) and weight sums are kept in the same pass, with a per-bucket
 // bitmap instead of per-coordinate state.
+// Updates whose indices ascend (most clients sort them) are already in bucket order: a run
+// of them skips the partition pass and its buffer, and each bucket reads its range of every
+// update in place (1.4-1.6x faster here: bench/core_reduction_bench.cc,
+// BM_SparseSumAscending against BM_SparseSumColdTable). A batch that mixes ascending and
+// unsorted updates is cut into runs of one kind, in batch order.
 #ifndef FEDAGG_SERVICE_CORE_CPU_PARTITIONED_SCATTER_H_
 #define FEDAGG_SERVICE_CORE_CPU_PARTITIONED_SCATTER_H_
 

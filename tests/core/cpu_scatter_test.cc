@@ -4,10 +4,13 @@
 // scatter of the same batch in batch order, which they must match bit for bit (values,
 // counts, weight sums), with the edge cases: an index repeated in one update, indices 0
 // and rows - 1, empty updates, a table of one bucket, weights, integer and half-float
-// inputs.
+// inputs; updates whose indices ascend (scattered with no partition buffer), unsorted ones,
+// and batches that mix both.
 #include "service/core/cpu_partitioned_scatter.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -89,6 +92,30 @@ void ExpectSameAsSerial(const SparseBatch<In>& batch, int64_t rows, bool counts,
   EXPECT_TRUE(BitIdentical(got.weight_sums, want.weight_sums));
 }
 
+// The batch with the entries of every `stride`-th update (from the first) sorted by index,
+// stably: an index repeated in one update keeps its values in their order.
+template <typename In>
+SparseBatch<In> WithAscendingUpdates(const SparseBatch<In>& batch, size_t stride = 1) {
+  SparseBatch<In> out;
+  for (size_t u = 0; u < batch.ids.size(); ++u) {
+    std::vector<size_t> order(batch.ids[u].size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    if (u % stride == 0) {
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return batch.ids[u][a] < batch.ids[u][b]; });
+    }
+    std::vector<int64_t> ids;
+    std::vector<In> values;
+    for (const size_t k : order) {
+      ids.push_back(batch.ids[u][k]);
+      values.push_back(batch.values[u][k]);
+    }
+    out.Add(std::move(ids), std::move(values), batch.weights[u]);
+  }
+  out.Seal(Encoding::kSparse);
+  return out;
+}
+
 TEST(PartitionedScatterTest, HandWrittenEdgeCases) {
   // Rows 0 and 4 (the last), an index repeated in one update, an empty update.
   SparseBatch<float> batch;
@@ -145,6 +172,45 @@ TEST(PartitionedScatterTest, SameAsSerialScatter) {
   ExpectSameAsSerial<double>(RandomBatch<double>(8, rows, 1, 5, 30000), rows, true, true, 2);
   ExpectSameAsSerial<int64_t>(RandomBatch<int32_t>(9, rows, 1, 5, 30000), rows, true, false, 2);
   ExpectSameAsSerial<int64_t>(RandomBatch<int64_t>(10, rows, 1, 5, 30000), rows, false, false, 2);
+}
+
+// Ascending updates take no partition buffer; batches of ascending updates only, and
+// batches where they alternate with unsorted ones (each change of kind starts a run).
+TEST(PartitionedScatterTest, AscendingUpdatesSameAsSerialScatter) {
+  for (const int64_t rows : {int64_t{7}, (int64_t{1} << 20) + 3, int64_t{1} << 22}) {
+    for (const int threads : {1, 2, 3}) {
+      const SparseBatch<float> unsorted = RandomBatch<float>(static_cast<uint64_t>(rows + 17 * threads), rows, 1, 7, 30000);
+      for (const size_t stride : {size_t{1}, size_t{2}, size_t{3}}) {
+        SCOPED_TRACE(::testing::Message() << "every " << stride << " updates ascending");
+        const SparseBatch<float> batch = WithAscendingUpdates(unsorted, stride);
+        ExpectSameAsSerial<float>(batch, rows, false, false, threads);
+        ExpectSameAsSerial<float>(batch, rows, true, true, threads);
+        ExpectSameAsSerial<double>(batch, rows, true, false, threads);
+      }
+    }
+  }
+  const int64_t rows = (int64_t{1} << 18) + 5;
+  ExpectSameAsSerial<float>(WithAscendingUpdates(RandomBatch<Float16>(21, rows, 1, 5, 30000)), rows, true, true, 2);
+  ExpectSameAsSerial<int64_t>(WithAscendingUpdates(RandomBatch<int32_t>(22, rows, 1, 5, 30000)), rows, true, false, 2);
+}
+
+TEST(PartitionedScatterTest, AscendingHandWritten) {
+  // Repeats (adjacent once sorted) are counted once per update, 0 and rows - 1 included.
+  SparseBatch<float> batch;
+  batch.Add({0, 0, 3, 4, 4}, {1, 2, 3, 4, 5}, 2);
+  batch.Add({}, {}, 3);
+  batch.Add({0, 2}, {8, 16}, 0.5);
+  batch.Seal(Encoding::kSparse);
+  ThreadPool pool(2);
+  std::vector<float> acc(5);
+  std::vector<int64_t> counts(5);
+  std::vector<double> weight_sums(5);
+  cpu::PartitionedScatterAdd<float>(batch.views, batch.weights, true,
+                                    {absl::MakeSpan(acc), absl::MakeSpan(counts), absl::MakeSpan(weight_sums)},
+                                    pool);
+  EXPECT_EQ(acc, (std::vector<float>{2 * 1 + 2 * 2 + 0.5f * 8, 0, 0.5f * 16, 2 * 3, 2 * 4 + 2 * 5}));
+  EXPECT_EQ(counts, (std::vector<int64_t>{2, 0, 1, 1, 1}));
+  EXPECT_EQ(weight_sums, (std::vector<double>{2.5, 0, 0.5, 2, 2}));
 }
 
 // A batch of more entries than one run partitions: cut into runs of whole updates, with
