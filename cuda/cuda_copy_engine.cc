@@ -1,6 +1,8 @@
 // The CUDA copy engine: pinned slots, cudaMemcpyAsync on a copy stream, timing events.
 #include "cuda/cuda_copy_engine.h"
 
+#include <cstddef>
+
 #include "cuda/cuda_status.h"
 #include "service/core/status_macros.h"
 
@@ -50,12 +52,24 @@ absl::StatusOr<std::unique_ptr<portable::StagingBuffer>> CudaCopyEngine::Allocat
   return std::make_unique<Buffer>(std::move(host), std::move(device), std::move(started), std::move(copied), bytes);
 }
 
-absl::Status CudaCopyEngine::StartCopy(portable::StagingBuffer& buffer, size_t bytes) {
+absl::Status CudaCopyEngine::StartCopy(portable::StagingBuffer& buffer, absl::Span<const portable::CopySpan> spans) {
   Buffer& slot = static_cast<Buffer&>(buffer);
   FEDAGG_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   FEDAGG_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.started(), stream_.get()));
-  FEDAGG_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(slot.device_memory(), slot.host(), bytes, cudaMemcpyHostToDevice, stream_.get()));
+  // From pinned memory (the slot's, or updates received into registered mappings) each
+  // copy is a DMA of its own; from pageable memory the runtime stages it, and returns
+  // once the source was read.
+  for (const portable::CopySpan& span : spans) {
+    const cudaError_t error = cudaMemcpyAsync(static_cast<std::byte*>(slot.device_memory()) + span.to, span.from,
+                                              span.bytes, cudaMemcpyHostToDevice, stream_.get());
+    if (error != cudaSuccess) {
+      const absl::Status copy = CudaStatus(error, "cudaMemcpyAsync");
+      // The spans before may still be read: nothing reads the caller's memory once this returns.
+      static_cast<void>(cudaStreamSynchronize(stream_.get()));
+      ClearLastCudaError();
+      return copy;
+    }
+  }
   FEDAGG_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.copied(), stream_.get()));
   return absl::OkStatus();
 }

@@ -23,7 +23,7 @@ class CudaCopyEngine final : public portable::CopyEngine {
   ~CudaCopyEngine() override;
 
   absl::StatusOr<std::unique_ptr<portable::StagingBuffer>> Allocate(size_t bytes) override;
-  absl::Status StartCopy(portable::StagingBuffer& buffer, size_t bytes) override;
+  absl::Status StartCopy(portable::StagingBuffer& buffer, absl::Span<const portable::CopySpan> spans) override;
   absl::StatusOr<absl::Duration> WaitCopied(portable::StagingBuffer& buffer) override;
   absl::Status BindThread() override;
 

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "portable/parallel_copy.h"
 
 namespace fedagg::portable {
 namespace {
@@ -131,8 +130,14 @@ absl::StatusOr<BatchPacker::Plan> BatchPacker::PlanEntries(const HostBatch& batc
   return plan;
 }
 
-BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, void* slot) const {
-  std::byte* const out = static_cast<std::byte*>(slot);
+BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, void* slot_host,
+                                      std::vector<CopySpan>* spans) const {
+  std::byte* const out = static_cast<std::byte*>(slot_host);
+  const auto copy = [spans](const void* from, size_t to, size_t bytes) {
+    if (bytes > 0) spans->push_back(CopySpan{from, to, bytes});
+  };
+  // What was written into the slot's host memory at `at` goes to the same offset.
+  const auto copy_packed = [&](size_t at, size_t bytes) { copy(out + at, at, bytes); };
   const size_t value_bytes = InTypeBytes(spec_.in);
   Layout layout;
   if (spec_.kind == ReducerKind::kDense) {
@@ -143,14 +148,12 @@ BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, 
     layout.values_at = 0;
     layout.weights_at = Aligned(static_cast<size_t>(layout.updates) * part_row_bytes);
     double* weights = reinterpret_cast<double*>(out + layout.weights_at);
-    std::vector<CopyRange> rows;
-    rows.reserve(static_cast<size_t>(layout.updates));
     for (int64_t r = part.row_begin; r < part.row_end; ++r) {
-      rows.push_back({out + static_cast<size_t>(r - part.row_begin) * part_row_bytes,
-                      Bytes(batch.values[r]) + static_cast<size_t>(part.column_begin) * value_bytes, part_row_bytes});
+      copy(Bytes(batch.values[r]) + static_cast<size_t>(part.column_begin) * value_bytes,
+           static_cast<size_t>(r - part.row_begin) * part_row_bytes, part_row_bytes);
       weights[r - part.row_begin] = batch.weights[r];
     }
-    ParallelCopy(rows);
+    copy_packed(layout.weights_at, static_cast<size_t>(layout.updates) * sizeof(double));
     layout.bytes = layout.weights_at + static_cast<size_t>(layout.updates) * sizeof(double);
     return layout;
   }
@@ -171,34 +174,36 @@ BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, 
   int32_t* entry_update = reinterpret_cast<int32_t*>(out + layout.entry_update_at);
   int64_t* offsets = reinterpret_cast<int64_t*>(out + layout.update_offsets_at);
   double* weights = reinterpret_cast<double*>(out + layout.weights_at);
-  // Runs of entries in index order are copied in parallel, after this loop.
-  std::vector<CopyRange> runs;
   int64_t e = 0;
   for (size_t p = 0; p < k; ++p) {
     const Piece& piece = part.pieces[p];
     const int64_t* from_indices = batch.indices[piece.update];
     const std::byte* from_values = Bytes(batch.values[piece.update]);
+    const size_t indices_to = layout.indices_at + static_cast<size_t>(e) * sizeof(int64_t);
+    const size_t values_to = layout.values_at + static_cast<size_t>(e) * entry_bytes;
     offsets[p] = e;
     weights[p] = batch.weights[piece.update];
-    if (piece.order == nullptr) {
-      runs.push_back({reinterpret_cast<std::byte*>(indices + e), Bytes(from_indices + piece.first),
-                      static_cast<size_t>(piece.count) * sizeof(int64_t)});
-      runs.push_back({out + static_cast<size_t>(e) * entry_bytes,
-                      from_values + static_cast<size_t>(piece.first) * entry_bytes,
-                      static_cast<size_t>(piece.count) * entry_bytes});
-    } else {
+    if (piece.order == nullptr) {  // a run of the update as received
+      copy(from_indices + piece.first, indices_to, static_cast<size_t>(piece.count) * sizeof(int64_t));
+      copy(from_values + static_cast<size_t>(piece.first) * entry_bytes, values_to,
+           static_cast<size_t>(piece.count) * entry_bytes);
+    } else {  // reordered: packed here
       for (int64_t i = 0; i < piece.count; ++i) {
         const int64_t from = piece.order[piece.first + i];
         indices[e + i] = from_indices[from];
-        std::memcpy(out + static_cast<size_t>(e + i) * entry_bytes, from_values + static_cast<size_t>(from) * entry_bytes,
-                    entry_bytes);
+        std::memcpy(out + values_to + static_cast<size_t>(i) * entry_bytes,
+                    from_values + static_cast<size_t>(from) * entry_bytes, entry_bytes);
       }
+      copy_packed(indices_to, static_cast<size_t>(piece.count) * sizeof(int64_t));
+      copy_packed(values_to, static_cast<size_t>(piece.count) * entry_bytes);
     }
     std::fill(entry_update + e, entry_update + e + piece.count, static_cast<int32_t>(p));
     e += piece.count;
   }
   offsets[k] = e;
-  ParallelCopy(runs);
+  copy_packed(layout.entry_update_at, static_cast<size_t>(entries) * sizeof(int32_t));
+  copy_packed(layout.update_offsets_at, (k + 1) * sizeof(int64_t));
+  copy_packed(layout.weights_at, k * sizeof(double));
   return layout;
 }
 

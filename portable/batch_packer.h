@@ -1,6 +1,10 @@
 // BatchPacker: turns a batch in host memory (HostBatch: one pointer per update) into the
-// contiguous staging layout a StagedFieldReducer reads (StagedBatch), split into parts
-// that each fit one staging-ring slot. Host logic only, shared by every device backend.
+// staging layout a StagedFieldReducer reads (StagedBatch), split into parts that each fit
+// one staging-ring slot, as the list of spans a copy engine moves into the slot's device
+// memory. The updates' values and indices go to the device straight from where they were
+// received (one span per update and array); only what the layout adds (weights, entry
+// offsets and owners) and the entries of an update that had to be reordered are written
+// into the slot's host memory first. Host logic only, shared by every device backend.
 //   dense    a part is a rectangle of the [updates, row_width] batch: all rows when a slot
 //            holds them (a batch larger than a slot is cut into row ranges, and a row
 //            larger than a slot into column ranges); parts go row range by row range, so
@@ -12,7 +16,6 @@
 //            repeats an index still counts once for it.
 // Plan checks every index against the field before anything is packed: an index outside
 // [0, rows) refuses the whole batch (INVALID_ARGUMENT) with nothing staged.
-// Pack copies a part's runs of bytes with the host's cores (parallel_copy.h).
 #ifndef FEDAGG_PORTABLE_BATCH_PACKER_H_
 #define FEDAGG_PORTABLE_BATCH_PACKER_H_
 
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "portable/copy_engine.h"
 #include "portable/field_reducer.h"
 
 namespace fedagg::portable {
@@ -61,8 +65,11 @@ class BatchPacker {
   // the field; RESOURCE_EXHAUSTED when one entry (or one run of an index) alone does not
   // fit a slot, naming --staging_slot_mib.
   absl::StatusOr<Plan> MakePlan(const HostBatch& batch, size_t slot_bytes) const;
-  // Writes `part` into `slot` (at least the plan's slot_bytes) and returns its layout.
-  Layout Pack(const HostBatch& batch, const Part& part, void* slot) const;
+  // Lays `part` out for a slot (of at least the plan's slot_bytes): writes what must be
+  // packed into `slot_host` (the slot's host memory), appends to `spans` what the copy
+  // moves into the slot's device memory (spans that point into `batch`'s updates, which
+  // must then stay unchanged until the copy is done), and returns the layout.
+  Layout Pack(const HostBatch& batch, const Part& part, void* slot_host, std::vector<CopySpan>* spans) const;
   // The part's batch once the slot's bytes are at `base` (device memory).
   static StagedBatch Locate(const Layout& layout, const void* base);
 

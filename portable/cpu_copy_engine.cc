@@ -48,12 +48,12 @@ absl::StatusOr<std::unique_ptr<StagingBuffer>> CpuCopyEngine::Allocate(size_t by
   return std::make_unique<Buffer>(std::move(host), std::move(device), bytes);
 }
 
-absl::Status CpuCopyEngine::StartCopy(StagingBuffer& buffer, size_t bytes) {
+absl::Status CpuCopyEngine::StartCopy(StagingBuffer& buffer, absl::Span<const CopySpan> spans) {
   Buffer& target = static_cast<Buffer&>(buffer);
   MutexLock lock(&mu_);
   if (stopping_) return absl::CancelledError("the copy engine is stopping");
   target.copying = true;
-  queue_.push_back(Copy{&target, bytes});
+  queue_.push_back(Copy{&target, std::vector<CopySpan>(spans.begin(), spans.end())});
   return absl::OkStatus();
 }
 
@@ -75,7 +75,7 @@ void CpuCopyEngine::RunCopies() {
       queue_.pop_front();
     }
     const absl::Time start = absl::Now();
-    std::memcpy(copy.buffer->device_bytes(), copy.buffer->host(), copy.bytes);
+    for (const CopySpan& span : copy.spans) std::memcpy(copy.buffer->device_bytes() + span.to, span.from, span.bytes);
     const absl::Duration took = absl::Now() - start;
     MutexLock lock(&mu_);
     copy.buffer->took = took;

@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <thread>
+#include <vector>
 
 #include "portable/copy_engine.h"
 #include "service/core/mutex.h"
@@ -20,7 +21,7 @@ class CpuCopyEngine final : public CopyEngine {
   ~CpuCopyEngine() override;
 
   absl::StatusOr<std::unique_ptr<StagingBuffer>> Allocate(size_t bytes) override;
-  absl::Status StartCopy(StagingBuffer& buffer, size_t bytes) override;
+  absl::Status StartCopy(StagingBuffer& buffer, absl::Span<const CopySpan> spans) override;
   absl::StatusOr<absl::Duration> WaitCopied(StagingBuffer& buffer) override;
   absl::Status BindThread() override { return absl::OkStatus(); }
 
@@ -28,7 +29,7 @@ class CpuCopyEngine final : public CopyEngine {
   class Buffer;
   struct Copy {
     Buffer* buffer;
-    size_t bytes;
+    std::vector<CopySpan> spans;
   };
   void RunCopies();
 

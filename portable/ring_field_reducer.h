@@ -1,9 +1,10 @@
 // RingFieldReducer: a FieldReducer that stages host batches through a StagingRing into a
 // StagedFieldReducer on the ring's device. Accumulate checks and plans the batch
-// (batch_packer.h), packs each part into a slot and submits its reduction; it returns
-// once the batch is packed, without waiting for earlier batches' reductions, so the
-// caller frees its buffers and packs the next batch while earlier ones are copied and
-// reduced (the ring's free slots bound how far ahead it gets). A reduction that fails
+// (batch_packer.h), lays each part out for a slot (its updates' values and indices are
+// copied straight from the caller's buffers) and submits its copy and reduction; it
+// returns once the batch's copies are done, without waiting for any reduction, so the
+// caller frees its buffers and stages the next batch while earlier ones are reduced (the
+// ring's free slots bound how far ahead it gets). A reduction that fails
 // marks the reducer failed: every Accumulate after the failure is known, and every Merge,
 // Save and Load, return it, so a batch that was not (or only partly) applied never
 // reaches a partial or a result. Merge, Save and Load first wait for the reductions
@@ -17,6 +18,9 @@
 #include <type_traits>
 #include <utility>
 
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "portable/batch_packer.h"
 #include "portable/field_reducer.h"
@@ -45,6 +49,11 @@ class RingFieldReducer final : public FieldReducer<Acc> {
     if (Outcome failed = FailureSoFar(); !failed.ok()) return failed;
     absl::StatusOr<BatchPacker::Plan> plan = packer_.MakePlan(batch, ring_.slot_bytes());
     if (!plan.ok()) return OutcomeOf(plan.status());  // nothing was staged
+    // The copies read the batch's buffers: whatever happens, return only once they are done.
+    std::vector<StagingRing::Submission> submitted;
+    const absl::Cleanup wait_for_copies = [&] {
+      for (const StagingRing::Submission& submission : submitted) ring_.WaitRead(submission);
+    };
     for (size_t p = 0; p < plan->parts.size(); ++p) {
       absl::StatusOr<StagingRing::Lease> lease = ring_.Acquire();
       if (!lease.ok()) {
@@ -52,12 +61,13 @@ class RingFieldReducer final : public FieldReducer<Acc> {
         if (p > 0) Fail(outcome);  // part of the batch is already on its way
         return outcome;
       }
-      const BatchPacker::Layout layout = packer_.Pack(batch, plan->parts[p], lease->host());
+      std::vector<CopySpan> spans;
+      const BatchPacker::Layout layout = packer_.Pack(batch, plan->parts[p], lease->host(), &spans);
       {
         MutexLock lock(&mu_);
         ++pending_;
       }
-      ring_.Submit(*std::move(lease), layout.bytes, [this, layout](absl::StatusOr<const void*> data) {
+      StagingRing::Reduction reduce = [this, layout](absl::StatusOr<const void*> data) {
         // A part submitted before an earlier one's failure was known is not applied.
         const Outcome outcome = !FailureSoFar().ok() ? Outcome{}
                                 : data.ok()          ? reducer_->Accumulate(BatchPacker::Locate(layout, *data))
@@ -67,7 +77,8 @@ class RingFieldReducer final : public FieldReducer<Acc> {
         if (!outcome.ok() && failure_.ok()) failure_ = outcome;
         host_bytes_ = host_bytes;
         --pending_;
-      });
+      };
+      submitted.push_back(ring_.Submit(*std::move(lease), std::move(spans), std::move(reduce)));
     }
     return Outcome{};
   }

@@ -2,6 +2,7 @@
 // that waits for each slot's copy and runs its reduction in submission order.
 #include "portable/staging_ring.h"
 
+#include <cstddef>
 #include <utility>
 
 namespace fedagg::portable {
@@ -93,7 +94,7 @@ absl::StatusOr<StagingRing::Lease> StagingRing::AcquireSlot() {
   }
 }
 
-void StagingRing::Submit(Lease lease, size_t bytes, Reduction reduction) {
+StagingRing::Submission StagingRing::Submit(Lease lease, std::vector<CopySpan> spans, Reduction reduction) {
   const int slot = lease.slot_;
   lease.ring_ = nullptr;  // the slot now belongs to the job, released after its reduction
   StagingBuffer* buffer;
@@ -101,10 +102,30 @@ void StagingRing::Submit(Lease lease, size_t bytes, Reduction reduction) {
     MutexLock lock(&mu_);
     buffer = buffers_[slot].get();
   }
-  absl::Status started = engine_->StartCopy(*buffer, bytes);
+  uint64_t bytes = 0, packed = 0;
+  const std::byte* host = static_cast<const std::byte*>(buffer->host());
+  for (const CopySpan& span : spans) {
+    bytes += span.bytes;
+    const std::byte* from = static_cast<const std::byte*>(span.from);
+    if (from >= host && from < host + buffer->bytes()) packed += span.bytes;
+  }
+  absl::Status started = engine_->StartCopy(*buffer, spans);
+  Submission submission;
+  if (started.ok()) submission.buffer = buffer;
   MutexLock lock(&mu_);
-  if (started.ok()) bytes_staged_ += bytes;
+  if (started.ok()) {
+    bytes_staged_ += bytes;
+    bytes_packed_ += packed;
+  }
   jobs_.push_back(Job{slot, std::move(started), std::move(reduction)});
+  return submission;
+}
+
+void StagingRing::WaitRead(const Submission& submission) {
+  // The slot cannot be reused before this copy is done (its reduction comes first), so
+  // the copy last started on the buffer is this one or a later one: either way, once it
+  // is done this one is. Its failure reaches the reduction, which reports it.
+  if (submission.buffer != nullptr) static_cast<void>(engine_->WaitCopied(*submission.buffer));
 }
 
 void StagingRing::Release(int slot) {
@@ -125,6 +146,11 @@ uint64_t StagingRing::host_bytes() const {
 uint64_t StagingRing::bytes_staged() const {
   MutexLock lock(&mu_);
   return bytes_staged_;
+}
+
+uint64_t StagingRing::bytes_packed() const {
+  MutexLock lock(&mu_);
+  return bytes_packed_;
 }
 
 void StagingRing::RunReductions() {

@@ -1,10 +1,11 @@
 // StagingRing: the pipeline between receiving a batch and reducing it on a device. A ring
-// of `slots` slot buffers (host memory + device memory each, made by a CopyEngine): a
-// batch is packed into a slot's host memory by the caller, its copy to the device starts
-// at once on the engine's copy queue, and its reduction runs on the ring's compute thread
-// as soon as that copy is done, after every reduction submitted before it. So packing
-// batch k+1, copying batch k and reducing batch k-1 overlap, and the reductions keep the
-// order of submission.
+// of `slots` slot buffers (host memory + device memory each, made by a CopyEngine): the
+// caller lists a batch's spans (straight from the received updates, or packed into the
+// slot's host memory), their copy to the device starts at once on the engine's copy
+// queue, and the reduction runs on the ring's compute thread as soon as that copy is
+// done, after every reduction submitted before it. So copying batch k and reducing batch
+// k-1 overlap, and the reductions keep the order of submission. The caller waits only for
+// the copy (WaitRead), never for a reduction, before it frees the updates.
 //   back pressure  Acquire blocks while every slot is packed, copying or reducing;
 //   failures       a copy that fails (or cannot start) skips its reduction: the reduction's
 //                  callback receives the error instead of the data, in its turn;
@@ -65,6 +66,13 @@ class StagingRing final : public StagingRingStats {
     int slot_ = -1;
   };
 
+  // What Submit started: WaitRead waits for its copy.
+  class Submission {
+   private:
+    friend class StagingRing;
+    StagingBuffer* buffer = nullptr;  // null: the copy did not start
+  };
+
   StagingRing(std::unique_ptr<CopyEngine> engine, StagingRingOptions options);
   ~StagingRing() override;
   StagingRing(const StagingRing&) = delete;
@@ -73,9 +81,13 @@ class StagingRing final : public StagingRingStats {
   // A free slot, waiting while none is (back pressure). RESOURCE_EXHAUSTED when the first
   // slot cannot be allocated; CANCELLED once the ring is shutting down.
   absl::StatusOr<Lease> Acquire();
-  // Starts copying the lease's first `bytes` to the device and queues `reduction` after
-  // every reduction submitted before. Never waits for the device.
-  void Submit(Lease lease, size_t bytes, Reduction reduction);
+  // Starts copying `spans` to the lease's device memory and queues `reduction` after every
+  // reduction submitted before. Never waits for the device. The spans' memory must stay
+  // unchanged until WaitRead(the submission) returns.
+  Submission Submit(Lease lease, std::vector<CopySpan> spans, Reduction reduction);
+  // Waits until the submission's copy no longer reads its spans' memory (done or failed;
+  // its reduction hears of a failure). Never waits for a reduction.
+  void WaitRead(const Submission& submission);
 
   // StagingRingStats, read by the metrics endpoint.
   int device() const override { return options_.device; }
@@ -84,6 +96,7 @@ class StagingRing final : public StagingRingStats {
   int slots_in_use() const override;
   uint64_t host_bytes() const override;
   uint64_t bytes_staged() const override;
+  uint64_t bytes_packed() const override;
   const Histogram& copy_seconds() const override { return copy_seconds_; }
   const Histogram& reduce_seconds() const override { return reduce_seconds_; }
 
@@ -108,6 +121,7 @@ class StagingRing final : public StagingRingStats {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int acquiring_ ABSL_GUARDED_BY(mu_) = 0;  // callers inside Acquire
   uint64_t bytes_staged_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_packed_ ABSL_GUARDED_BY(mu_) = 0;  // of those, copied from the slots' host memory
   Histogram copy_seconds_;
   Histogram reduce_seconds_;
   std::thread compute_;

@@ -381,8 +381,13 @@ void FedaggServer::RegisterStagingMetrics(const std::vector<const StagingRingSta
       "fedagg_staging_host_bytes", "Host memory of the staging slots allocated so far (pinned, for cuda).",
       {"device"}, per_ring([](const StagingRingStats& r) { return r.host_bytes(); }));
   metrics_registry_->AddCounterCallback(
-      "fedagg_staging_bytes_total", "Bytes copied from the staging slots to the device.", {"device"},
+      "fedagg_staging_bytes_total", "Bytes copied to the device through the staging slots.", {"device"},
       per_ring([](const StagingRingStats& r) { return r.bytes_staged(); }));
+  metrics_registry_->AddCounterCallback(
+      "fedagg_staging_packed_bytes_total",
+      "Of those, bytes packed into a staging slot on the host before their copy (weights, offsets, reordered "
+      "entries); the rest went to the device straight from the received updates.",
+      {"device"}, per_ring([](const StagingRingStats& r) { return r.bytes_packed(); }));
   const auto histograms = [rings](const Histogram& (StagingRingStats::*which)() const) {
     return [rings, which] {
       MetricsRegistry::HistogramViews views;

@@ -21,6 +21,7 @@ class StagingRingStats {
   virtual int slots_in_use() const = 0;       // packed, copying or reducing
   virtual uint64_t host_bytes() const = 0;    // host memory of the allocated slots
   virtual uint64_t bytes_staged() const = 0;  // copied to the device since start
+  virtual uint64_t bytes_packed() const = 0;  // of those, packed into a slot on the host first
   virtual const Histogram& copy_seconds() const = 0;    // each slot's host-to-device copy
   virtual const Histogram& reduce_seconds() const = 0;  // each slot's reduction on the device
 };

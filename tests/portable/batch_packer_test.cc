@@ -1,6 +1,9 @@
-// The batch packer: parts that fit their slot, packed and located back, reassemble the
-// batch exactly (dense cut by rows and by columns; entries cut by update and, for an
-// update larger than a slot, by runs of one index); bad indices refuse the whole batch.
+// The batch packer: parts that fit their slot, laid out, copied span by span as a copy
+// engine would and located back, reassemble the batch exactly (dense cut by rows and by
+// columns; entries cut by update and, for an update larger than a slot, by runs of one
+// index); the updates' values and indices are copied straight from the batch, and only
+// weights, offsets, owners and reordered entries are packed on the host; bad indices
+// refuse the whole batch.
 #include "portable/batch_packer.h"
 
 #include <algorithm>
@@ -53,6 +56,33 @@ struct OwnedBatch {
   }
 };
 
+// One part as the device sees it: the part laid out for a slot, then its spans copied into
+// a second buffer (the slot's device memory, filled with 0xAB first so that a byte no span
+// covers reads as garbage). `packed_bytes`: what the spans copied from the slot's host
+// memory rather than from the batch.
+struct StagedPart {
+  BatchPacker::Layout layout;
+  std::vector<std::byte> device;
+  size_t packed_bytes = 0;
+};
+
+StagedPart Stage(const BatchPacker& packer, const HostBatch& batch, const BatchPacker::Part& part, size_t slot_bytes) {
+  StagedPart staged;
+  std::vector<std::byte> host(slot_bytes);
+  std::vector<CopySpan> spans;
+  staged.layout = packer.Pack(batch, part, host.data(), &spans);
+  EXPECT_LE(staged.layout.bytes, slot_bytes);
+  staged.device.assign(slot_bytes, std::byte{0xAB});
+  for (const CopySpan& span : spans) {
+    EXPECT_GT(span.bytes, 0u);
+    EXPECT_LE(span.to + span.bytes, staged.layout.bytes) << "a span beyond the part's layout";
+    const std::byte* from = static_cast<const std::byte*>(span.from);
+    if (from >= host.data() && from < host.data() + host.size()) staged.packed_bytes += span.bytes;
+    std::memcpy(staged.device.data() + span.to, from, span.bytes);
+  }
+  return staged;
+}
+
 OwnedBatch DenseBatch(int64_t updates, int64_t width) {
   OwnedBatch batch;
   for (int64_t u = 0; u < updates; ++u) {
@@ -75,10 +105,10 @@ std::vector<std::vector<float>> UnpackDense(const BatchPacker& packer, const Hos
   for (const BatchPacker::Part& part : plan.parts) {
     EXPECT_GE(part.row_begin, last_row_begin) << "parts must go row range by row range";
     last_row_begin = part.row_begin;
-    std::vector<std::byte> slot(slot_bytes);
-    const BatchPacker::Layout layout = packer.Pack(batch, part, slot.data());
-    EXPECT_LE(layout.bytes, slot_bytes);
-    const StagedBatch staged = BatchPacker::Locate(layout, slot.data());
+    const StagedPart part_on_device = Stage(packer, batch, part, slot_bytes);
+    // Only the weights were packed on the host: the values went straight from the updates.
+    EXPECT_EQ(part_on_device.packed_bytes, static_cast<size_t>(part.row_end - part.row_begin) * sizeof(double));
+    const StagedBatch staged = BatchPacker::Locate(part_on_device.layout, part_on_device.device.data());
     const float* values = static_cast<const float*>(staged.values);
     for (int64_t r = 0; r < staged.updates; ++r) {
       for (int64_t c = 0; c < staged.columns; ++c) {
@@ -139,10 +169,18 @@ Unpacked UnpackEntries(const BatchPacker& packer, const HostBatch& batch, const 
                        size_t slot_bytes, int64_t width) {
   Unpacked out;
   for (const BatchPacker::Part& part : plan.parts) {
-    std::vector<std::byte> slot(slot_bytes);
-    const BatchPacker::Layout layout = packer.Pack(batch, part, slot.data());
-    EXPECT_LE(layout.bytes, slot_bytes);
-    const StagedBatch staged = BatchPacker::Locate(layout, slot.data());
+    const StagedPart part_on_device = Stage(packer, batch, part, slot_bytes);
+    const StagedBatch staged = BatchPacker::Locate(part_on_device.layout, part_on_device.device.data());
+    // Packed on the host: the owners, offsets and weights, and the entries of a reordered
+    // update; the entries of every other update went straight from the batch.
+    size_t reordered_entries = 0;
+    for (const BatchPacker::Piece& piece : part.pieces) {
+      if (piece.order != nullptr) reordered_entries += static_cast<size_t>(piece.count);
+    }
+    EXPECT_EQ(part_on_device.packed_bytes,
+              static_cast<size_t>(staged.entries) * sizeof(int32_t) + static_cast<size_t>(staged.updates + 1) * sizeof(int64_t) +
+                  static_cast<size_t>(staged.updates) * sizeof(double) +
+                  reordered_entries * (sizeof(int64_t) + static_cast<size_t>(width) * sizeof(double)));
     EXPECT_EQ(staged.update_offsets[0], 0);
     EXPECT_EQ(staged.update_offsets[staged.updates], staged.entries);
     std::map<std::pair<int64_t, int64_t>, bool> in_part;

@@ -1,6 +1,6 @@
 // The ring-fed reducer over a fake device reducer: Accumulate returns once the batch is
-// packed and the reduction finishes later, without waiting for earlier batches'
-// reductions; Save waits for them; a failed reduction poisons every later call; a refused
+// copied and the reduction finishes later, without waiting for earlier batches'
+// reductions; a dense batch's values are copied once, straight from the updates; Save waits for them; a failed reduction poisons every later call; a refused
 // batch leaves nothing behind; a batch cut into parts sums exactly as a whole one.
 #include "portable/ring_field_reducer.h"
 
@@ -113,7 +113,7 @@ TEST(RingFieldReducerTest, AccumulateReturnsBeforeTheReductionAndSaveWaitsForIt)
   }
   Rows rows = MakeRows(5, 64);
   EXPECT_TRUE(reducer.Accumulate(rows.View()).ok());  // returns while the device is held
-  rows.rows.clear();  // the caller's buffers may go at once: the batch is in the slot
+  rows.rows.clear();  // the caller's buffers may go at once: the batch was copied
   std::thread release([fake] {
     absl::SleepFor(absl::Milliseconds(50));
     MutexLock lock(&fake->mu);
@@ -124,6 +124,20 @@ TEST(RingFieldReducerTest, AccumulateReturnsBeforeTheReductionAndSaveWaitsForIt)
   release.join();
   EXPECT_EQ(state.values, Expected(MakeRows(5, 64), 64));
   EXPECT_EQ(reducer.HostBytes(), 64 * sizeof(double));
+}
+
+// The copies a dense batch costs after it was received: its values once, to the device,
+// straight from the updates' buffers; nothing but the weights packed on the host.
+TEST(RingFieldReducerTest, DenseValuesGoToTheDeviceStraightFromTheUpdates) {
+  StagingRing ring(std::make_unique<CpuCopyEngine>(), Slots(1 << 20));
+  RingFieldReducer<double> reducer(ring, Spec(1000), std::make_unique<FakeDeviceReducer>(1000));
+  Rows rows = MakeRows(8, 1000);
+  ASSERT_TRUE(reducer.Accumulate(rows.View()).ok());
+  HostState<double> state;
+  ASSERT_TRUE(reducer.Save(&state).ok());
+  EXPECT_EQ(state.values, Expected(rows, 1000));
+  EXPECT_EQ(ring.bytes_staged(), 8 * 1000 * sizeof(float) + 8 * sizeof(double));
+  EXPECT_EQ(ring.bytes_packed(), 8 * sizeof(double));
 }
 
 TEST(RingFieldReducerTest, AccumulateDoesNotWaitForEarlierBatchesReductions) {

@@ -47,14 +47,14 @@ class FaultyEngine final : public CopyEngine {
     if (allocations_before_failing-- <= 0) return absl::ResourceExhaustedError("no memory for a slot (test)");
     return cpu_.Allocate(bytes);
   }
-  absl::Status StartCopy(StagingBuffer& buffer, size_t bytes) override {
+  absl::Status StartCopy(StagingBuffer& buffer, absl::Span<const CopySpan> spans) override {
     const int n = starts_++;
     if (n == fail_start_of_copy) return absl::InternalError("copy could not start (test)");
     {
       MutexLock lock(&mu_);
       copy_number_[&buffer] = n;
     }
-    return cpu_.StartCopy(buffer, bytes);
+    return cpu_.StartCopy(buffer, spans);
   }
   absl::StatusOr<absl::Duration> WaitCopied(StagingBuffer& buffer) override {
     absl::StatusOr<absl::Duration> copied = cpu_.WaitCopied(buffer);
@@ -84,12 +84,13 @@ StagingRingOptions Options(int slots, size_t slot_bytes = 4096) {
   return options;
 }
 
-// Submits a slot holding `value` in every byte of its first `bytes`.
+// Submits a slot holding `value` in every byte of its first `bytes`, packed in its host memory.
 void SubmitFilled(StagingRing& ring, unsigned char value, size_t bytes, StagingRing::Reduction reduction) {
   absl::StatusOr<StagingRing::Lease> lease = ring.Acquire();
   ASSERT_TRUE(lease.ok()) << lease.status();
-  std::memset(lease->host(), value, bytes);
-  ring.Submit(*std::move(lease), bytes, std::move(reduction));
+  void* host = lease->host();
+  std::memset(host, value, bytes);
+  ring.Submit(*std::move(lease), {CopySpan{host, 0, bytes}}, std::move(reduction));
 }
 
 TEST(StagingRingTest, ReductionsRunInSubmissionOrderOnTheirOwnCopiedBytes) {
@@ -123,6 +124,42 @@ TEST(StagingRingTest, ReductionsRunInSubmissionOrderOnTheirOwnCopiedBytes) {
     EXPECT_EQ(ring.reduce_seconds().Read().count, static_cast<uint64_t>(kBatches));
   }
   for (int b = 0; b < kBatches; ++b) EXPECT_EQ(seen[b], b % 256) << "out of order at " << b;
+}
+
+// Spans straight from the caller's memory, beside one packed in the slot: once WaitRead
+// returns, the caller may overwrite its memory and the reduction still reads what was
+// there at Submit, at the spans' offsets. Only the packed span counts as packed.
+TEST(StagingRingTest, SpansFromTheCallersMemoryAreReadBeforeWaitReadReturns) {
+  constexpr int kBatches = 50;
+  Gate reductions;  // held shut: every reduction waits, so WaitRead cannot rely on them
+  std::atomic<int> wrong{0}, reduced{0};
+  StagingRing ring(std::make_unique<CpuCopyEngine>(), Options(kBatches, 4096));
+  std::vector<std::vector<unsigned char>> callers(kBatches, std::vector<unsigned char>(1000));
+  for (int b = 0; b < kBatches; ++b) {
+    absl::StatusOr<StagingRing::Lease> lease = ring.Acquire();
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    unsigned char* packed = static_cast<unsigned char*>(lease->host());
+    std::memset(packed, 0xEE, 24);
+    std::memset(callers[b].data(), b, callers[b].size());
+    const StagingRing::Submission submission = ring.Submit(
+        *std::move(lease), {CopySpan{callers[b].data(), 100, 1000}, CopySpan{packed, 0, 24}},
+        [&, b](absl::StatusOr<const void*> data) {
+          reductions.Wait();
+          const unsigned char* device = static_cast<const unsigned char*>(*data);
+          for (size_t i = 0; i < 24; ++i) wrong += device[i] != 0xEE;
+          for (size_t i = 100; i < 1100; ++i) wrong += device[i] != static_cast<unsigned char>(b);
+          ++reduced;
+        });
+    ring.WaitRead(submission);
+    std::memset(callers[b].data(), 0xFF, callers[b].size());  // the caller reuses its memory
+  }
+  EXPECT_EQ(reduced.load(), 0) << "WaitRead waited for a reduction";
+  reductions.Open();
+  while (reduced.load() < kBatches) std::this_thread::yield();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(ring.bytes_staged(), kBatches * 1024u);
+  EXPECT_EQ(ring.bytes_packed(), kBatches * 24u);
+  WaitIdle(ring);
 }
 
 TEST(StagingRingTest, AcquireWaitsWhileEverySlotIsBusy) {
