@@ -1,27 +1,10 @@
 #!/usr/bin/env bash
 # The peer comparison (bench/peers_bench.py): makes two virtual environments under
-# BUILD_DIR/peers, once, then runs every contender on the same inputs.
-#   - peers: Flower (flwr) and NVIDIA FLARE (nvflare) from PyPI, pinned below. Needs the
-#     package index; never part of the tests or CI.
-#   - fedagg: the fedagg Python package (client_stub/python) over Debian's python3-grpcio
-#     and numpy, as the Python client tests install it (no network).
+# BUILD_DIR/peers, once (bench/peers_envs.sh), then runs every contender on the same inputs.
 #   bench/peers_bench.sh BUILD_DIR [--clients=100] [--elements=4000000] [--rounds=5]
 set -euo pipefail
 BUILD=$(cd "$1" && pwd); shift
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-PEERS=$BUILD/peers
-FLWR_VERSION=1.41.0
-NVFLARE_VERSION=2.9.0
-
-if ! "$PEERS/venv-peers/bin/python" -c "import flwr, nvflare" 2>/dev/null; then
-  rm -rf "$PEERS/venv-peers"
-  python3 -m venv "$PEERS/venv-peers"
-  "$PEERS/venv-peers/bin/pip" install --quiet "flwr==$FLWR_VERSION" "nvflare==$NVFLARE_VERSION"
-fi
-[ -x "$PEERS/venv-fedagg/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$PEERS/venv-fedagg"
-# The package of this tree, every run: an environment made by an earlier run holds an older one.
-"$PEERS/venv-fedagg/bin/pip" install --quiet --no-index --no-deps --no-build-isolation --force-reinstall \
-    "$REPO/client_stub/python"
-"$PEERS/venv-peers/bin/python" -c "import flwr, nvflare, sys; print('peers: flwr', flwr.__version__, '/ nvflare', nvflare.__version__, '/ python', sys.version.split()[0])"
-exec /usr/bin/python3 "$REPO/bench/peers_bench.py" --build "$BUILD" --peer_python "$PEERS/venv-peers/bin/python" \
-    --fedagg_python "$PEERS/venv-fedagg/bin/python" "$@"
+source "$REPO/bench/peers_envs.sh"
+exec /usr/bin/python3 "$REPO/bench/peers_bench.py" --build "$BUILD" --peer_python "$PEER_PYTHON" \
+    --fedagg_python "$FEDAGG_PYTHON" "$@"

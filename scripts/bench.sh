@@ -11,18 +11,25 @@
 #   3. the peers (bench/peers_bench.sh): Flower's and NVIDIA FLARE's aggregation functions
 #      against fedagg's CPU backend and the fedagg service, on the same updates. Its first
 #      run installs flwr and nvflare into build/peers from the package index.
+#   4. the peers as services (bench/peers_service_bench.sh): an NVIDIA FLARE server and
+#      clients, a Flower SuperLink and SuperNodes, and fedagg servers, each over its own
+#      transport, N clients sending the same updates; its own table (round time, server
+#      memory, goals), printed after the summary.
 #   scripts/bench.sh [--repeat=N] [--benchmark_filter=REGEX ...]  [--updates_1m=N --memory_updates=100,1000,10000 ...]
-# Options starting with --benchmark_ go to the core benchmark, --peers_* (without the
-# prefix) to the peer comparison, the others to bench/service_bench.sh (its header lists
-# them). The default run takes about 20 minutes on 2 cores (--repeat=2: 14). Run it on an otherwise idle
-# machine.
+# Options starting with --benchmark_ go to the core benchmark, --peers_service_* (without
+# the prefix, e.g. --peers_service_quick, --peers_service_clients=100,1000) to the peers
+# as services, --peers_* (without the prefix) to the peer comparison, the others to
+# bench/service_bench.sh (its header lists them). The default run takes about 31 minutes
+# on 2 cores (--repeat=2: 25; the peers as services take 11 of them). Run it on an
+# otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-core_args=() service_args=() peer_args=() repeat=3
+core_args=() service_args=() peer_args=() peer_service_args=() repeat=3
 for arg in "$@"; do
   case $arg in
     --benchmark_*) core_args+=("$arg") ;;
+    --peers_service_*) peer_service_args+=("--${arg#--peers_service_}") ;;
     --peers_*) peer_args+=("--${arg#--peers_}") ;;
     --repeat=*) repeat=${arg#--repeat=} ;;
     *) service_args+=("$arg") ;;
@@ -46,5 +53,9 @@ for run in $(seq "$repeat"); do
 done
 echo "=== peers ==="
 ./bench/peers_bench.sh build "${peer_args[@]}" | tee -a "$OUT/service.log"
+echo "=== peers as services ==="
+./bench/peers_service_bench.sh build "${peer_service_args[@]}" | tee "$OUT/peers_service.log"
 python3 bench/summary.py "$OUT/core.json" "$OUT/service.log"
+echo "peers as services (bench/peers_service_bench.sh):"
+sed -n '/^| contender/,$p' "$OUT/peers_service.log"
 echo "raw outputs: $OUT"
