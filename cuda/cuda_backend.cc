@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "cuda/cuda_copy_engine.h"
 #include "cuda/cuda_device_monitor.h"
+#include "cuda/cuda_host_pinner.h"
 #include "cuda/cuda_reducers.h"
 #include "cuda/device_bound_reducer.h"
 #include "cuda/device_group.h"
@@ -53,7 +54,8 @@ absl::StatusOr<Backend> MakeBackend(const portable::StagingRingOptions& staging,
     mergers = NcclDeviceMergers(std::shared_ptr<DeviceGroup>(*std::move(group)), per_device[0]);
   }
   backend.factory = std::make_unique<const PortableAccumulatorFactory>(
-      "cuda", portable::MultiDeviceMakers(per_device, mergers), std::move(rings), backend.monitor.get());
+      "cuda", portable::MultiDeviceMakers(per_device, mergers), std::move(rings), backend.monitor.get(),
+      std::make_shared<CudaHostPinner>());
   return backend;
 }
 

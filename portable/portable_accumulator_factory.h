@@ -25,22 +25,29 @@ class PortableAccumulatorFactory final : public AccumulatorFactory {
   // one over several devices: multi_device_reducer.h); the factory owns `rings`, one per
   // device, which must outlive every reducer made. `device_monitor` (optional, must
   // outlive the factory) reports the devices the reducers run on; null for reducers in
-  // host memory.
+  // host memory. `pinner` (optional) pins the memory updates are received into.
   PortableAccumulatorFactory(std::string name, portable::ReducerMakers makers,
                              std::vector<std::unique_ptr<portable::StagingRing>> rings,
-                             const DeviceMonitor* device_monitor = nullptr)
-      : name_(std::move(name)), makers_(std::move(makers)), rings_(std::move(rings)), device_monitor_(device_monitor) {}
+                             const DeviceMonitor* device_monitor = nullptr,
+                             std::shared_ptr<HostMemoryPinner> pinner = nullptr)
+      : name_(std::move(name)),
+        makers_(std::move(makers)),
+        rings_(std::move(rings)),
+        device_monitor_(device_monitor),
+        pinner_(std::move(pinner)) {}
 
   absl::string_view name() const override { return name_; }
   std::unique_ptr<FieldAccumulator> Make(const FieldSpec& field) const override;
   const DeviceMonitor* device_monitor() const override { return device_monitor_; }
   std::vector<const StagingRingStats*> staging_rings() const override;
+  std::shared_ptr<HostMemoryPinner> host_memory_pinner() const override { return pinner_; }
 
  private:
   std::string name_;
   portable::ReducerMakers makers_;
   std::vector<std::unique_ptr<portable::StagingRing>> rings_;
   const DeviceMonitor* device_monitor_;
+  const std::shared_ptr<HostMemoryPinner> pinner_;
 };
 
 // The reducer spec of a field (exposed for tests).

@@ -80,6 +80,9 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   server->memory_budget_ = std::make_unique<MemoryBudget>(config.memory_budget_bytes);
   options.batching.memory_budget = server->memory_budget_.get();
   if (config.backend != nullptr) {
+    // Updates land in memory the backend's copies read at full speed: pinned once, and
+    // kept (cached, pinned) for as many bytes as the window admits at once.
+    server->pinned_mappings_ = PinnedMappings(config.backend->host_memory_pinner(), config.ingest_window_bytes);
     // The staging rings' slots may all be allocated at once: the budget holds them first.
     uint64_t staging_bytes = 0;
     for (const StagingRingStats* ring : config.backend->staging_rings()) {

@@ -19,6 +19,7 @@
 #include "monitoring/service_metrics.h"
 #include "service/core/accumulator_factory.h"
 #include "service/core/ingest_window.h"
+#include "service/core/large_allocation.h"
 #include "service/core/memory_budget.h"
 #include "service/core/thread_pool.h"
 #include "service/core/read_file.h"
@@ -135,6 +136,9 @@ class FedaggServer {
   std::unique_ptr<ServiceMetrics> metrics_ = std::make_unique<ServiceMetrics>(*metrics_registry_);
   // Declared before everything that holds reservations or slots in them.
   std::unique_ptr<MemoryBudget> memory_budget_;
+  // The backend's pinning of received updates' memory (cuda), for the server's life:
+  // declared before everything that holds update buffers.
+  PinnedMappings pinned_mappings_;
   MemoryReservation staging_reservation_;  // the backend's staging slots, for the server's life
   // Declared before registry_: the update buffers of its aggregations hold tickets in it.
   std::unique_ptr<IngestWindow> ingest_window_;

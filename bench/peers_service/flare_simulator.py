@@ -4,7 +4,8 @@ process runs the FLARE server; each client's job runs in a worker process of its
 connects to the server's cell over FLARE's TCP driver (its log: "created backbone
 external connector to tcp://localhost:PORT"), so every update crosses real FLARE cell
 networking. With T < N, T clients run at a time and the simulator starts a new worker
-process for each next client: N clients, T processes at once. The server's memory: the
+process for each next client: N clients, T processes at once. `-m N` lifts the simulator's
+default cap of 100 clients. The server's memory: the
 simulator process's peak above its RSS when the round starts (flare_components.RoundProbe).
 A fresh simulator (server) for every round."""
 import json
@@ -21,7 +22,7 @@ def run_round(nvflare, work, clients, threads, elements, updates_file, out_dir):
     with open(log_path, "w") as log:
         # Its own session: stopping it (the bench interrupted) reaches its worker processes too.
         simulator = subprocess.Popen([nvflare, "simulator", "-w", os.path.join(work, "flare-workspace"), "-n", str(clients),
-                                      "-t", str(threads), job_dir], stdout=log, stderr=subprocess.STDOUT,
+                                      "-m", str(clients), "-t", str(threads), job_dir], stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         try:
             simulator.wait()

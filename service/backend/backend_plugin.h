@@ -17,7 +17,7 @@
 namespace fedagg {
 
 // Raised whenever the table or the types it carries change.
-inline constexpr int kBackendPluginVersion = 2;
+inline constexpr int kBackendPluginVersion = 3;
 
 struct BackendPlugin {
   int version = kBackendPluginVersion;  // the plugin's build's kBackendPluginVersion

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "service/core/device_monitor.h"
 #include "service/core/field_accumulator.h"
+#include "service/core/host_memory_pinner.h"
 #include "service/core/reduction_spec.h"
 #include "service/core/staging_monitor.h"
 
@@ -34,6 +35,10 @@ class AccumulatorFactory {
   // read at scrape time for the staging metrics; none (the default) for a backend that
   // reduces straight from the received updates. Live as long as the factory.
   virtual std::vector<const StagingRingStats*> staging_rings() const { return {}; }
+  // What pins the host memory updates are received into, so that the backend's copies to
+  // its devices read it at full speed (LargeAllocation::PinMappings); null (the default)
+  // for a backend that needs no pinned memory.
+  virtual std::shared_ptr<HostMemoryPinner> host_memory_pinner() const { return nullptr; }
 };
 
 }  // namespace fedagg

@@ -1,14 +1,16 @@
 // LargeAllocation: heap memory for small buffers, 2 MiB-aligned huge-page mappings for
-// large ones, released mappings cached for reuse.
+// large ones (and pinned mappings, with a pinner), released mappings cached for reuse.
 #include "service/core/large_allocation.h"
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
 #include <iterator>
 #include <new>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -39,11 +41,34 @@ std::byte* MapAligned(size_t bytes) {
   return reinterpret_cast<std::byte*>(aligned);
 }
 
+// `bytes` (a multiple of the page size) mapped anywhere, for pinned buffers below a huge page.
+std::byte* MapPages(size_t bytes) {
+  void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) throw std::bad_alloc();
+  return static_cast<std::byte*>(memory);
+}
+
+// Pinned buffers below a huge page are mapped in multiples of this.
+constexpr size_t kPinnedGranule = size_t{64} << 10;
+
+struct Mapping {
+  std::byte* memory = nullptr;
+  size_t bytes = 0;
+  std::shared_ptr<HostMemoryPinner> pinned_by;  // null: not pinned
+};
+
+// Unpins (when pinned), then unmaps.
+void Unmap(const Mapping& mapping) {
+  if (mapping.pinned_by != nullptr) mapping.pinned_by->Unpin(mapping.memory, mapping.bytes);
+  munmap(mapping.memory, mapping.bytes);
+}
+
 // Released mappings kept for the next allocation of the same size. A fresh mapping costs
-// page faults and the kernel's zeroing of every page; updates of one model all have the
-// same size, so the next one can take the memory the last one left, already resident.
-// At most LargeAllocation::kCachedBytes are kept, or one larger mapping alone; the oldest
-// are unmapped first.
+// page faults and the kernel's zeroing of every page (and pinning, with a pinner); updates
+// of one model all have the same size, so the next one can take the memory the last one
+// left, already resident. At most `capacity_` bytes are kept (LargeAllocation::kCachedBytes,
+// or what PinMappings asks), or one larger mapping alone; the oldest are unmapped first.
+// A mapping pinned otherwise than new ones are (the pinner changed) is unmapped, not kept.
 class MappingCache {
  public:
   static MappingCache& Instance() {
@@ -51,61 +76,89 @@ class MappingCache {
     return cache;
   }
 
-  // A cached mapping of exactly `bytes`, or nullptr.
-  std::byte* Take(size_t bytes) {
+  std::shared_ptr<HostMemoryPinner> pinner() const {
+    MutexLock lock(&mu_);
+    return pinner_;
+  }
+
+  // A cached mapping of exactly `bytes`, pinned as new ones are, or none.
+  std::optional<Mapping> Take(size_t bytes) {
     MutexLock lock(&mu_);
     for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
-      if (it->second != bytes) continue;
-      std::byte* memory = it->first;
+      if (it->bytes != bytes || it->pinned_by != pinner_) continue;
+      Mapping mapping = std::move(*it);
       cached_bytes_ -= bytes;
       entries_.erase(std::next(it).base());
-      return memory;
+      return mapping;
     }
-    return nullptr;
+    return std::nullopt;
   }
 
-  void Give(std::byte* memory, size_t bytes) {
-    std::vector<std::pair<std::byte*, size_t>> evicted;
+  void Give(Mapping mapping) {
+    std::vector<Mapping> evicted;
     {
       MutexLock lock(&mu_);
-      // A mapping larger than the cap is kept too, alone: the next update of that model
-      // takes it (the ingest window receives such updates one at a time).
-      while (!entries_.empty() && cached_bytes_ + bytes > LargeAllocation::kCachedBytes) {
-        evicted.push_back(entries_.front());
-        cached_bytes_ -= entries_.front().second;
-        entries_.pop_front();
+      if (mapping.pinned_by != pinner_) {
+        evicted.push_back(std::move(mapping));
+      } else {
+        // A mapping larger than the cap is kept too, alone: the next update of that model
+        // takes it (the ingest window receives such updates one at a time).
+        while (!entries_.empty() && cached_bytes_ + mapping.bytes > capacity_) {
+          cached_bytes_ -= entries_.front().bytes;
+          evicted.push_back(std::move(entries_.front()));
+          entries_.pop_front();
+        }
+        cached_bytes_ += mapping.bytes;
+        entries_.push_back(std::move(mapping));
       }
-      entries_.emplace_back(memory, bytes);
-      cached_bytes_ += bytes;
     }
-    for (const auto& [unmapped, size] : evicted) munmap(unmapped, size);
+    for (const Mapping& unmapped : evicted) Unmap(unmapped);
   }
 
-  void Clear() {
-    std::deque<std::pair<std::byte*, size_t>> evicted;
+  struct Pinning {
+    std::shared_ptr<HostMemoryPinner> pinner;
+    size_t capacity = 0;
+  };
+  // Unmaps every cached mapping; with `pinning`, new mappings are pinned by its pinner
+  // from then on, and the cache keeps up to its capacity.
+  void Clear(std::optional<Pinning> pinning = std::nullopt) {
+    std::deque<Mapping> evicted;
     {
       MutexLock lock(&mu_);
       evicted.swap(entries_);
       cached_bytes_ = 0;
+      if (pinning.has_value()) {
+        pinner_ = std::move(pinning->pinner);
+        capacity_ = pinning->capacity;
+      }
     }
-    for (const auto& [unmapped, size] : evicted) munmap(unmapped, size);
+    for (const Mapping& unmapped : evicted) Unmap(unmapped);
   }
 
  private:
-  Mutex mu_;
-  std::deque<std::pair<std::byte*, size_t>> entries_ ABSL_GUARDED_BY(mu_);  // oldest first
+  mutable Mutex mu_;
+  std::deque<Mapping> entries_ ABSL_GUARDED_BY(mu_);  // oldest first
   size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t capacity_ ABSL_GUARDED_BY(mu_) = LargeAllocation::kCachedBytes;
+  std::shared_ptr<HostMemoryPinner> pinner_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
 
 LargeAllocation::LargeAllocation(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
-  if (bytes >= kHugePageBytes) {
-    const size_t mapped = RoundUp(bytes, kHugePageBytes);
-    std::byte* memory = MappingCache::Instance().Take(mapped);
-    if (memory == nullptr) memory = MapAligned(mapped);
-    memory_ = std::unique_ptr<std::byte, LargeAllocationRelease>(memory, LargeAllocationRelease{mapped});
+  MappingCache& cache = MappingCache::Instance();
+  std::shared_ptr<HostMemoryPinner> pinner = cache.pinner();
+  const bool huge = bytes >= kHugePageBytes;
+  if (huge || (pinner != nullptr && bytes >= kMinPinnedBytes)) {
+    const size_t mapped = RoundUp(bytes, huge ? kHugePageBytes : kPinnedGranule);
+    std::optional<Mapping> mapping = cache.Take(mapped);
+    if (!mapping.has_value()) {
+      mapping = Mapping{huge ? MapAligned(mapped) : MapPages(mapped), mapped, nullptr};
+      if (pinner != nullptr && pinner->Pin(mapping->memory, mapped)) mapping->pinned_by = std::move(pinner);
+    }
+    memory_ = std::unique_ptr<std::byte, LargeAllocationRelease>(
+        mapping->memory, LargeAllocationRelease{mapped, std::move(mapping->pinned_by)});
     return;
   }
   void* memory = std::aligned_alloc(kHeapAlignment, RoundUp(bytes, kHeapAlignment));
@@ -115,9 +168,30 @@ LargeAllocation::LargeAllocation(size_t bytes) : size_(bytes) {
 
 void LargeAllocation::TrimCache() { MappingCache::Instance().Clear(); }
 
+void LargeAllocation::PinMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes) {
+  MappingCache::Instance().Clear(MappingCache::Pinning{std::move(pinner), std::max(cached_bytes, kCachedBytes)});
+}
+
+PinnedMappings::PinnedMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes)
+    : active_(pinner != nullptr) {
+  if (active_) LargeAllocation::PinMappings(std::move(pinner), cached_bytes);
+}
+
+PinnedMappings& PinnedMappings::operator=(PinnedMappings&& other) noexcept {
+  if (this != &other) {
+    if (active_) LargeAllocation::PinMappings(nullptr, 0);
+    active_ = std::exchange(other.active_, false);
+  }
+  return *this;
+}
+
+PinnedMappings::~PinnedMappings() {
+  if (active_) LargeAllocation::PinMappings(nullptr, 0);
+}
+
 void LargeAllocationRelease::operator()(std::byte* memory) const {
   if (mapped_bytes > 0) {
-    MappingCache::Instance().Give(memory, mapped_bytes);
+    MappingCache::Instance().Give(Mapping{memory, mapped_bytes, pinned_by});
   } else {
     std::free(memory);
   }

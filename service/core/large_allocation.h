@@ -13,6 +13,11 @@
 // TrimCache gives them all back
 // (an aggregation that finalizes makes room for its result that way). Smaller buffers
 // are cache-line-aligned heap memory.
+// With a device backend that reads updates straight from host memory, PinMappings makes
+// every mapping pinned once, when mapped (HostMemoryPinner), and unpinned before it is
+// unmapped; buffers from kMinPinnedBytes up are then mappings too (rounded up to 64 KiB
+// below 2 MiB), and the cache holds as much as the ingest window, so that in the steady
+// state no update pays for pinning.
 #ifndef FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
 #define FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
 
@@ -20,11 +25,14 @@
 #include <memory>
 #include <utility>
 
+#include "service/core/host_memory_pinner.h"
+
 namespace fedagg {
 
-// Frees what LargeAllocation holds: unmaps a mapping, frees heap memory.
+// Frees what LargeAllocation holds: caches or unmaps a mapping, frees heap memory.
 struct LargeAllocationRelease {
   size_t mapped_bytes = 0;  // 0: heap memory
+  std::shared_ptr<HostMemoryPinner> pinned_by;  // null: not pinned
   void operator()(std::byte* memory) const;
 };
 
@@ -33,6 +41,8 @@ class LargeAllocation {
   static constexpr size_t kHugePageBytes = size_t{2} << 20;
   // Released mappings kept for reuse, process-wide (resident: they show in the RSS).
   static constexpr size_t kCachedBytes = size_t{32} << 20;
+  // With a pinner, buffers from this size up are pinned mappings.
+  static constexpr size_t kMinPinnedBytes = size_t{64} << 10;
 
   LargeAllocation() = default;
   // Uninitialised; throws std::bad_alloc like operator new when memory is exhausted.
@@ -48,6 +58,12 @@ class LargeAllocation {
 
   // Unmaps every released mapping kept for reuse.
   static void TrimCache();
+  // From now on, new mappings are pinned with `pinner` (null: no longer pinned), and up to
+  // max(cached_bytes, kCachedBytes) of released ones are kept. Process-wide; the cache is
+  // emptied first. Mappings pinned before are unpinned by their own pinner when unmapped.
+  static void PinMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes);
+  // Whether this allocation's memory is pinned.
+  bool pinned() const { return memory_.get_deleter().pinned_by != nullptr; }
 
   std::byte* data() const { return memory_.get(); }
   size_t size() const { return size_; }
@@ -55,6 +71,20 @@ class LargeAllocation {
  private:
   std::unique_ptr<std::byte, LargeAllocationRelease> memory_;
   size_t size_ = 0;
+};
+
+// Mappings pinned with a pinner (LargeAllocation::PinMappings) while it lives, unpinned
+// ones again after: a server whose backend pins holds one for its life.
+class PinnedMappings {
+ public:
+  PinnedMappings() = default;  // pins nothing
+  PinnedMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes);
+  PinnedMappings(PinnedMappings&& other) noexcept : active_(std::exchange(other.active_, false)) {}
+  PinnedMappings& operator=(PinnedMappings&& other) noexcept;
+  ~PinnedMappings();
+
+ private:
+  bool active_ = false;
 };
 
 }  // namespace fedagg

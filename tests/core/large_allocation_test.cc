@@ -1,16 +1,21 @@
 // LargeAllocation: sizes, alignment (2 MiB for huge-page mappings, 64 bytes otherwise),
 // memory that holds what is written to every byte of it, reuse of released mappings, and
-// giving them back (TrimCache).
+// giving them back (TrimCache); with a pinner (PinMappings), mappings pinned once while
+// they are cached and unpinned, by the pinner that pinned them, before they are unmapped.
 #include "service/core/large_allocation.h"
 
 #include <sys/mman.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "service/core/host_memory_pinner.h"
+#include "service/core/mutex.h"
 
 namespace fedagg {
 namespace {
@@ -101,6 +106,129 @@ TEST(LargeAllocationTest, TrimCacheUnmapsTheReleasedMappings) {
   LargeAllocation::TrimCache();
   EXPECT_EQ(mincore(released, bytes, pages.data()), -1);  // gone from the address space
   EXPECT_EQ(errno, ENOMEM);
+}
+
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Records what is pinned; refuses to pin when told to.
+class FakePinner final : public HostMemoryPinner {
+ public:
+  explicit FakePinner(bool refuse = false) : refuse_(refuse) {}
+
+  bool Pin(void* data, size_t bytes) override {
+    if (refuse_) return false;
+    MutexLock lock(&mu_);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(data) % 4096, 0u) << "pinned memory must be page-aligned";
+    EXPECT_TRUE(pinned_.emplace(data, bytes).second) << "pinned twice";
+    ++pins_;
+    return true;
+  }
+  void Unpin(void* data, size_t bytes) override {
+    MutexLock lock(&mu_);
+    auto it = pinned_.find(data);
+    ASSERT_NE(it, pinned_.end()) << "unpinned what was not pinned";
+    EXPECT_EQ(it->second, bytes);
+    pinned_.erase(it);
+    ++unpins_;
+  }
+
+  int pins() const {
+    MutexLock lock(&mu_);
+    return pins_;
+  }
+  int unpins() const {
+    MutexLock lock(&mu_);
+    return unpins_;
+  }
+  size_t pinned_bytes(const void* data) const {
+    MutexLock lock(&mu_);
+    auto it = pinned_.find(const_cast<void*>(data));
+    return it == pinned_.end() ? 0 : it->second;
+  }
+
+ private:
+  const bool refuse_;
+  mutable Mutex mu_;
+  std::map<void*, size_t> pinned_ ABSL_GUARDED_BY(mu_);
+  int pins_ ABSL_GUARDED_BY(mu_) = 0;
+  int unpins_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST(LargeAllocationPinningTest, AMappingIsPinnedOnceAndStaysPinnedWhileCached) {
+  auto pinner = std::make_shared<FakePinner>();
+  PinnedMappings scope(pinner, 64 * kMiB);
+  std::byte* first;
+  {
+    LargeAllocation allocation(3 * kMiB);
+    EXPECT_TRUE(allocation.pinned());
+    first = allocation.data();
+    EXPECT_EQ(pinner->pinned_bytes(first), 4 * kMiB);
+    ExpectWritableEverywhere(allocation);
+  }
+  EXPECT_EQ(pinner->unpins(), 0) << "a cached mapping stays pinned";
+  {
+    LargeAllocation again(3 * kMiB);
+    EXPECT_EQ(again.data(), first);
+    EXPECT_TRUE(again.pinned());
+  }
+  EXPECT_EQ(pinner->pins(), 1);
+  LargeAllocation::TrimCache();
+  EXPECT_EQ(pinner->unpins(), 1);
+  EXPECT_EQ(pinner->pinned_bytes(first), 0u);
+}
+
+TEST(LargeAllocationPinningTest, BuffersBelowAHugePageArePinnedFromTheMinimumUp) {
+  auto pinner = std::make_shared<FakePinner>();
+  PinnedMappings scope(pinner, 0);
+  {
+    LargeAllocation small(100 << 10);
+    EXPECT_TRUE(small.pinned());
+    EXPECT_EQ(small.size(), size_t{100} << 10);
+    EXPECT_EQ(pinner->pinned_bytes(small.data()), size_t{128} << 10);  // whole 64 KiB granules
+    ExpectWritableEverywhere(small);
+    LargeAllocation below(LargeAllocation::kMinPinnedBytes - 1);
+    EXPECT_FALSE(below.pinned());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(below.data()) % 64, 0u);
+  }
+  EXPECT_EQ(pinner->pins(), 1);
+}
+
+TEST(LargeAllocationPinningTest, MemoryThePinnerRefusedIsUsedUnpinned) {
+  auto pinner = std::make_shared<FakePinner>(/*refuse=*/true);
+  PinnedMappings scope(pinner, 0);
+  LargeAllocation allocation(5 * kMiB);
+  EXPECT_FALSE(allocation.pinned());
+  ExpectWritableEverywhere(allocation);
+}
+
+TEST(LargeAllocationPinningTest, TheCacheKeepsWhatItWasAskedToKeep) {
+  auto pinner = std::make_shared<FakePinner>();
+  PinnedMappings scope(pinner, 64 * kMiB);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<LargeAllocation> window;  // 48 MiB at once: more than the default cache
+    for (int i = 0; i < 6; ++i) window.emplace_back(8 * kMiB);
+  }
+  EXPECT_EQ(pinner->pins(), 6) << "the second and third rounds took the cached mappings";
+  EXPECT_EQ(pinner->unpins(), 0);
+}
+
+TEST(LargeAllocationPinningTest, AMappingIsUnpinnedByThePinnerThatPinnedIt) {
+  auto first = std::make_shared<FakePinner>();
+  auto second = std::make_shared<FakePinner>();
+  PinnedMappings outer(first, 0);
+  {
+    LargeAllocation pinned_by_first(2 * kMiB);
+    EXPECT_TRUE(pinned_by_first.pinned());
+    PinnedMappings scope(second, 0);
+    LargeAllocation pinned_by_second(2 * kMiB);
+    EXPECT_NE(second->pinned_bytes(pinned_by_second.data()), 0u);
+  }  // both released: the first one's mapping is not kept, its pinner changed
+  EXPECT_EQ(first->pins(), 1);
+  EXPECT_EQ(first->unpins(), 1);
+  EXPECT_EQ(second->unpins(), 1);  // the scope's end emptied the cache
+  outer = PinnedMappings();
+  EXPECT_EQ(first->unpins(), 1);
 }
 
 }  // namespace
