@@ -31,7 +31,6 @@ Prints one "BENCH {json}" line per contender for bench/summary.py.
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,9 @@ import tempfile
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers_service"))
+from service_processes import free_port, wait_port  # noqa: E402 (the path is set just above)
 
 BATCH_FILE_NAME = "updates.f32"
 
@@ -137,24 +139,6 @@ def reference_mean(base, clients):
     return (weights @ base.astype(np.float64)) / weights.sum()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port, process, seconds=30):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"fedagg-server exited with {process.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"fedagg-server did not listen on {port} within {seconds} s")
-
-
 def measure(args, work, name, command, reference, server=None):
     """Runs one contender, checks its mean, returns its BENCH record."""
     out = os.path.join(work, name.split()[0] + ".f32")
@@ -199,7 +183,7 @@ def orchestrate(args):
                                    f"--listen=127.0.0.1:{port}", "--metrics_address="],
                                   stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "server.log"), "w"))
         try:
-            wait_for_port(port, server)
+            wait_port(port, server, "fedagg-server", seconds=30)
             server_idle_kib = rss_kib(server.pid)
             record = measure(args, work, "fedagg-service",
                              [args.fedagg_python, me, "--contender", "fedagg-service",

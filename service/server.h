@@ -28,6 +28,7 @@
 #include "service/rpc/aggregation_service.h"
 #include "service/rpc/authenticator.h"
 #include "service/rpc/control_service.h"
+#include "service/rpc/stall_sweeper.h"
 #include "service/rpc/stream_limiter.h"
 #include "service/rpc/tier_service.h"
 #include "service/tier/parent_link.h"
@@ -155,6 +156,9 @@ class FedaggServer {
   std::unique_ptr<AggregationRegistry> registry_;
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<ServiceContext> context_;
+  // Checks the streams' stall watches; declared before the services and server_, whose
+  // reactors hold watches, so destroyed after them.
+  std::unique_ptr<StallSweeper> stall_sweeper_;
   std::unique_ptr<AggregationService> aggregation_service_;
   std::unique_ptr<ControlService> control_service_;
   std::unique_ptr<TierService> tier_service_;

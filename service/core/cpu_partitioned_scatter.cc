@@ -128,17 +128,25 @@ void PrefetchBucket(const ScatterTarget<Acc>& target, size_t base, size_t width)
   if (!target.weight_sums.empty()) PrefetchRange(target.weight_sums.data() + base, width * sizeof(double));
 }
 
+// What a run's scatter works on: its updates and their weights, the table's layout, the
+// target and the pool.
+template <typename Acc>
+struct RunInput {
+  absl::Span<const FieldValue* const> values;
+  absl::Span<const double> weights;
+  bool weighted = false;
+  const Layout& layout;
+  ScatterTarget<Acc> target;
+  ThreadPool& pool;
+};
+
 template <typename Acc>
 class RunScatter {
  public:
-  RunScatter(absl::Span<const FieldValue* const> values, absl::Span<const double> weights,
-             bool weighted, const Layout& layout, ScatterTarget<Acc> target, ThreadPool& pool,
-             Entry<Acc>* buffer)
-      : values_(values), weights_(weights), weighted_(weighted), layout_(layout),
-        target_(target), pool_(pool), entries_(buffer) {
+  RunScatter(RunInput<Acc> in, Entry<Acc>* buffer) : in_(in), entries_(buffer) {
     size_t entries = 0;
-    for (const FieldValue* value : values) entries += value->indices.size();
-    threads_ = entries < kMinEntriesToSplit ? 1 : pool.threads();
+    for (const FieldValue* value : in_.values) entries += value->indices.size();
+    threads_ = entries < kMinEntriesToSplit ? 1 : in_.pool.threads();
   }
 
   void Partition();
@@ -147,12 +155,7 @@ class RunScatter {
  private:
   void ScatterBucket(int64_t bucket, std::vector<uint64_t>& touched) const;
 
-  absl::Span<const FieldValue* const> values_;
-  absl::Span<const double> weights_;
-  const bool weighted_;
-  const Layout& layout_;
-  const ScatterTarget<Acc> target_;
-  ThreadPool& pool_;
+  const RunInput<Acc> in_;
   Entry<Acc>* const entries_;
   std::vector<size_t> bucket_start_;  // per bucket, its first entry in entries_; then the total
   int threads_ = 1;
@@ -160,11 +163,11 @@ class RunScatter {
 
 template <typename Acc>
 void RunScatter<Acc>::Partition() {
-  const int bits = layout_.bucket_bits;
-  const uint32_t mask = layout_.offset_mask();
-  bucket_start_ = PartitionByCoordinate(values_, bits, static_cast<size_t>(layout_.buckets), threads_, pool_,
+  const int bits = in_.layout.bucket_bits;
+  const uint32_t mask = in_.layout.offset_mask();
+  bucket_start_ = PartitionByCoordinate(in_.values, bits, static_cast<size_t>(in_.layout.buckets), threads_, in_.pool,
                                         entries_, [&](size_t u, uint64_t index, auto in) {
-                                          const Acc value = weighted_ ? static_cast<Acc>(weights_[u]) * Widen<Acc>(in)
+                                          const Acc value = in_.weighted ? static_cast<Acc>(in_.weights[u]) * Widen<Acc>(in)
                                                                       : Widen<Acc>(in);
                                           return Entry<Acc>{static_cast<uint32_t>(u << bits) |
                                                                 (static_cast<uint32_t>(index) & mask),
@@ -175,11 +178,11 @@ void RunScatter<Acc>::Partition() {
 template <typename Acc>
 void RunScatter<Acc>::Scatter() {
   std::atomic<int64_t> next_bucket{0};
-  const size_t words = ((size_t{1} << layout_.bucket_bits) + 63) / 64;
-  pool_.ParallelFor(threads_, 1, [&](int64_t, int64_t) {
+  const size_t words = ((size_t{1} << in_.layout.bucket_bits) + 63) / 64;
+  in_.pool.ParallelFor(threads_, 1, [&](int64_t, int64_t) {
     // Which coordinates of the bucket the current update has counted already.
-    std::vector<uint64_t> touched(target_.counts.empty() ? 0 : words);
-    for (int64_t b; (b = next_bucket.fetch_add(1, std::memory_order_relaxed)) < layout_.buckets;) {
+    std::vector<uint64_t> touched(in_.target.counts.empty() ? 0 : words);
+    for (int64_t b; (b = next_bucket.fetch_add(1, std::memory_order_relaxed)) < in_.layout.buckets;) {
       ScatterBucket(b, touched);
     }
   });
@@ -190,14 +193,14 @@ void RunScatter<Acc>::ScatterBucket(int64_t bucket, std::vector<uint64_t>& touch
   const Entry<Acc>* entries = entries_ + bucket_start_[static_cast<size_t>(bucket)];
   const size_t n = bucket_start_[static_cast<size_t>(bucket) + 1] - bucket_start_[static_cast<size_t>(bucket)];
   if (n == 0) return;
-  const size_t base = static_cast<size_t>(bucket) << layout_.bucket_bits;
-  const uint32_t mask = layout_.offset_mask();
-  const int bits = layout_.bucket_bits;
-  Acc* acc = target_.acc.data() + base;
-  int64_t* counts = target_.counts.empty() ? nullptr : target_.counts.data() + base;
-  double* weight_sums = target_.weight_sums.empty() ? nullptr : target_.weight_sums.data() + base;
-  const size_t width = std::min<size_t>(size_t{1} << layout_.bucket_bits, target_.acc.size() - base);
-  if (WorthPrefetching(n, width * sizeof(Acc))) PrefetchBucket(target_, base, width);
+  const size_t base = static_cast<size_t>(bucket) << in_.layout.bucket_bits;
+  const uint32_t mask = in_.layout.offset_mask();
+  const int bits = in_.layout.bucket_bits;
+  Acc* acc = in_.target.acc.data() + base;
+  int64_t* counts = in_.target.counts.empty() ? nullptr : in_.target.counts.data() + base;
+  double* weight_sums = in_.target.weight_sums.empty() ? nullptr : in_.target.weight_sums.data() + base;
+  const size_t width = std::min<size_t>(size_t{1} << in_.layout.bucket_bits, in_.target.acc.size() - base);
+  if (WorthPrefetching(n, width * sizeof(Acc))) PrefetchBucket(in_.target, base, width);
   // The entries of the current update within this bucket start at segment.
   size_t segment = 0;
   uint32_t update = entries[0].key >> bits;
@@ -220,7 +223,7 @@ void RunScatter<Acc>::ScatterBucket(int64_t bucket, std::vector<uint64_t>& touch
     if (word & bit) continue;
     word |= bit;
     ++counts[offset];
-    if (weight_sums != nullptr) weight_sums[offset] += weights_[update];
+    if (weight_sums != nullptr) weight_sums[offset] += in_.weights[update];
   }
   if (counts != nullptr) {
     for (size_t j = segment; j < n; ++j) touched[(entries[j].key & mask) / 64] = 0;
@@ -238,11 +241,8 @@ void RunScatter<Acc>::ScatterBucket(int64_t bucket, std::vector<uint64_t>& touch
 template <typename Acc>
 class AscendingRunScatter {
  public:
-  AscendingRunScatter(absl::Span<const FieldValue* const> values, absl::Span<const double> weights,
-                      bool weighted, const Layout& layout, ScatterTarget<Acc> target, ThreadPool& pool,
-                      size_t entries)
-      : values_(values), weights_(weights), weighted_(weighted), layout_(layout), target_(target),
-        pool_(pool), entries_(entries), threads_(entries < kMinEntriesToSplit ? 1 : pool.threads()) {}
+  AscendingRunScatter(RunInput<Acc> in, size_t entries)
+      : in_(in), entries_(entries), threads_(entries < kMinEntriesToSplit ? 1 : in.pool.threads()) {}
 
   void Scatter();
 
@@ -253,12 +253,7 @@ class AscendingRunScatter {
   size_t AddRange(size_t u, size_t k, uint64_t limit) const;
   void ScatterGroup(int64_t first_bucket, int64_t last_bucket, std::vector<size_t>& cursor) const;
 
-  absl::Span<const FieldValue* const> values_;
-  absl::Span<const double> weights_;
-  const bool weighted_;
-  const Layout& layout_;
-  const ScatterTarget<Acc> target_;
-  ThreadPool& pool_;
+  const RunInput<Acc> in_;
   const size_t entries_;
   const int threads_;
 };
@@ -267,12 +262,12 @@ template <typename Acc>
 void AscendingRunScatter<Acc>::Scatter() {
   // Groups small enough to balance the threads, large enough that the binary searches
   // (one per update and group) cost little.
-  const int64_t group = std::max<int64_t>(1, layout_.buckets / (int64_t{8} * threads_));
+  const int64_t group = std::max<int64_t>(1, in_.layout.buckets / (int64_t{8} * threads_));
   std::atomic<int64_t> next_group{0};
-  pool_.ParallelFor(threads_, 1, [&](int64_t, int64_t) {
-    std::vector<size_t> cursor(values_.size());  // per update, its next entry to add
-    for (int64_t g; (g = next_group.fetch_add(1, std::memory_order_relaxed)) * group < layout_.buckets;) {
-      ScatterGroup(g * group, std::min(layout_.buckets, (g + 1) * group), cursor);
+  in_.pool.ParallelFor(threads_, 1, [&](int64_t, int64_t) {
+    std::vector<size_t> cursor(in_.values.size());  // per update, its next entry to add
+    for (int64_t g; (g = next_group.fetch_add(1, std::memory_order_relaxed)) * group < in_.layout.buckets;) {
+      ScatterGroup(g * group, std::min(in_.layout.buckets, (g + 1) * group), cursor);
     }
   });
 }
@@ -280,22 +275,22 @@ void AscendingRunScatter<Acc>::Scatter() {
 template <typename Acc>
 void AscendingRunScatter<Acc>::ScatterGroup(int64_t first_bucket, int64_t last_bucket,
                                             std::vector<size_t>& cursor) const {
-  const int bits = layout_.bucket_bits;
-  for (size_t u = 0; u < values_.size(); ++u) {
-    const absl::Span<const int64_t> ids = values_[u]->indices;
+  const int bits = in_.layout.bucket_bits;
+  for (size_t u = 0; u < in_.values.size(); ++u) {
+    const absl::Span<const int64_t> ids = in_.values[u]->indices;
     cursor[u] = static_cast<size_t>(std::lower_bound(ids.begin(), ids.end(), first_bucket << bits) - ids.begin());
   }
-  const size_t rows = target_.acc.size();
-  const bool counts = !target_.counts.empty();
+  const size_t rows = in_.target.acc.size();
+  const bool counts = !in_.target.counts.empty();
   for (int64_t bucket = first_bucket; bucket < last_bucket; ++bucket) {
     const size_t base = static_cast<size_t>(bucket) << bits;
     const size_t width = std::min<size_t>(size_t{1} << bits, rows - base);
     // The run's entries spread evenly, as the bucket's expected share of them.
     const double expected_entries = static_cast<double>(entries_) * static_cast<double>(width) / static_cast<double>(rows);
-    if (WorthPrefetching(static_cast<size_t>(expected_entries), width * sizeof(Acc))) PrefetchBucket(target_, base, width);
+    if (WorthPrefetching(static_cast<size_t>(expected_entries), width * sizeof(Acc))) PrefetchBucket(in_.target, base, width);
     const uint64_t limit = base + width;
-    for (size_t u = 0; u < values_.size(); ++u) {
-      DispatchDType(values_[u]->dtype, [&](auto tag) {
+    for (size_t u = 0; u < in_.values.size(); ++u) {
+      DispatchDType(in_.values[u]->dtype, [&](auto tag) {
         using In = typename decltype(tag)::type;
         cursor[u] = counts ? AddRange<true, In>(u, cursor[u], limit) : AddRange<false, In>(u, cursor[u], limit);
       });
@@ -306,19 +301,19 @@ void AscendingRunScatter<Acc>::ScatterGroup(int64_t first_bucket, int64_t last_b
 template <typename Acc>
 template <bool kCounts, typename In>
 size_t AscendingRunScatter<Acc>::AddRange(size_t u, size_t k, uint64_t limit) const {
-  const int64_t* ids = values_[u]->indices.data();
-  const size_t n = values_[u]->indices.size();
-  const In* in = reinterpret_cast<const In*>(values_[u]->values.data());
-  const Acc weight = static_cast<Acc>(weights_[u]);
-  Acc* acc = target_.acc.data();
+  const int64_t* ids = in_.values[u]->indices.data();
+  const size_t n = in_.values[u]->indices.size();
+  const In* in = reinterpret_cast<const In*>(in_.values[u]->values.data());
+  const Acc weight = static_cast<Acc>(in_.weights[u]);
+  Acc* acc = in_.target.acc.data();
   for (; k < n && static_cast<uint64_t>(ids[k]) < limit; ++k) {
     __builtin_prefetch(acc + ids[std::min(k + kPrefetchDistance, n - 1)], 1);
     const size_t c = static_cast<size_t>(ids[k]);
-    acc[c] = Add(acc[c], weighted_ ? weight * Widen<Acc>(in[k]) : Widen<Acc>(in[k]));
+    acc[c] = Add(acc[c], in_.weighted ? weight * Widen<Acc>(in[k]) : Widen<Acc>(in[k]));
     if constexpr (kCounts) {
       if (k > 0 && ids[k] == ids[k - 1]) continue;  // counted at its first occurrence
-      ++target_.counts[c];
-      if (!target_.weight_sums.empty()) target_.weight_sums[c] += weights_[u];
+      ++in_.target.counts[c];
+      if (!in_.target.weight_sums.empty()) in_.target.weight_sums[c] += in_.weights[u];
     }
   }
   return k;
@@ -342,14 +337,13 @@ void PartitionedScatterAdd(absl::Span<const FieldValue* const> values,
   }
   LargeAllocation buffer(largest_partitioned * sizeof(Entry<Acc>));
   for (const Run& run : runs) {
-    const absl::Span<const FieldValue* const> run_values = values.subspan(run.first, run.last - run.first);
-    const absl::Span<const double> run_weights = weights.subspan(run.first, run.last - run.first);
+    const RunInput<Acc> input{values.subspan(run.first, run.last - run.first),
+                              weights.subspan(run.first, run.last - run.first), weighted, layout, target, pool};
     if (run.ascending) {
-      AscendingRunScatter<Acc>(run_values, run_weights, weighted, layout, target, pool, run.entries).Scatter();
+      AscendingRunScatter<Acc>(input, run.entries).Scatter();
       continue;
     }
-    RunScatter<Acc> scatter(run_values, run_weights, weighted, layout, target, pool,
-                            reinterpret_cast<Entry<Acc>*>(buffer.data()));
+    RunScatter<Acc> scatter(input, reinterpret_cast<Entry<Acc>*>(buffer.data()));
     scatter.Partition();
     scatter.Scatter();
   }

@@ -16,7 +16,7 @@ constexpr size_t kMaxQueuedResponses = 8;
 }  // namespace
 
 ContributeReactor::ContributeReactor(grpc::CallbackServerContext* context, ServiceContext& service)
-    : service_(service), assembler_(service), stall_(service.stall_timeout, [this] { EvictStalled(); }) {
+    : service_(service), assembler_(service), stall_(service.stall_sweeper, [this] { EvictStalled(); }) {
   service_.metrics.active_streams.Add(1);
   absl::StatusOr<StreamLimiter::Slot> slot = AdmitStream(*context, service);
   if (!slot.ok()) {
@@ -32,9 +32,10 @@ ContributeReactor::ContributeReactor(grpc::CallbackServerContext* context, Servi
 void ContributeReactor::OnDone() {
   service_.metrics.active_streams.Add(-1);
   stream_slot_ = {};
-  // Every path that ends the stream discarded the update first, so nothing here touches
-  // the server's state once the alarm lets go.
-  stall_.Shutdown([this] { delete this; });
+  // Every path that ends the stream discarded the update first; once the watch is shut
+  // down no eviction runs, so nothing touches the server's state after.
+  stall_.Shutdown();
+  delete this;
 }
 
 void ContributeReactor::OnReadDone(bool ok) {

@@ -12,6 +12,7 @@
 #include "service/core/memory_budget.h"
 #include "service/rounds/aggregation_registry.h"
 #include "service/rpc/authenticator.h"
+#include "service/rpc/stall_sweeper.h"
 #include "service/rpc/stream_limiter.h"
 
 namespace fedagg {
@@ -35,8 +36,10 @@ struct ServiceContext {
   // Open Contribute and Submit streams per caller identity; null: no limit.
   StreamLimiter* stream_limiter = nullptr;
   // An update that receives no message for this long is discarded and its stream ended
-  // with DEADLINE_EXCEEDED; zero: never.
+  // with DEADLINE_EXCEEDED; zero: never. The sweeper checks the streams' watches (null:
+  // none, never evicts).
   absl::Duration stall_timeout = absl::ZeroDuration();
+  StallSweeper* stall_sweeper = nullptr;
 };
 
 }  // namespace fedagg

@@ -1,7 +1,14 @@
-// StallWatch: eviction of updates whose client stopped sending, on a gRPC callback alarm.
+// StallWatch: one stream's stall state, checked by the server's StallSweeper.
 #include "service/rpc/stall_watch.h"
 
+#include <utility>
+
 namespace fedagg {
+
+StallWatch::StallWatch(StallSweeper* sweeper, std::function<void()> evict)
+    : sweeper_(sweeper), evict_(std::move(evict)) {
+  if (sweeper_ != nullptr) sweeper_->Add(this);
+}
 
 bool StallWatch::MessageArrived() {
   MutexLock lock(&mu_);
@@ -18,11 +25,9 @@ void StallWatch::MessageHandled() {
 }
 
 void StallWatch::UpdateOpened() {
-  if (!enabled()) return;
   MutexLock lock(&mu_);
   update_open_ = true;
   last_activity_ = absl::Now();
-  if (!alarm_pending_ && !shut_down_) ScheduleLocked(last_activity_ + timeout_);
 }
 
 void StallWatch::UpdateClosed() {
@@ -30,48 +35,18 @@ void StallWatch::UpdateClosed() {
   update_open_ = false;
 }
 
-void StallWatch::ScheduleLocked(absl::Time when) {
-  // Replacing the alarm from inside its own callback is safe: gRPC keeps the running
-  // alarm's state alive until its callback returns.
-  alarm_ = std::make_unique<grpc::Alarm>();
-  alarm_pending_ = true;
-  alarm_->Set(absl::ToChronoTime(when), [this](bool fired) { OnAlarm(fired); });
+void StallWatch::Shutdown() {
+  if (sweeper_ == nullptr) return;
+  sweeper_->Remove(this);
+  sweeper_ = nullptr;
 }
 
-void StallWatch::OnAlarm(bool fired) {
-  std::function<void()> then;
-  {
-    MutexLock lock(&mu_);
-    alarm_pending_ = false;
-    if (shut_down_) {
-      then = std::move(then_);
-    } else if (fired && update_open_ && !evicted_) {
-      const absl::Time now = absl::Now();
-      if (handling_ > 0) {
-        ScheduleLocked(now + timeout_);
-      } else if (now - last_activity_ < timeout_) {
-        ScheduleLocked(last_activity_ + timeout_);
-      } else {
-        evicted_ = true;
-        update_open_ = false;
-        evict_();  // no read callback runs now: MessageArrived waits for this lock
-      }
-    }
-  }
-  if (then) then();
-}
-
-void StallWatch::Shutdown(std::function<void()> then) {
-  {
-    MutexLock lock(&mu_);
-    shut_down_ = true;
-    if (alarm_pending_) {
-      then_ = std::move(then);
-      alarm_->Cancel();  // the callback runs soon, on gRPC's executor, and calls `then`
-      return;
-    }
-  }
-  then();
+void StallWatch::Check(absl::Time now, absl::Duration timeout) {
+  MutexLock lock(&mu_);
+  if (!update_open_ || evicted_ || handling_ > 0 || now - last_activity_ < timeout) return;
+  evicted_ = true;
+  update_open_ = false;
+  evict_();  // no read callback runs now: MessageArrived waits for this lock
 }
 
 }  // namespace fedagg

@@ -1,29 +1,27 @@
 // StallWatch: evicts a client that stops sending in the middle of an update. A stream
 // reactor tells it when an update opens and closes and when each message arrives and has
-// been handled; if an open update sees no message for `timeout`, `evict` runs — on a
-// gRPC callback alarm, never inside (or blocking) a reactor callback, and never while the
-// reactor is handling a message, so `evict` may touch the reactor's update state.
+// been handled; the server's StallSweeper checks it every sweep period, and if an open
+// update has seen no message for the stall timeout, `evict` runs — on the sweeper's
+// thread, never inside (or blocking) a reactor callback, and never while the reactor is
+// handling a message, so `evict` may touch the reactor's update state.
 // After an eviction, MessageArrived() answers false: the stream is ending.
-// The owner calls Shutdown(then) from OnDone and deletes itself in `then`, which runs
-// once no alarm callback is pending or running.
+// The owner calls Shutdown from OnDone, before it deletes itself: no check runs after.
 #ifndef FEDAGG_SERVICE_RPC_STALL_WATCH_H_
 #define FEDAGG_SERVICE_RPC_STALL_WATCH_H_
 
-#include <grpcpp/alarm.h>
-
 #include <functional>
-#include <memory>
 
 #include "absl/time/time.h"
 #include "service/core/mutex.h"
+#include "service/rpc/stall_sweeper.h"
 
 namespace fedagg {
 
 class StallWatch {
  public:
-  // `timeout` zero or infinite: never evicts.
-  StallWatch(absl::Duration timeout, std::function<void()> evict)
-      : timeout_(timeout), evict_(std::move(evict)) {}
+  // Null `sweeper`: never evicts. The sweeper must outlive the watch.
+  StallWatch(StallSweeper* sweeper, std::function<void()> evict);
+  ~StallWatch() { Shutdown(); }
   StallWatch(const StallWatch&) = delete;
   StallWatch& operator=(const StallWatch&) = delete;
 
@@ -34,15 +32,15 @@ class StallWatch {
   void MessageHandled();
   void UpdateOpened();
   void UpdateClosed();
-  // Stops watching; `then` runs exactly once, when no alarm callback is pending or running.
-  void Shutdown(std::function<void()> then);
+  // Stops watching; returns once no check runs, now or later. Idempotent.
+  void Shutdown();
+
+  // The sweeper's check: evicts when the open update has seen no message for `timeout`
+  // and no read callback is running.
+  void Check(absl::Time now, absl::Duration timeout);
 
  private:
-  bool enabled() const { return timeout_ > absl::ZeroDuration() && timeout_ != absl::InfiniteDuration(); }
-  void ScheduleLocked(absl::Time when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnAlarm(bool fired);
-
-  const absl::Duration timeout_;
+  StallSweeper* sweeper_;  // null once shut down
   const std::function<void()> evict_;
 
   Mutex mu_;
@@ -50,12 +48,7 @@ class StallWatch {
   int handling_ ABSL_GUARDED_BY(mu_) = 0;
   bool update_open_ ABSL_GUARDED_BY(mu_) = false;
   bool evicted_ ABSL_GUARDED_BY(mu_) = false;
-  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_activity_ ABSL_GUARDED_BY(mu_);
-  // A fresh alarm per schedule: gRPC's callback alarm is not re-armed from its own callback.
-  std::unique_ptr<grpc::Alarm> alarm_ ABSL_GUARDED_BY(mu_);
-  bool alarm_pending_ ABSL_GUARDED_BY(mu_) = false;
-  std::function<void()> then_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fedagg

@@ -16,7 +16,7 @@ SubmitReactor::SubmitReactor(grpc::CallbackServerContext* context, ServiceContex
                              grpc::ByteBuffer* response)
     : service_(service),
       assembler_(service),
-      stall_(service.stall_timeout, [this] { EvictStalled(); }),
+      stall_(service.stall_sweeper, [this] { EvictStalled(); }),
       response_(response) {
   absl::StatusOr<StreamLimiter::Slot> slot = AdmitStream(*context, service);
   if (!slot.ok()) {
@@ -29,7 +29,8 @@ SubmitReactor::SubmitReactor(grpc::CallbackServerContext* context, ServiceContex
 
 void SubmitReactor::OnDone() {
   stream_slot_ = {};
-  stall_.Shutdown([this] { delete this; });
+  stall_.Shutdown();  // no eviction runs after this
+  delete this;
 }
 
 void SubmitReactor::OnReadDone(bool ok) {

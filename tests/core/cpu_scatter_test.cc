@@ -92,6 +92,17 @@ void ExpectSameAsSerial(const SparseBatch<In>& batch, int64_t rows, bool counts,
   EXPECT_TRUE(BitIdentical(got.weight_sums, want.weight_sums));
 }
 
+// The weighted scatter of `batch` into an empty table of `rows`, once, on two threads.
+SerialResult<float> ScatterWeightedOnce(const SparseBatch<float>& batch, int64_t rows) {
+  ThreadPool pool(2);
+  SerialResult<float> got{std::vector<float>(static_cast<size_t>(rows)), std::vector<int64_t>(static_cast<size_t>(rows)),
+                          std::vector<double>(static_cast<size_t>(rows))};
+  cpu::PartitionedScatterAdd<float>(
+      batch.views, batch.weights, true,
+      {absl::MakeSpan(got.acc), absl::MakeSpan(got.counts), absl::MakeSpan(got.weight_sums)}, pool);
+  return got;
+}
+
 // The batch with the entries of every `stride`-th update (from the first) sorted by index,
 // stably: an index repeated in one update keeps its values in their order.
 template <typename In>
@@ -123,16 +134,10 @@ TEST(PartitionedScatterTest, HandWrittenEdgeCases) {
   batch.Add({}, {}, 3);
   batch.Add({0, 2}, {8, 16}, 0.5);
   batch.Seal(Encoding::kSparse);
-  ThreadPool pool(2);
-  std::vector<float> acc(5);
-  std::vector<int64_t> counts(5);
-  std::vector<double> weight_sums(5);
-  cpu::PartitionedScatterAdd<float>(batch.views, batch.weights, true,
-                                    {absl::MakeSpan(acc), absl::MakeSpan(counts), absl::MakeSpan(weight_sums)},
-                                    pool);
-  EXPECT_EQ(acc, (std::vector<float>{2 * 2 + 0.5f * 8, 0, 0.5f * 16, 0, 2 * (1 + 3 + 4)}));
-  EXPECT_EQ(counts, (std::vector<int64_t>{2, 0, 1, 0, 1}));
-  EXPECT_EQ(weight_sums, (std::vector<double>{2.5, 0, 0.5, 0, 2}));
+  const SerialResult<float> got = ScatterWeightedOnce(batch, 5);
+  EXPECT_EQ(got.acc, (std::vector<float>{2 * 2 + 0.5f * 8, 0, 0.5f * 16, 0, 2 * (1 + 3 + 4)}));
+  EXPECT_EQ(got.counts, (std::vector<int64_t>{2, 0, 1, 0, 1}));
+  EXPECT_EQ(got.weight_sums, (std::vector<double>{2.5, 0, 0.5, 0, 2}));
 }
 
 TEST(PartitionedScatterTest, NothingToAdd) {
@@ -201,16 +206,10 @@ TEST(PartitionedScatterTest, AscendingHandWritten) {
   batch.Add({}, {}, 3);
   batch.Add({0, 2}, {8, 16}, 0.5);
   batch.Seal(Encoding::kSparse);
-  ThreadPool pool(2);
-  std::vector<float> acc(5);
-  std::vector<int64_t> counts(5);
-  std::vector<double> weight_sums(5);
-  cpu::PartitionedScatterAdd<float>(batch.views, batch.weights, true,
-                                    {absl::MakeSpan(acc), absl::MakeSpan(counts), absl::MakeSpan(weight_sums)},
-                                    pool);
-  EXPECT_EQ(acc, (std::vector<float>{2 * 1 + 2 * 2 + 0.5f * 8, 0, 0.5f * 16, 2 * 3, 2 * 4 + 2 * 5}));
-  EXPECT_EQ(counts, (std::vector<int64_t>{2, 0, 1, 1, 1}));
-  EXPECT_EQ(weight_sums, (std::vector<double>{2.5, 0, 0.5, 2, 2}));
+  const SerialResult<float> got = ScatterWeightedOnce(batch, 5);
+  EXPECT_EQ(got.acc, (std::vector<float>{2 * 1 + 2 * 2 + 0.5f * 8, 0, 0.5f * 16, 2 * 3, 2 * 4 + 2 * 5}));
+  EXPECT_EQ(got.counts, (std::vector<int64_t>{2, 0, 1, 1, 1}));
+  EXPECT_EQ(got.weight_sums, (std::vector<double>{2.5, 0, 0.5, 2, 2}));
 }
 
 // A batch of more entries than one run partitions: cut into runs of whole updates, with

@@ -1,0 +1,86 @@
+// The stall watch and its sweeper, without a server: an open update that sees no message
+// for the timeout is evicted on the sweeper's thread, once, and the stream's next
+// message is refused; a closed update, or one whose message is still being handled, is
+// not; after Shutdown nothing is evicted; a sweeper without a timeout evicts nothing.
+#include "service/rpc/stall_watch.h"
+
+#include <atomic>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "service/rpc/stall_sweeper.h"
+
+namespace fedagg {
+namespace {
+
+constexpr absl::Duration kTimeout = absl::Milliseconds(20);
+
+// Waits up to 5 s for `evictions` to reach `want`.
+bool EvictedWithin(const std::atomic<int>& evictions, int want) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (evictions.load() < want && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  return evictions.load() >= want;
+}
+
+TEST(StallWatchTest, AnOpenUpdateWithoutMessagesIsEvictedOnce) {
+  StallSweeper sweeper(kTimeout);
+  std::atomic<int> evictions{0};
+  StallWatch watch(&sweeper, [&] { ++evictions; });
+  ASSERT_TRUE(watch.MessageArrived());
+  watch.UpdateOpened();
+  watch.MessageHandled();
+  ASSERT_TRUE(EvictedWithin(evictions, 1));
+  EXPECT_FALSE(watch.MessageArrived()) << "the stream is ending after an eviction";
+  absl::SleepFor(10 * kTimeout);
+  EXPECT_EQ(evictions.load(), 1);
+  watch.Shutdown();
+}
+
+TEST(StallWatchTest, AClosedUpdateOrAMessageBeingHandledIsNotEvicted) {
+  StallSweeper sweeper(kTimeout);
+  std::atomic<int> evictions{0};
+  StallWatch watch(&sweeper, [&] { ++evictions; });
+  ASSERT_TRUE(watch.MessageArrived());
+  watch.UpdateOpened();
+  watch.UpdateClosed();
+  watch.MessageHandled();
+  absl::SleepFor(10 * kTimeout);
+  EXPECT_EQ(evictions.load(), 0) << "no update was open";
+  ASSERT_TRUE(watch.MessageArrived());  // a message of an open update, handled for long
+  watch.UpdateOpened();
+  absl::SleepFor(10 * kTimeout);
+  EXPECT_EQ(evictions.load(), 0) << "evicted while its message was being handled";
+  watch.MessageHandled();
+  EXPECT_TRUE(EvictedWithin(evictions, 1)) << "stalled after its message was handled";
+}
+
+TEST(StallWatchTest, NothingIsEvictedAfterShutdown) {
+  StallSweeper sweeper(kTimeout);
+  std::atomic<int> evictions{0};
+  StallWatch watch(&sweeper, [&] { ++evictions; });
+  watch.UpdateOpened();
+  watch.Shutdown();
+  absl::SleepFor(10 * kTimeout);
+  EXPECT_EQ(evictions.load(), 0);
+}
+
+TEST(StallWatchTest, ASweeperWithoutATimeoutEvictsNothing) {
+  for (const absl::Duration timeout : {absl::ZeroDuration(), absl::InfiniteDuration()}) {
+    StallSweeper sweeper(timeout);
+    EXPECT_FALSE(sweeper.enabled());
+    std::atomic<int> evictions{0};
+    StallWatch watch(&sweeper, [&] { ++evictions; });
+    watch.UpdateOpened();
+    absl::SleepFor(5 * kTimeout);
+    EXPECT_EQ(evictions.load(), 0);
+  }
+}
+
+TEST(StallWatchTest, ThePeriodIsAQuarterOfTheTimeoutWithinBounds) {
+  EXPECT_EQ(StallSweeper(absl::Milliseconds(100)).period(), absl::Milliseconds(25));
+  EXPECT_EQ(StallSweeper(absl::Seconds(60)).period(), absl::Milliseconds(250));
+  EXPECT_EQ(StallSweeper(absl::Microseconds(100)).period(), absl::Milliseconds(1));
+}
+
+}  // namespace
+}  // namespace fedagg
