@@ -25,6 +25,10 @@
 namespace fedagg::cuda {
 namespace {
 
+// Reductions in flight at once on each device: the staging ring's compute lanes, each
+// with a stream of its own; an accumulator's batches stay on one lane, in order.
+constexpr int kReductionLanes = 4;
+
 struct Backend {
   std::unique_ptr<const CudaDeviceMonitor> monitor;
   std::unique_ptr<const PortableAccumulatorFactory> factory;
@@ -36,9 +40,10 @@ absl::StatusOr<Backend> MakeBackend(const portable::StagingRingOptions& staging,
   std::vector<std::unique_ptr<portable::StagingRing>> rings;
   std::vector<portable::ReducerMakers> per_device;
   for (int device : devices) {
-    FEDAGG_ASSIGN_OR_RETURN(std::unique_ptr<CudaCopyEngine> engine, CudaCopyEngine::Create(device));
     portable::StagingRingOptions options = staging;
     options.device = device;
+    options.lanes = kReductionLanes;
+    FEDAGG_ASSIGN_OR_RETURN(std::unique_ptr<CudaCopyEngine> engine, CudaCopyEngine::Create(device, options.lanes));
     rings.push_back(std::make_unique<portable::StagingRing>(std::move(engine), options));
     const portable::ReducerMakers staged = portable::RingReducerMakers(*rings.back(), CudaReducerMakers());
     // Device 0 alone is the runtime's default device: its reducers need no binding.

@@ -1,9 +1,12 @@
 // The CUDA copy engine: pinned slots, cudaMemcpyAsync on a copy stream, timing events.
 #include "cuda/cuda_copy_engine.h"
 
+#include <algorithm>
 #include <cstddef>
 
+#include "absl/strings/str_cat.h"
 #include "cuda/cuda_status.h"
+#include "cuda/reduction_stream.h"
 #include "service/core/status_macros.h"
 
 namespace fedagg::cuda {
@@ -32,14 +35,22 @@ class CudaCopyEngine::Buffer final : public portable::StagingBuffer {
   size_t bytes_;
 };
 
-absl::StatusOr<std::unique_ptr<CudaCopyEngine>> CudaCopyEngine::Create(int device) {
+absl::StatusOr<std::unique_ptr<CudaCopyEngine>> CudaCopyEngine::Create(int device, int lanes) {
   FEDAGG_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   FEDAGG_ASSIGN_OR_RETURN(CudaStream stream, CreateStream());
-  return std::unique_ptr<CudaCopyEngine>(new CudaCopyEngine(device, std::move(stream)));
+  std::vector<CudaStream> lane_streams;
+  for (int lane = 0; lane < std::max(lanes, 1); ++lane) {
+    FEDAGG_ASSIGN_OR_RETURN(CudaStream lane_stream, CreateStream());
+    lane_streams.push_back(std::move(lane_stream));
+  }
+  return std::unique_ptr<CudaCopyEngine>(new CudaCopyEngine(device, std::move(stream), std::move(lane_streams)));
 }
 
 CudaCopyEngine::~CudaCopyEngine() {
-  if (cudaSetDevice(device_) == cudaSuccess) static_cast<void>(cudaStreamSynchronize(stream_.get()));
+  if (cudaSetDevice(device_) == cudaSuccess) {
+    static_cast<void>(cudaStreamSynchronize(stream_.get()));
+    for (const CudaStream& lane : lanes_) static_cast<void>(cudaStreamSynchronize(lane.get()));
+  }
   ClearLastCudaError();  // nothing to report to from a destructor
 }
 
@@ -82,8 +93,12 @@ absl::StatusOr<absl::Duration> CudaCopyEngine::WaitCopied(portable::StagingBuffe
   return absl::Microseconds(static_cast<double>(milliseconds) * 1000.0);
 }
 
-absl::Status CudaCopyEngine::BindThread() {
+absl::Status CudaCopyEngine::BindThread(int lane) {
   FEDAGG_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  if (lane < 0 || lane >= static_cast<int>(lanes_.size())) {
+    return absl::InternalError(absl::StrCat("lane ", lane, " of a copy engine made for ", lanes_.size()));
+  }
+  BindReductionStream(lanes_[static_cast<size_t>(lane)].get());
   return absl::OkStatus();
 }
 

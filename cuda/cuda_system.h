@@ -1,8 +1,12 @@
 // CudaSystem: Thrust's CUDA system as a ThrustFieldReducer system — state and working
 // memory in device memory (thrust::cuda::vector, freed with the reducer), algorithms
-// as CUDA kernels. Copies are synchronous cudaMemcpy calls; a failure throws
+// as CUDA kernels on the calling thread's reduction stream (reduction_stream.h: a staging
+// lane's own stream, so lanes reduce at once), their temporary storage from the device's
+// stream-ordered pool (cudaMallocAsync / cudaFreeAsync on that stream, never cudaFree,
+// which waits for the whole device). Copies wait for their stream; a failure throws
 // thrust::system_error carrying the runtime's message, which the reducer turns into an
-// Outcome. Its SpMV (the sparse family's y += Aᵀx) is cuSPARSE's (device_spmv.h).
+// Outcome. Its SpMV (the sparse family's y += Aᵀx) is cuSPARSE's (device_spmv.h), on the
+// same stream.
 // Included only by nvcc-compiled code (cuda_reducers.cu).
 #ifndef FEDAGG_CUDA_CUDA_SYSTEM_H_
 #define FEDAGG_CUDA_CUDA_SYSTEM_H_
@@ -17,27 +21,53 @@
 
 #include "cuda/cuda_status.h"
 #include "cuda/device_spmv.h"
+#include "cuda/reduction_stream.h"
 #include "portable/csr_matrix.h"
 #include "portable/field_reducer.h"
 
 namespace fedagg::portable {
+
+// Thrust's temporary storage, stream-ordered on `stream`.
+struct StreamOrderedAllocator {
+  using value_type = char;
+  cudaStream_t stream = nullptr;
+
+  char* allocate(std::ptrdiff_t bytes) {
+    void* memory = nullptr;
+    if (const cudaError_t error = cudaMallocAsync(&memory, static_cast<size_t>(bytes), stream);
+        error != cudaSuccess) {
+      cuda::ClearLastCudaError();
+      throw thrust::system_error(error, thrust::cuda_category(), "cudaMallocAsync of Thrust's temporary storage");
+    }
+    return static_cast<char*>(memory);
+  }
+  void deallocate(char* memory, size_t) {
+    if (cudaFreeAsync(memory, stream) != cudaSuccess) cuda::ClearLastCudaError();
+  }
+};
 
 struct CudaSystem {
   template <typename T>
   using vector = thrust::cuda::vector<T>;
   static constexpr bool kHostMemory = false;  // its vectors are device memory
 
-  static auto policy() { return thrust::cuda::par; }
+  // Thrust's policy on this thread's reduction stream, with stream-ordered temporaries
+  // (the allocator lives as long as the thread; the policy refers to it).
+  static auto policy() {
+    thread_local StreamOrderedAllocator allocator;
+    allocator.stream = cuda::CurrentReductionStream();
+    return thrust::cuda::par(allocator).on(allocator.stream);
+  }
   static void ToDevice(void* dst, const void* src, size_t bytes) {
     Copy(dst, src, bytes, cudaMemcpyHostToDevice, "host-to-device cudaMemcpy");
   }
   static void ToHost(void* dst, const void* src, size_t bytes) {
     Copy(dst, src, bytes, cudaMemcpyDeviceToHost, "device-to-host cudaMemcpy");
   }
-  // Waits for the work queued on the legacy default stream (Thrust's kernels and the
+  // Waits for the work queued on this thread's reduction stream (Thrust's kernels and the
   // cuSPARSE calls), so that a staged batch's slot may be reused; throws its error.
   static void Finish() {
-    if (const cudaError_t error = cudaStreamSynchronize(cudaStreamLegacy); error != cudaSuccess) {
+    if (const cudaError_t error = cudaStreamSynchronize(cuda::CurrentReductionStream()); error != cudaSuccess) {
       cuda::ClearLastCudaError();
       throw thrust::system_error(error, thrust::cuda_category(), "cudaStreamSynchronize after a reduction");
     }
@@ -51,7 +81,10 @@ struct CudaSystem {
  private:
   static void Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* what) {
     if (bytes == 0) return;
-    if (const cudaError_t error = cudaMemcpy(dst, src, bytes, kind); error != cudaSuccess) {
+    const cudaStream_t stream = cuda::CurrentReductionStream();
+    cudaError_t error = cudaMemcpyAsync(dst, src, bytes, kind, stream);
+    if (error == cudaSuccess) error = cudaStreamSynchronize(stream);
+    if (error != cudaSuccess) {
       cuda::ClearLastCudaError();
       throw thrust::system_error(error, thrust::cuda_category(), what);
     }

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cuda/cuda_status.h"
+#include "cuda/reduction_stream.h"
 #include "cuda/sparse_spmv.h"
 
 namespace fedagg::cuda {
@@ -23,7 +24,8 @@ absl::StatusOr<SparseTransposeMultiplier*> ThreadMultiplier() {
   thread_local std::map<int, SparseTransposeMultiplier> multipliers;
   auto found = multipliers.find(device);
   if (found == multipliers.end()) {
-    absl::StatusOr<SparseTransposeMultiplier> made = SparseTransposeMultiplier::Create(nullptr);
+    // The thread's reduction stream is bound before its first reduction, and never changes.
+    absl::StatusOr<SparseTransposeMultiplier> made = SparseTransposeMultiplier::Create(CurrentReductionStream());
     if (!made.ok()) return made.status();
     found = multipliers.emplace(device, *std::move(made)).first;
   }

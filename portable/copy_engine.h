@@ -51,9 +51,10 @@ class CopyEngine {
   // Waits for the copy last started on `buffer`; how long the copy itself took, or why it
   // failed. Several threads may wait for one copy.
   virtual absl::StatusOr<absl::Duration> WaitCopied(StagingBuffer& buffer) = 0;
-  // Prepares the calling thread to reduce on the engine's device (the ring's compute
-  // thread calls it once, before its first reduction).
-  virtual absl::Status BindThread() = 0;
+  // Prepares the calling thread to reduce on the engine's device, on lane `lane` (each of
+  // the ring's compute threads calls it once, before its first reduction; for cuda the
+  // lane's reductions then run on a stream of its own).
+  virtual absl::Status BindThread(int lane) = 0;
 };
 
 }  // namespace fedagg::portable

@@ -23,7 +23,7 @@ class CpuCopyEngine final : public CopyEngine {
   absl::StatusOr<std::unique_ptr<StagingBuffer>> Allocate(size_t bytes) override;
   absl::Status StartCopy(StagingBuffer& buffer, absl::Span<const CopySpan> spans) override;
   absl::StatusOr<absl::Duration> WaitCopied(StagingBuffer& buffer) override;
-  absl::Status BindThread() override { return absl::OkStatus(); }
+  absl::Status BindThread(int) override { return absl::OkStatus(); }
 
  private:
   class Buffer;

@@ -42,7 +42,7 @@ template <typename Acc>
 class RingFieldReducer final : public FieldReducer<Acc> {
  public:
   RingFieldReducer(StagingRing& ring, const ReducerSpec& spec, std::unique_ptr<StagedFieldReducer<Acc>> reducer)
-      : ring_(ring), packer_(spec), reducer_(std::move(reducer)) {}
+      : ring_(ring), lane_(ring.AssignLane()), packer_(spec), reducer_(std::move(reducer)) {}
   ~RingFieldReducer() override { WaitForReductions(); }
 
   Outcome Accumulate(const HostBatch& batch) override {
@@ -78,7 +78,7 @@ class RingFieldReducer final : public FieldReducer<Acc> {
         host_bytes_ = host_bytes;
         --pending_;
       };
-      submitted.push_back(ring_.Submit(*std::move(lease), std::move(spans), std::move(reduce)));
+      submitted.push_back(ring_.Submit(*std::move(lease), std::move(spans), std::move(reduce), lane_));
     }
     return Outcome{};
   }
@@ -143,6 +143,7 @@ class RingFieldReducer final : public FieldReducer<Acc> {
   }
 
   StagingRing& ring_;
+  const int lane_;  // every batch of this reducer is reduced there, in order
   const BatchPacker packer_;
   const std::unique_ptr<StagedFieldReducer<Acc>> reducer_;
   mutable Mutex mu_;

@@ -1,7 +1,9 @@
-// The staging ring: slot allocation and leases, back pressure, and the compute thread
-// that waits for each slot's copy and runs its reduction in submission order.
+// The staging ring: slot allocation and leases, back pressure, and the compute threads
+// (one per lane) that wait for each slot's copy and run its reduction, in submission
+// order within a lane.
 #include "portable/staging_ring.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <utility>
 
@@ -42,8 +44,14 @@ StagingRing::StagingRing(std::unique_ptr<CopyEngine> engine, StagingRingOptions 
     : options_(options),
       engine_(std::move(engine)),
       copy_seconds_(SecondsBuckets()),
-      reduce_seconds_(SecondsBuckets()),
-      compute_([this] { RunReductions(); }) {}
+      reduce_seconds_(SecondsBuckets()) {
+  const int lanes = std::max(options_.lanes, 1);
+  {
+    MutexLock lock(&mu_);
+    jobs_.resize(static_cast<size_t>(lanes));
+  }
+  for (int lane = 0; lane < lanes; ++lane) compute_.emplace_back([this, lane] { RunReductions(lane); });
+}
 
 StagingRing::~StagingRing() {
   {
@@ -51,7 +59,14 @@ StagingRing::~StagingRing() {
     stopping_ = true;
     mu_.Await([&] { return acquiring_ == 0; });  // every Acquire has seen it and left
   }
-  compute_.join();
+  for (std::thread& thread : compute_) thread.join();
+}
+
+int StagingRing::AssignLane() {
+  MutexLock lock(&mu_);
+  const int lane = next_lane_;
+  next_lane_ = (next_lane_ + 1) % static_cast<int>(jobs_.size());
+  return lane;
 }
 
 absl::StatusOr<StagingRing::Lease> StagingRing::Acquire() {
@@ -94,7 +109,7 @@ absl::StatusOr<StagingRing::Lease> StagingRing::AcquireSlot() {
   }
 }
 
-StagingRing::Submission StagingRing::Submit(Lease lease, std::vector<CopySpan> spans, Reduction reduction) {
+StagingRing::Submission StagingRing::Submit(Lease lease, std::vector<CopySpan> spans, Reduction reduction, int lane) {
   const int slot = lease.slot_;
   lease.ring_ = nullptr;  // the slot now belongs to the job, released after its reduction
   StagingBuffer* buffer;
@@ -117,7 +132,7 @@ StagingRing::Submission StagingRing::Submit(Lease lease, std::vector<CopySpan> s
     bytes_staged_ += bytes;
     bytes_packed_ += packed;
   }
-  jobs_.push_back(Job{slot, std::move(started), std::move(reduction)});
+  jobs_[static_cast<size_t>(lane)].push_back(Job{slot, std::move(started), std::move(reduction)});
   return submission;
 }
 
@@ -153,18 +168,19 @@ uint64_t StagingRing::bytes_packed() const {
   return bytes_packed_;
 }
 
-void StagingRing::RunReductions() {
-  const absl::Status bound = engine_->BindThread();
+void StagingRing::RunReductions(int lane) {
+  const absl::Status bound = engine_->BindThread(lane);
   while (true) {
     Job job;
     StagingBuffer* buffer;
     bool cancelled;
     {
       MutexLock lock(&mu_);
-      mu_.Await([&] { return stopping_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // stopping, and every submitted job has been answered
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
+      std::deque<Job>& jobs = jobs_[static_cast<size_t>(lane)];
+      mu_.Await([&] { return stopping_ || !jobs.empty(); });
+      if (jobs.empty()) return;  // stopping, and every job submitted here has been answered
+      job = std::move(jobs.front());
+      jobs.pop_front();
       buffer = buffers_[job.slot].get();
       cancelled = stopping_;
     }

@@ -3,16 +3,18 @@
 // caller lists a batch's spans (straight from the received updates, or packed into the
 // slot's host memory), their copy to the device starts at once on the engine's copy
 // queue, and the reduction runs on the ring's compute thread as soon as that copy is
-// done, after every reduction submitted before it. So copying batch k and reducing batch
-// k-1 overlap, and the reductions keep the order of submission. The caller waits only for
-// the copy (WaitRead), never for a reduction, before it frees the updates.
+// done, after every reduction submitted before it on its lane. So copying batch k and
+// reducing batch k-1 overlap. A ring has `lanes` compute threads (for cuda, each with a
+// stream of its own), so several reductions run at once; an accumulator's batches all go
+// to one lane (AssignLane), so they keep their order. The caller waits only for the copy
+// (WaitRead), never for a reduction, before it frees the updates.
 //   back pressure  Acquire blocks while every slot is packed, copying or reducing;
 //   failures       a copy that fails (or cannot start) skips its reduction: the reduction's
 //                  callback receives the error instead of the data, in its turn;
 //   shutdown       the destructor wakes every waiting Acquire (CANCELLED) and waits for it
 //                  to return, cancels the reductions not yet started (their callbacks
-//                  receive CANCELLED once their copies are done), lets the running one
-//                  finish and joins the compute thread. No lease may outlive the ring.
+//                  receive CANCELLED once their copies are done), lets the running ones
+//                  finish and joins the compute threads. No lease may outlive the ring.
 // Slots are allocated on first use, so an idle ring holds no memory. One ring serves every
 // accumulator of a backend on one device; it is thread-safe.
 #ifndef FEDAGG_PORTABLE_STAGING_RING_H_
@@ -37,6 +39,8 @@ namespace fedagg::portable {
 struct StagingRingOptions {
   int slots = 4;
   size_t slot_bytes = size_t{64} << 20;
+  // Reductions that may run at once, one compute thread each; at least 1.
+  int lanes = 1;
   int device = 0;  // the device the engine copies to, for metric labels
 };
 
@@ -78,13 +82,15 @@ class StagingRing final : public StagingRingStats {
   StagingRing(const StagingRing&) = delete;
   StagingRing& operator=(const StagingRing&) = delete;
 
+  // The lane for a new accumulator's batches: the lanes in turn.
+  int AssignLane();
   // A free slot, waiting while none is (back pressure). RESOURCE_EXHAUSTED when the first
   // slot cannot be allocated; CANCELLED once the ring is shutting down.
   absl::StatusOr<Lease> Acquire();
-  // Starts copying `spans` to the lease's device memory and queues `reduction` after every
-  // reduction submitted before. Never waits for the device. The spans' memory must stay
-  // unchanged until WaitRead(the submission) returns.
-  Submission Submit(Lease lease, std::vector<CopySpan> spans, Reduction reduction);
+  // Starts copying `spans` to the lease's device memory and queues `reduction` on `lane`
+  // (from AssignLane), after every reduction submitted there before. Never waits for the
+  // device. The spans' memory must stay unchanged until WaitRead(the submission) returns.
+  Submission Submit(Lease lease, std::vector<CopySpan> spans, Reduction reduction, int lane = 0);
   // Waits until the submission's copy no longer reads its spans' memory (done or failed;
   // its reduction hears of a failure). Never waits for a reduction.
   void WaitRead(const Submission& submission);
@@ -108,7 +114,7 @@ class StagingRing final : public StagingRingStats {
   };
   absl::StatusOr<Lease> AcquireSlot();
   void Release(int slot);
-  void RunReductions();
+  void RunReductions(int lane);
 
   const StagingRingOptions options_;
   std::unique_ptr<CopyEngine> engine_;
@@ -117,14 +123,15 @@ class StagingRing final : public StagingRingStats {
   std::vector<int> free_ ABSL_GUARDED_BY(mu_);                                // their free ones
   int allocating_ ABSL_GUARDED_BY(mu_) = 0;  // slots being allocated outside the lock
   bool growth_failed_ ABSL_GUARDED_BY(mu_) = false;  // an allocation failed: keep the slots there are
-  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::deque<Job>> jobs_ ABSL_GUARDED_BY(mu_);  // per lane
+  int next_lane_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int acquiring_ ABSL_GUARDED_BY(mu_) = 0;  // callers inside Acquire
   uint64_t bytes_staged_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_packed_ ABSL_GUARDED_BY(mu_) = 0;  // of those, copied from the slots' host memory
   Histogram copy_seconds_;
   Histogram reduce_seconds_;
-  std::thread compute_;
+  std::vector<std::thread> compute_;  // one per lane
 };
 
 }  // namespace fedagg::portable

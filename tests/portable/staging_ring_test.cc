@@ -62,7 +62,7 @@ class FaultyEngine final : public CopyEngine {
     if (copy_number_[&buffer] == fail_wait_of_copy) return absl::DataLossError("copy failed (test)");
     return copied;
   }
-  absl::Status BindThread() override { return absl::OkStatus(); }
+  absl::Status BindThread(int) override { return absl::OkStatus(); }
 
  private:
   CpuCopyEngine cpu_;
@@ -77,20 +77,23 @@ void WaitIdle(const StagingRing& ring) {
   while (ring.slots_in_use() > 0) std::this_thread::yield();
 }
 
-StagingRingOptions Options(int slots, size_t slot_bytes = 4096) {
+StagingRingOptions Options(int slots, size_t slot_bytes = 4096, int lanes = 1) {
   StagingRingOptions options;
   options.slots = slots;
   options.slot_bytes = slot_bytes;
+  options.lanes = lanes;
   return options;
 }
 
-// Submits a slot holding `value` in every byte of its first `bytes`, packed in its host memory.
-void SubmitFilled(StagingRing& ring, unsigned char value, size_t bytes, StagingRing::Reduction reduction) {
+// Submits a slot holding `value` in every byte of its first `bytes`, packed in its host
+// memory, for reduction on `lane`.
+void SubmitFilled(StagingRing& ring, unsigned char value, size_t bytes, StagingRing::Reduction reduction,
+                  int lane = 0) {
   absl::StatusOr<StagingRing::Lease> lease = ring.Acquire();
   ASSERT_TRUE(lease.ok()) << lease.status();
   void* host = lease->host();
   std::memset(host, value, bytes);
-  ring.Submit(*std::move(lease), {CopySpan{host, 0, bytes}}, std::move(reduction));
+  ring.Submit(*std::move(lease), {CopySpan{host, 0, bytes}}, std::move(reduction), lane);
 }
 
 TEST(StagingRingTest, ReductionsRunInSubmissionOrderOnTheirOwnCopiedBytes) {
@@ -159,6 +162,51 @@ TEST(StagingRingTest, SpansFromTheCallersMemoryAreReadBeforeWaitReadReturns) {
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(ring.bytes_staged(), kBatches * 1024u);
   EXPECT_EQ(ring.bytes_packed(), kBatches * 24u);
+  WaitIdle(ring);
+}
+
+// Lanes: the lanes are assigned in turn; a reduction held on one lane does not hold the
+// others back, and each lane reduces its own batches in the order they were submitted.
+TEST(StagingRingTest, EachLaneReducesInOrderAndALaneHeldUpHoldsNoOtherBack) {
+  constexpr int kLanes = 3, kBatchesPerLane = 40;
+  StagingRing ring(std::make_unique<CpuCopyEngine>(), Options(8, 4096, kLanes));
+  EXPECT_EQ(ring.AssignLane(), 0);
+  EXPECT_EQ(ring.AssignLane(), 1);
+  EXPECT_EQ(ring.AssignLane(), 2);
+  EXPECT_EQ(ring.AssignLane(), 0);
+  Gate held;  // lane 0's first reduction waits here
+  Mutex mu;
+  std::vector<std::vector<int>> seen(kLanes);
+  SubmitFilled(ring, 0, 16, [&](absl::StatusOr<const void*>) {
+    held.Wait();
+    MutexLock lock(&mu);
+    seen[0].push_back(0);
+  }, 0);
+  for (int b = 0; b < kBatchesPerLane; ++b) {
+    for (int lane = 1; lane < kLanes; ++lane) {
+      SubmitFilled(ring, static_cast<unsigned char>(b), 16, [&, lane, b](absl::StatusOr<const void*> data) {
+        ASSERT_TRUE(data.ok()) << data.status();
+        EXPECT_EQ(*static_cast<const unsigned char*>(*data), static_cast<unsigned char>(b));
+        MutexLock lock(&mu);
+        seen[lane].push_back(b);
+      }, lane);
+    }
+  }
+  {
+    MutexLock lock(&mu);
+    mu.Await([&] {
+      return seen[1].size() == kBatchesPerLane && seen[2].size() == kBatchesPerLane;
+    });  // while lane 0 is held
+    EXPECT_TRUE(seen[0].empty());
+  }
+  held.Open();
+  {
+    MutexLock lock(&mu);
+    mu.Await([&] { return seen[0].size() == 1; });
+  }
+  for (int lane = 1; lane < kLanes; ++lane) {
+    for (int b = 0; b < kBatchesPerLane; ++b) EXPECT_EQ(seen[lane][b], b) << "lane " << lane << " out of order";
+  }
   WaitIdle(ring);
 }
 
