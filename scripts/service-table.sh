@@ -38,6 +38,9 @@ for arg in "$@"; do
   esac
 done
 LOGS=$(mktemp -d /tmp/fedagg-service-table.XXXXXX)
+# The thrust-omp backend's OpenMP threads otherwise spin between reductions on the cores
+# gRPC needs (docs/OPERATIONS.md); the other backends do not use OpenMP.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 PROFILER=""
 if [ -n "$PROFILES" ]; then
   for candidate in "$BIN/../profiler/libprofiler.so.0" /usr/lib/x86_64-linux-gnu/libprofiler.so.0; do

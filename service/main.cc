@@ -8,10 +8,12 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
 #include "absl/flags/parse.h"
+#include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
@@ -45,6 +47,13 @@ int main(int argc, char** argv) {
   absl::StatusOr<fedagg::BackendChoice> backend = fedagg::ChooseBackendFromFlags();
   if (!backend.ok()) return Refuse(backend.status());
   std::printf("fedagg-server: reduction backend %s\n", backend->reason.c_str());
+  // OpenMP reads its wait policy once, when its library loads: only the environment can set it.
+  const char* omp_wait_policy = std::getenv("OMP_WAIT_POLICY");
+  if (backend->backend->name() == "thrust-omp" &&
+      (omp_wait_policy == nullptr || !absl::EqualsIgnoreCase(omp_wait_policy, "passive"))) {
+    std::printf("fedagg-server: thrust-omp: OpenMP's threads spin between reductions on the cores gRPC receives on; "
+                "start the server with OMP_WAIT_POLICY=passive (docs/OPERATIONS.md)\n");
+  }
 
   fedagg::ServerConfig config;
   config.backend = backend->backend;
