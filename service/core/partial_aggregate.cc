@@ -32,10 +32,10 @@ absl::Status PartialAggregate::AccumulateBatch(absl::Span<const UpdateView> upda
                           absl::StrCat("update ", i, " of the batch: ", status.message()));
     }
   }
-  return AddValidated(updates);
+  return AccumulateValidatedBatch(updates);
 }
 
-absl::Status PartialAggregate::AddValidated(absl::Span<const UpdateView> updates) {
+absl::Status PartialAggregate::AccumulateValidatedBatch(absl::Span<const UpdateView> updates) {
   if (updates.empty()) return absl::OkStatus();
   std::vector<double> weights(updates.size());
   for (size_t i = 0; i < updates.size(); ++i) weights[i] = updates[i].weight.value_or(1.0);

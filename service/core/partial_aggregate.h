@@ -49,6 +49,10 @@ class PartialAggregate {
   // failure (RESOURCE_EXHAUSTED for device memory) leaves the state unspecified: the
   // owner must discard this partial aggregate.
   absl::Status AccumulateBatch(absl::Span<const UpdateView> updates);
+  // The same for updates the caller has already validated against this spec
+  // (ValidateUpdate), each of them: an owner that validates every update before it counts
+  // it (Aggregation) spares a second pass over every index. Backend failures as above.
+  absl::Status AccumulateValidatedBatch(absl::Span<const UpdateView> updates);
   // FAILED_PRECONDITION when `other` was built for a different spec or by another
   // backend; nothing changes then. Backend failures as for AccumulateBatch.
   absl::Status MergeWith(const PartialAggregate& other);
@@ -78,8 +82,6 @@ class PartialAggregate {
   const AccumulatorFactory& backend() const { return *backend_; }
 
  private:
-  absl::Status AddValidated(absl::Span<const UpdateView> updates);
-
   std::shared_ptr<const ReductionSpec> spec_;
   const AccumulatorFactory* backend_;
   std::vector<std::unique_ptr<FieldAccumulator>> fields_;

@@ -114,9 +114,10 @@ void BatchReducer::DrainQueue() {
 
 void BatchReducer::ReduceBatch(std::vector<UpdateBuffer>& batch) {
   if (batch.empty()) return;
-  // Every update was validated before it was counted, so this fails only for lack of
-  // backend resources (device memory: RESOURCE_EXHAUSTED) or on a bug. After a failure
-  // the partial is unspecified: later batches are dropped and the aggregation fails.
+  // Every update was validated before it was counted (so it is not validated again here),
+  // and this fails only for lack of backend resources (device memory: RESOURCE_EXHAUSTED)
+  // or on a bug. After a failure the partial is unspecified: later batches are dropped and
+  // the aggregation fails.
   if (!error_.ok()) {
     batch.clear();
     return;
@@ -125,7 +126,7 @@ void BatchReducer::ReduceBatch(std::vector<UpdateBuffer>& batch) {
   views.reserve(batch.size());
   for (const UpdateBuffer& buffer : batch) views.push_back(buffer.view());
   const absl::Time start = absl::Now();
-  error_.Update(partial_.AccumulateBatch(views));
+  error_.Update(partial_.AccumulateValidatedBatch(views));
   if (options_.on_batch_reduced) options_.on_batch_reduced(absl::Now() - start, batch.size());
   batch.clear();  // releases the updates' memory (and their share of the ingest window)
   AccountMemory();

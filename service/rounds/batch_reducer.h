@@ -67,8 +67,8 @@ class BatchReducer : public std::enable_shared_from_this<BatchReducer> {
   // aggregation without a server).
   static ThreadPool& DefaultReductionWorkers();
 
-  // Adds a counted update to the pending batch; a full batch is queued for reduction.
-  // Never waits for a reduction.
+  // Adds a counted update, validated against the spec (ValidateUpdate), to the pending
+  // batch; a full batch is queued for reduction. Never waits for a reduction.
   void Add(UpdateBuffer update);
   // Queues the pending batch now, whatever its size: it is older than the flush interval,
   // or the ingest window is full and new updates wait for the bytes it holds.
