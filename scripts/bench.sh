@@ -19,9 +19,10 @@
 # Options starting with --benchmark_ go to the core benchmark, --peers_service_* (without
 # the prefix, e.g. --peers_service_quick, --peers_service_clients=100,1000) to the peers
 # as services, --peers_* (without the prefix) to the peer comparison, the others to
-# bench/service_bench.sh (its header lists them). The default run takes about 31 minutes
-# on 2 cores (--repeat=2: 25; the peers as services take 11 of them). Run it on an
-# otherwise idle machine.
+# bench/service_bench.sh (its header lists them). The default run took about 20 minutes on
+# 2 cores before the peers as services were added, and they took 11 on their own
+# (bench/peers_service_bench.sh, 2026-11-27): about 31 in all, not yet timed as one run.
+# Run it on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
