@@ -140,7 +140,6 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
     server->context_->ingest_window = server->ingest_window_.get();
   }
   server->context_->stream_limiter = server->stream_limiter_.get();
-  server->context_->stall_timeout = config.stall_timeout;
   server->stall_sweeper_ = std::make_unique<StallSweeper>(config.stall_timeout);
   server->context_->stall_sweeper = server->stall_sweeper_.get();
   server->aggregation_service_ = std::make_unique<AggregationService>(*server->context_);

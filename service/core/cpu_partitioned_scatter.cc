@@ -230,7 +230,6 @@ void RunScatter<Acc>::ScatterBucket(int64_t bucket, std::vector<uint64_t>& touch
   }
 }
 
-
 // Scatters a run of ascending updates with no partition buffer: an update's entries in a
 // bucket are a contiguous range of it. Threads take groups of consecutive buckets; in a
 // group, each update's first entry is found by one binary search, and then bucket by

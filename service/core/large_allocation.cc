@@ -148,7 +148,8 @@ class MappingCache {
 LargeAllocation::LargeAllocation(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
   MappingCache& cache = MappingCache::Instance();
-  std::shared_ptr<HostMemoryPinner> pinner = cache.pinner();
+  // Only a buffer that could be a pinned mapping asks (the cache's lock, on every receiving thread).
+  std::shared_ptr<HostMemoryPinner> pinner = bytes >= kMinPinnedBytes ? cache.pinner() : nullptr;
   const bool huge = bytes >= kHugePageBytes;
   if (huge || (pinner != nullptr && bytes >= kMinPinnedBytes)) {
     const size_t mapped = RoundUp(bytes, huge ? kHugePageBytes : kPinnedGranule);

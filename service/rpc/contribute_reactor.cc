@@ -79,7 +79,8 @@ void ContributeReactor::EvictStalled() {
   assembler_.Abandon();
   phase_ = Phase::kIdle;
   service_.metrics.stalled_updates_evicted.Increment();
-  FinishWhenDrained(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, StalledUpdateMessage(aggregation_id, service_.stall_timeout)));
+  FinishWhenDrained(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                 StalledUpdateMessage(aggregation_id, service_.stall_sweeper->timeout())));
 }
 
 void ContributeReactor::ContinueReading() {

@@ -35,10 +35,9 @@ struct ServiceContext {
   IngestWindow* ingest_window = nullptr;
   // Open Contribute and Submit streams per caller identity; null: no limit.
   StreamLimiter* stream_limiter = nullptr;
-  // An update that receives no message for this long is discarded and its stream ended
-  // with DEADLINE_EXCEEDED; zero: never. The sweeper checks the streams' watches (null:
-  // none, never evicts).
-  absl::Duration stall_timeout = absl::ZeroDuration();
+  // Checks the streams' watches: an update that receives no message for its timeout
+  // (--stall_timeout) is discarded and its stream ended with DEADLINE_EXCEEDED; null, or a
+  // sweeper without a timeout: never.
   StallSweeper* stall_sweeper = nullptr;
 };
 

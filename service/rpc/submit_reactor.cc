@@ -119,7 +119,7 @@ void SubmitReactor::EvictStalled() {
   assembler_.Abandon();
   service_.metrics.stalled_updates_evicted.Increment();
   End(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                   StalledUpdateMessage(aggregation_id, service_.stall_timeout)));
+                   StalledUpdateMessage(aggregation_id, service_.stall_sweeper->timeout())));
 }
 
 void SubmitReactor::End(const grpc::Status& status) {
