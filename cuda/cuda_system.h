@@ -12,6 +12,7 @@
 #define FEDAGG_CUDA_CUDA_SYSTEM_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include <cuda_runtime_api.h>
 #include <thrust/system/cuda/error.h>
@@ -50,6 +51,9 @@ struct CudaSystem {
   template <typename T>
   using vector = thrust::cuda::vector<T>;
   static constexpr bool kHostMemory = false;  // its vectors are device memory
+  // Elements of a row one work item of an elementwise reduction covers: one, so that
+  // consecutive threads of a warp read consecutive elements.
+  static constexpr int64_t kElementsPerWorkItem = 1;
 
   // Thrust's policy on this thread's reduction stream, with stream-ordered temporaries
   // (the allocator lives as long as the thread; the policy refers to it).

@@ -6,6 +6,7 @@
 #define FEDAGG_PORTABLE_OMP_SYSTEM_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include <thrust/system/omp/execution_policy.h>
@@ -21,6 +22,10 @@ struct OmpSystem {
   template <typename T>
   using vector = thrust::omp::vector<T>;
   static constexpr bool kHostMemory = true;  // its vectors are host memory
+  // Elements of a row one work item of an elementwise reduction covers: a thread loops
+  // over a run of them, vectorised (one element per item would spend more on the item's
+  // index arithmetic than on the add).
+  static constexpr int64_t kElementsPerWorkItem = 64;
 
   static auto policy() { return thrust::omp::par; }
   static void ToDevice(void* dst, const void* src, size_t bytes) {

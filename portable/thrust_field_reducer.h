@@ -5,6 +5,8 @@
 // bounds-checked on the host by batch_packer.h, copied by the staging ring).
 //   dense    [B, C] part of a batch: one pass per column over the B rows (each input byte
 //            read once), sum / weighted sum / max / min, float16 and bfloat16 decoded in place;
+//            a work item takes a run of System::kElementsPerWorkItem columns (a GPU thread
+//            one, a CPU thread a vectorised run), the scatter's segments runs of elements;
 //   scatter  sparse_sum / sparse_mean / sparse_weighted_mean / row_sparse_*: into a
 //            floating-point accumulator with rows of one element, the batch as a CSR
 //            matrix and the system's SpMV (csr_scatter.h, whose Applies() is the rule);
@@ -80,30 +82,55 @@ struct Combine {
   }
 };
 
-// acc[j] op= in[r][j] for every row r of a [rows, columns] batch, in row order.
-template <ReducerOp kOp, typename Acc, typename In>
-struct DenseColumn {
+// A run length known at compile time.
+template <int64_t kN>
+struct FixedLength {
+  FEDAGG_HOST_DEVICE constexpr operator int64_t() const { return kN; }
+};
+
+// Runs body(n) for a run of n elements, n at most kRun: with n a FixedLength when the run
+// is whole, so that a CPU thread's loop over it vectorises.
+template <int64_t kRun, typename Body>
+FEDAGG_HOST_DEVICE void ForRun(int64_t n, Body&& body) {
+  if (n == kRun) {
+    body(FixedLength<kRun>{});
+  } else {
+    body(n);
+  }
+}
+
+// Columns [t * kRun, t * kRun + kRun) of a [rows, columns] batch: acc[j] op= in[r][j] for
+// every row r, in row order (each column's arithmetic is the same whatever kRun is).
+template <ReducerOp kOp, typename Acc, typename In, int64_t kRun>
+struct DenseColumns {
   Acc* acc;
   const In* in;
   const Acc* weights;
   int64_t rows;
   int64_t columns;
 
-  FEDAGG_HOST_DEVICE void operator()(int64_t j) const {
-    Acc running = acc[j];
-    for (int64_t r = 0; r < rows; ++r) {
-      const Acc x = Widen<Acc>(in[r * columns + j]);
-      if constexpr (kOp == ReducerOp::kWeightedSum) {
-        running += weights[r] * x;
-      } else if constexpr (kOp == ReducerOp::kMax) {
-        running = Extreme<true>(running, x);
-      } else if constexpr (kOp == ReducerOp::kMin) {
-        running = Extreme<false>(running, x);
-      } else {
-        running = Add(running, x);
+  FEDAGG_HOST_DEVICE void operator()(int64_t t) const {
+    const int64_t first = t * kRun;
+    ForRun<kRun>(columns - first < kRun ? columns - first : kRun, [&](auto n) {
+      Acc running[kRun];
+      for (int64_t i = 0; i < n; ++i) running[i] = acc[first + i];
+      for (int64_t r = 0; r < rows; ++r) {
+        const In* row = in + r * columns + first;
+        for (int64_t i = 0; i < n; ++i) {
+          const Acc x = Widen<Acc>(row[i]);
+          if constexpr (kOp == ReducerOp::kWeightedSum) {
+            running[i] += weights[r] * x;
+          } else if constexpr (kOp == ReducerOp::kMax) {
+            running[i] = Extreme<true>(running[i], x);
+          } else if constexpr (kOp == ReducerOp::kMin) {
+            running[i] = Extreme<false>(running[i], x);
+          } else {
+            running[i] = Add(running[i], x);
+          }
+        }
       }
-    }
-    acc[j] = running;
+      for (int64_t i = 0; i < n; ++i) acc[first + i] = running[i];
+    });
   }
 };
 
@@ -112,12 +139,20 @@ struct CastTo {
   FEDAGG_HOST_DEVICE Acc operator()(double x) const { return static_cast<Acc>(x); }
 };
 
-// Segment u of the sorted entries holds every entry of row rows[u]; element e of that
-// row gets the entries' values added in batch order (the sort was stable).
-template <bool kWeighted, typename Acc, typename In>
+// Segment u of the sorted entries holds every entry of row rows[u]. Work item t covers
+// elements [r * kRun, r * kRun + kRun) of segment u = t / runs_per_row (r = t % runs_per_row);
+// each element gets the entries' values added in batch order (the sort was stable), the
+// same arithmetic whatever kRun is.
+template <bool kWeighted, typename Acc, typename In, int64_t kRun>
 struct ScatterSegment {
+  // A CPU thread takes consecutive work items: it prefetches the table run of the item this
+  // far ahead, a cache miss otherwise that takes longer than the adds of a run.
+  static constexpr int64_t kPrefetchItems = 8;
+
   Acc* table;
   int64_t width;
+  int64_t runs_per_row;
+  int64_t items;           // segments * runs_per_row
   const int64_t* rows;
   const int64_t* starts;
   const int64_t* lengths;
@@ -127,20 +162,34 @@ struct ScatterSegment {
   const Acc* weights;      // per update
 
   FEDAGG_HOST_DEVICE void operator()(int64_t t) const {
-    const int64_t u = t / width;
-    const int64_t e = t % width;
-    Acc* target = table + rows[u] * width + e;
-    Acc running = *target;
-    for (int64_t k = starts[u]; k < starts[u] + lengths[u]; ++k) {
-      const int64_t entry = order[k];
-      const Acc x = Widen<Acc>(values[entry * width + e]);
-      if constexpr (kWeighted) {
-        running += weights[update[entry]] * x;
-      } else {
-        running = Add(running, x);
-      }
+#if !defined(__CUDA_ARCH__)
+    // Written out here: GCC drops a prefetch in a callee it finds free of side effects.
+    if (t + kPrefetchItems < items) {
+      const int64_t ahead = (t + kPrefetchItems) / runs_per_row;
+      const int64_t ahead_first = (t + kPrefetchItems - ahead * runs_per_row) * kRun;
+      const int64_t ahead_bytes = (width - ahead_first < kRun ? width - ahead_first : kRun) * sizeof(Acc);
+      const char* run = reinterpret_cast<const char*>(table + rows[ahead] * width + ahead_first);
+      for (int64_t offset = 0; offset < ahead_bytes; offset += 64) __builtin_prefetch(run + offset, 1);
     }
-    *target = running;
+#endif
+    const int64_t u = t / runs_per_row;
+    const int64_t first = (t - u * runs_per_row) * kRun;
+    Acc* target = table + rows[u] * width + first;
+    ForRun<kRun>(width - first < kRun ? width - first : kRun, [&](auto n) {
+      Acc running[kRun];
+      for (int64_t i = 0; i < n; ++i) running[i] = target[i];
+      for (int64_t k = starts[u]; k < starts[u] + lengths[u]; ++k) {
+        const int64_t entry = order[k];
+        const In* x = values + entry * width + first;
+        if constexpr (kWeighted) {
+          const Acc weight = weights[update[entry]];
+          for (int64_t i = 0; i < n; ++i) running[i] += weight * Widen<Acc>(x[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i) running[i] = Add(running[i], Widen<Acc>(x[i]));
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) target[i] = running[i];
+    });
   }
 };
 
@@ -234,6 +283,10 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     }
   }
 
+  // Elements of a row one work item of the dense and scatter reductions covers.
+  static constexpr int64_t kRun = System::kElementsPerWorkItem;
+  static constexpr int64_t RunsOf(int64_t elements) { return (elements + kRun - 1) / kRun; }
+
   template <typename T>
   static uint64_t Bytes(const Vec<T>& v) {
     return static_cast<uint64_t>(v.capacity()) * sizeof(T);
@@ -324,9 +377,9 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
   template <ReducerOp kOp, typename In>
   Outcome DenseRun(const In* in, const StagedBatch& batch) {
     thrust::for_each(System::policy(), thrust::counting_iterator<int64_t>(0),
-                     thrust::counting_iterator<int64_t>(batch.columns),
-                     functors::DenseColumn<kOp, Acc, In>{Raw(acc_) + batch.column_begin, in, Raw(acc_weights_),
-                                                         batch.updates, batch.columns});
+                     thrust::counting_iterator<int64_t>(RunsOf(batch.columns)),
+                     functors::DenseColumns<kOp, Acc, In, kRun>{Raw(acc_) + batch.column_begin, in,
+                                                                Raw(acc_weights_), batch.updates, batch.columns});
     return Outcome{};
   }
 
@@ -365,16 +418,18 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     thrust::exclusive_scan(System::policy(), segment_lengths_.begin(),
                            segment_lengths_.begin() + segments, segment_starts_.begin());
     const int64_t width = spec_.row_width;
+    const int64_t runs_per_row = RunsOf(width);
+    const int64_t items = segments * runs_per_row;
     const thrust::counting_iterator<int64_t> first(0);
     if (spec_.op == ReducerOp::kWeightedSum) {
-      thrust::for_each(System::policy(), first, first + segments * width,
-                       functors::ScatterSegment<true, Acc, In>{
-                           Raw(acc_), width, Raw(segment_rows_), Raw(segment_starts_),
+      thrust::for_each(System::policy(), first, first + items,
+                       functors::ScatterSegment<true, Acc, In, kRun>{
+                           Raw(acc_), width, runs_per_row, items, Raw(segment_rows_), Raw(segment_starts_),
                            Raw(segment_lengths_), Raw(order_), batch.entry_update, values, Raw(acc_weights_)});
     } else {
-      thrust::for_each(System::policy(), first, first + segments * width,
-                       functors::ScatterSegment<false, Acc, In>{
-                           Raw(acc_), width, Raw(segment_rows_), Raw(segment_starts_),
+      thrust::for_each(System::policy(), first, first + items,
+                       functors::ScatterSegment<false, Acc, In, kRun>{
+                           Raw(acc_), width, runs_per_row, items, Raw(segment_rows_), Raw(segment_starts_),
                            Raw(segment_lengths_), Raw(order_), batch.entry_update, values, Raw(acc_weights_)});
     }
     if (spec_.keeps_counts || spec_.keeps_weight_sums) {

@@ -54,12 +54,14 @@ struct ThrustOmpUnderTest {
   static absl::StatusOr<const AccumulatorFactory*> Get() { return &ThrustOmpBackend({}, kDevices); }
 };
 // Staging slots so small that every batch goes in parts: dense batches cut by rows and
-// columns, sparse updates cut between runs of one index (portable/batch_packer.h).
+// columns (a float64 row of the dense case, 2,680 bytes, does not fit one), sparse updates
+// cut between runs of one index (a slot holds three float64 rows of the row-sparse case's
+// table; portable/batch_packer.h).
 struct ThrustOmpTinySlotsUnderTest {
   static absl::StatusOr<const AccumulatorFactory*> Get() {
     portable::StagingRingOptions staging;
     staging.slots = 2;
-    staging.slot_bytes = 1536;
+    staging.slot_bytes = 3072;
     return &ThrustOmpBackend(staging);
   }
 };
