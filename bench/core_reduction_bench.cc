@@ -1,7 +1,8 @@
 // Micro-benchmarks of the CPU backend's reductions, each next to a memory-bandwidth
 // baseline over the same bytes, so the ratio to the machine's limit is printed at the end;
 // the sparse family is also set beside a scatter baseline (the fastest plain scatter of
-// the same COO batch into a dense table).
+// the same COO batch into a dense table). Beside them, the checksum every received update
+// pays (BM_Crc32cReceive), on one thread, as the receive path runs it.
 // Every benchmark first checks one batch against the reference reduction and fails
 // (SkipWithError) if the result is wrong.
 #include <benchmark/benchmark.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -16,6 +18,7 @@
 
 #include "absl/strings/str_format.h"
 #include "service/core/cpu_kernels.h"
+#include "service/core/crc32c.h"
 #include "service/core/partial_aggregate.h"
 #include "service/core/reference_reducer.h"
 #include "service/core/thread_pool.h"
@@ -202,6 +205,28 @@ void BM_RowSparseSumColdRows(benchmark::State& s) {
   RunReduction(s, Intrinsic::kRowSparseSum, {1 << 20, 64}, 1000, 48);
 }
 
+// CRC-32C over a 16 MiB update in pieces of `state.range(0)` bytes, each piece checksummed
+// right after it was copied into the update's buffer (update_assembler.cc): one thread, the
+// piece in cache.
+void BM_Crc32cReceive(benchmark::State& state) {
+  const size_t piece = static_cast<size_t>(state.range(0));
+  const Batch batch = MakeBatch(Encoding::kDense, 1, kDenseElements, 0, false, 1);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(batch.values[0].data());
+  const size_t total = batch.values[0].size() * sizeof(float);
+  std::vector<unsigned char> buffer(total);
+  for (auto _ : state) {
+    uint32_t crc = 0;
+    for (size_t at = 0; at < total; at += piece) {
+      const size_t n = std::min(piece, total - at);
+      std::memcpy(buffer.data() + at, bytes + at, n);
+      crc = Crc32cExtend(crc, buffer.data() + at, n);
+    }
+    benchmark::DoNotOptimize(crc);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(total));
+}
+
+BENCHMARK(BM_Crc32cReceive)->Arg(16 << 10)->Arg(1 << 20)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_BandwidthBaseline)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ScatterBaseline)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ScatterBaselineSorted)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -49,5 +49,28 @@ TEST(Crc32cTest, HardwareEqualsPortableOnEveryLengthAndAlignment) {
   }
 }
 
+// The hardware path joins three chains over blocks of 3 x 2,048 and 3 x 256 bytes: lengths
+// around those blocks, and long runs of them with what is left over.
+TEST(Crc32cTest, HardwareEqualsPortableAcrossItsBlocks) {
+  if (!HardwareAvailable()) GTEST_SKIP() << "this CPU has no CRC32 instruction; only the portable code runs";
+  std::mt19937 rng(11);
+  std::vector<unsigned char> bytes(70000);
+  for (unsigned char& b : bytes) b = static_cast<unsigned char>(rng());
+  for (size_t block : {size_t{768}, size_t{6144}}) {
+    for (size_t base : {block - 8, block, 2 * block, 2 * block + 768, 10 * block}) {
+      for (size_t extra = 0; extra < 17; ++extra) {
+        for (size_t offset : {size_t{0}, size_t{3}}) {
+          const size_t length = base + extra;
+          if (offset + length > bytes.size()) continue;
+          const uint32_t seed = static_cast<uint32_t>(rng());
+          ASSERT_EQ(ExtendHardware(seed, bytes.data() + offset, length),
+                    ExtendPortable(seed, bytes.data() + offset, length))
+              << "offset " << offset << ", length " << length;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fedagg
