@@ -235,7 +235,7 @@ BENCHMARK(BM_DenseWeightedMean)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark:
 BENCHMARK(BM_DenseMax)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SparseSum)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SparseSumColdTable)->Arg(1)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_SparseSumAscending)->Arg(1)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SparseSumAscending)->Arg(1)->Arg(3)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SparseMean)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SparseSumSparse)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RowSparseSum)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
