@@ -33,22 +33,7 @@ absl::StatusOr<BatchPacker::Plan> BatchPacker::MakePlan(const HostBatch& batch, 
     }
     return PlanDense(batch, slot_bytes);
   }
-  if (absl::Status indices = CheckIndices(batch); !indices.ok()) return indices;
   return PlanEntries(batch, slot_bytes);
-}
-
-absl::Status BatchPacker::CheckIndices(const HostBatch& batch) const {
-  for (int64_t u = 0; u < batch.updates; ++u) {
-    const int64_t* indices = batch.indices[u];
-    for (int64_t e = 0; e < batch.entries[u]; ++e) {
-      if (indices[e] < 0 || indices[e] >= spec_.rows) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "index ", indices[e], " of update ", u, " of the batch is outside the field's ", spec_.rows,
-            " rows; nothing of the batch was added"));
-      }
-    }
-  }
-  return absl::OkStatus();
 }
 
 BatchPacker::Plan BatchPacker::PlanDense(const HostBatch& batch, size_t slot_bytes) const {

@@ -14,8 +14,8 @@
 //            than a slot is cut into entry ranges after its entries are stably ordered by
 //            index on the host, and never inside a run of one index, so an update that
 //            repeats an index still counts once for it.
-// Plan checks every index against the field before anything is packed: an index outside
-// [0, rows) refuses the whole batch (INVALID_ARGUMENT) with nothing staged.
+// Indices are not read on the host (but to order an update cut into parts): the staged
+// reducer checks them against the field on the device (thrust_field_reducer.h).
 #ifndef FEDAGG_PORTABLE_BATCH_PACKER_H_
 #define FEDAGG_PORTABLE_BATCH_PACKER_H_
 
@@ -61,9 +61,8 @@ class BatchPacker {
 
   explicit BatchPacker(const ReducerSpec& spec) : spec_(spec) {}
 
-  // The parts of `batch` for slots of `slot_bytes`. INVALID_ARGUMENT for an index outside
-  // the field; RESOURCE_EXHAUSTED when one entry (or one run of an index) alone does not
-  // fit a slot, naming --staging_slot_mib.
+  // The parts of `batch` for slots of `slot_bytes`. RESOURCE_EXHAUSTED when one entry (or
+  // one run of an index) alone does not fit a slot, naming --staging_slot_mib.
   absl::StatusOr<Plan> MakePlan(const HostBatch& batch, size_t slot_bytes) const;
   // Lays `part` out for a slot (of at least the plan's slot_bytes): writes what must be
   // packed into `slot_host` (the slot's host memory), appends to `spans` what the copy
@@ -75,7 +74,6 @@ class BatchPacker {
 
  private:
   int64_t EntryWidth() const { return spec_.kind == ReducerKind::kScatter ? spec_.row_width : 1; }
-  absl::Status CheckIndices(const HostBatch& batch) const;
   Plan PlanDense(const HostBatch& batch, size_t slot_bytes) const;
   absl::StatusOr<Plan> PlanEntries(const HostBatch& batch, size_t slot_bytes) const;
 

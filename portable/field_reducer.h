@@ -68,8 +68,8 @@ struct HostBatch {
 // One batch (or a slot-sized part of one, see batch_packer.h) in the system's memory, as
 // the staging ring delivers it. kDense: the values of `updates` rows restricted to columns
 // [column_begin, column_begin + columns), row-major. kScatter / kUnion: `entries` entries,
-// update by update, each an index and row_width values; every index is already checked to
-// lie in [0, rows).
+// update by update, each an index and row_width values, the indices as the caller sent
+// them (the staged reducer checks them against [0, rows) before adding anything).
 struct StagedBatch {
   int64_t updates = 0;
   int64_t entries = 0;              // kScatter / kUnion
@@ -102,6 +102,7 @@ class StagedFieldReducer {
   using Accumulated = Acc;
   virtual ~StagedFieldReducer() = default;
 
+  // kInvalidArgument, with nothing added, when an entry's index lies outside [0, rows).
   virtual Outcome Accumulate(const StagedBatch& batch) = 0;
   // Adds a reducer of the same spec and system.
   virtual Outcome Merge(const StagedFieldReducer& other) = 0;
@@ -118,9 +119,12 @@ class FieldReducer {
  public:
   virtual ~FieldReducer() = default;
 
-  // Adds a batch. Indices outside [0, rows) are refused (kInvalidArgument) before any
-  // value is added, so the state is unchanged then. The reduction may finish after the
-  // call returns: a failure found then is returned by the next call (and every one after).
+  // Adds a batch. The reduction may finish after the call returns: a failure found then
+  // is returned by the next call (and every one after). Indices outside [0, rows) are
+  // such a failure (kInvalidArgument), found on the device before the part of the batch
+  // that holds them adds anything; a batch staged in several parts may have had earlier
+  // parts added, so the reducer is failed from then on. Callers validate indices first
+  // (fedagg's accumulators trust their input): this guards the device's memory.
   virtual Outcome Accumulate(const HostBatch& batch) = 0;
   // Adds a reducer of the same spec and system.
   virtual Outcome Merge(const FieldReducer& other) = 0;

@@ -7,13 +7,12 @@
 // one device's (byte-identical for exact arithmetic). MultiDeviceMakers composes the
 // makers: for one device it returns that device's makers as they are, no wrapper.
 //
-// Failures. A child's or the merger's Outcome is returned as it is. A batch refused with
-// kInvalidArgument (an index outside the field) leaves the state unchanged, as the
-// FieldReducer contract says, and the reducer goes on. Any other failure (of Accumulate,
-// Merge, Save, Load or the merger) leaves the children as the failing call left them —
-// part of a merge or of a batch may have been applied, once or not at all — so the
-// reducer is broken from then on: every later call returns that first failure, and no
-// Save reports a partial sum as OK. The aggregation then fails (docs/GPU.md "Failures").
+// Failures. A child's or the merger's Outcome is returned as it is. A failure (of
+// Accumulate — an index outside the field included —, Merge, Save, Load or the merger)
+// leaves the children as the failing call left them — part of a merge or of a batch may
+// have been applied, once or not at all — so the reducer is broken from then on: every
+// later call returns that first failure, and no Save reports a partial sum as OK. The
+// aggregation then fails (docs/GPU.md "Failures").
 // A child may reduce asynchronously and report a batch's failure at a later call or at
 // Save; that outcome is handled the same way when it arrives.
 // C++17, no Thrust, no Abseil.
@@ -43,9 +42,7 @@ class MultiDeviceReducer final : public FieldReducer<Acc> {
 
   Outcome Accumulate(const HostBatch& batch) override {
     if (!failure_.ok()) return failure_;
-    Outcome outcome = children_[routing_.Next(batch)]->Accumulate(batch);
-    if (outcome.code == Outcome::Code::kInvalidArgument) return outcome;  // refused, state unchanged
-    return Remember(std::move(outcome));
+    return Remember(children_[routing_.Next(batch)]->Accumulate(batch));
   }
 
   Outcome Merge(const FieldReducer<Acc>& other_base) override {

@@ -1,8 +1,9 @@
 // ThrustFieldReducer<System, Acc>: every reduction of the portable backends written once
 // with Thrust algorithms, for any Thrust system (System supplies its vector type, its
 // execution policy and host<->system copies: omp_system.h, cuda/cuda_system.h). Batches
-// arrive already in the system's memory, in the staging layout (StagedBatch, packed and
-// bounds-checked on the host by batch_packer.h, copied by the staging ring).
+// arrive already in the system's memory, in the staging layout (StagedBatch, laid out by
+// batch_packer.h, copied by the staging ring); the entries' indices are checked against
+// the field here, one pass on the system before anything is added.
 //   dense    [B, C] part of a batch: one pass per column over the B rows (each input byte
 //            read once), sum / weighted sum / max / min, float16 and bfloat16 decoded in place;
 //            a work item takes a run of System::kElementsPerWorkItem columns (a GPU thread
@@ -220,6 +221,12 @@ struct CountSegment {
   }
 };
 
+// Whether an index lies outside [0, rows).
+struct OutsideRows {
+  int64_t rows;
+  FEDAGG_HOST_DEVICE bool operator()(int64_t index) const { return index < 0 || index >= rows; }
+};
+
 // 1 where sorted position k starts a new (index, update) pair.
 struct NewContributor {
   const int64_t* keys;
@@ -383,12 +390,19 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     return Outcome{};
   }
 
-  // Entries are sorted by index (stably: batch order within an index); the packer has
-  // already checked every index against the field.
+  // Every index checked against the field first (nothing is added when one is outside),
+  // then the entries sorted by index (stably: batch order within an index).
   template <typename In>
   Outcome AccumulateEntries(const In* values, const StagedBatch& batch) {
     const int64_t total = batch.entries;
     if (total == 0) return Outcome{};
+    const int64_t outside = thrust::count_if(System::policy(), batch.indices, batch.indices + total,
+                                             functors::OutsideRows{spec_.rows});
+    if (outside > 0) {
+      return Outcome{Outcome::Code::kInvalidArgument,
+                     std::to_string(outside) + " of the batch's indices lie outside the field's " +
+                         std::to_string(spec_.rows) + " rows; nothing of the part of the batch that holds them was added"};
+    }
     if (CsrScatter<System, Acc>::Applies(spec_, batch.updates)) {
       return csr_.Add(CooBatch<In>{batch.indices, batch.entry_update, values, total, batch.updates, spec_.rows},
                       ScatterTargets<Acc>{Raw(acc_), spec_.keeps_counts ? Raw(counts_) : nullptr,

@@ -201,26 +201,6 @@ TEST(RingFieldReducerTest, AFailedReductionIsReturnedByEveryLaterCall) {
   EXPECT_EQ(fake->parts, 1) << "nothing was reduced after the failure";
 }
 
-TEST(RingFieldReducerTest, ARefusedBatchStagesNothingAndLeavesTheReducerUsable) {
-  StagingRing ring(std::make_unique<CpuCopyEngine>(), Slots(1 << 20));
-  ReducerSpec spec;
-  spec.kind = ReducerKind::kScatter;
-  spec.in = InType::kF32;
-  spec.rows = 10;
-  RingFieldReducer<double> reducer(ring, spec, std::make_unique<FakeDeviceReducer>(1));
-  const std::vector<int64_t> indices = {3, 10};
-  const std::vector<float> values = {1, 2};
-  const int64_t* index_ptr = indices.data();
-  const void* value_ptr = values.data();
-  const int64_t entries = 2;
-  const double weight = 1;
-  const Outcome refused = reducer.Accumulate(HostBatch{1, &index_ptr, &entries, &value_ptr, &weight});
-  EXPECT_EQ(refused.code, Outcome::Code::kInvalidArgument) << refused.message;
-  EXPECT_EQ(ring.bytes_staged(), 0u);
-  HostState<double> state;
-  EXPECT_TRUE(reducer.Save(&state).ok()) << "a refused batch must not poison the reducer";
-}
-
 TEST(RingFieldReducerTest, ABatchCutIntoPartsSumsAsAWholeOne) {
   constexpr int64_t kWidth = 30000;  // 120 KB rows: slots of 64 KiB cut them by columns
   StagingRing ring(std::make_unique<CpuCopyEngine>(), Slots(64 * 1024));
