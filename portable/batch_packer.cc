@@ -41,16 +41,17 @@ BatchPacker::Plan BatchPacker::PlanDense(const HostBatch& batch, size_t slot_byt
   const size_t value_bytes = InTypeBytes(spec_.in);
   const int64_t width = spec_.row_width;
   const size_t row_bytes = static_cast<size_t>(width) * value_bytes + sizeof(double);
-  // Rows per part: as many whole rows as fit; when not even one does, enough rows that a
-  // column range of each still spans a useful run of columns.
+  // Rows per part: as many of the batch's rows as fit whole; when not even one does, as
+  // many as leave each a run of at least kMinColumns columns, and the columns that fill
+  // the slot with those rows (a batch of few long rows goes in slot-sized parts).
   constexpr int64_t kMinColumns = 1024;
-  int64_t rows = static_cast<int64_t>(usable / row_bytes);
+  int64_t rows = std::min(static_cast<int64_t>(usable / row_bytes), batch.updates);
   int64_t columns = width;
   if (rows == 0) {
-    rows = std::max<int64_t>(1, static_cast<int64_t>(usable / (kMinColumns * value_bytes + sizeof(double))));
+    rows = std::clamp<int64_t>(static_cast<int64_t>(usable / (kMinColumns * value_bytes + sizeof(double))), 1,
+                               batch.updates);
     columns = static_cast<int64_t>((usable - rows * sizeof(double)) / (rows * value_bytes));
   }
-  rows = std::min(rows, batch.updates);
   Plan plan;
   for (int64_t r = 0; r < batch.updates; r += rows) {
     for (int64_t c = 0; c < width; c += columns) {
