@@ -9,7 +9,9 @@
 //               (cudaHostAlloc), the same bytes (PCIe / NVLink bandwidth);
 //   sparse      sparse_sum at 1% density through the cuda backend: float32 values take
 //               the CSR + cuSPARSE path, int32 values (same bytes, int64 accumulator)
-//               sort and segment (docs/GPU.md), with sorted and with shuffled indices.
+//               sort and segment (docs/GPU.md), with sorted and with shuffled indices;
+//               end to end (AccumulateBatch from host memory), and the kernels alone (the
+//               staged reducer on a batch already in device memory, in the staging layout).
 // Exits with status 77 and a message when there is no CUDA device. Run it on a GPU
 // machine (docs/GPU.md); figures go to docs/BENCHMARKS.md with the device named.
 #include <algorithm>
@@ -17,14 +19,17 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <cuda_runtime_api.h>
 
 #include "cuda/cuda_backend.h"
+#include "cuda/cuda_reducers.h"
 #include "cuda/cuda_resources.h"
 #include "cuda/cuda_status.h"
 #include "cuda/dense_sum_kernel.h"
@@ -81,9 +86,62 @@ absl::StatusOr<double> TimeBackendBatch(const std::shared_ptr<const ReductionSpe
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRepeats;
 }
 
+// A host array copied into device memory it owns.
+template <typename T>
+absl::StatusOr<DeviceMemory> OnDevice(const std::vector<T>& host) {
+  FEDAGG_ASSIGN_OR_RETURN(DeviceMemory device, AllocateDevice(host.size() * sizeof(T)));
+  FEDAGG_CUDA_RETURN_IF_ERROR(cudaMemcpy(device.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return device;
+}
+
+// Seconds per staged reduction (the kernels alone: no packing, no copy from the host) of
+// sparse_sum over `indices` (one vector per update) with values of 1 of type In, by the
+// reducer the cuda backend makes for it: Acc float takes CSR + cuSPARSE, int64 (int32
+// values) sort and segment. Each Accumulate returns once its kernels are done.
+template <typename Acc, typename In>
+absl::StatusOr<double> TimeStagedSparseSum(const std::vector<std::vector<int64_t>>& indices,
+                                           portable::StagedReducerMaker<Acc> make) {
+  std::vector<int64_t> all_indices, offsets = {0};
+  std::vector<int32_t> owners;
+  for (size_t u = 0; u < indices.size(); ++u) {
+    all_indices.insert(all_indices.end(), indices[u].begin(), indices[u].end());
+    owners.insert(owners.end(), indices[u].size(), static_cast<int32_t>(u));
+    offsets.push_back(static_cast<int64_t>(all_indices.size()));
+  }
+  const std::vector<In> values(all_indices.size(), In{1});
+  const std::vector<double> weights(indices.size(), 1.0);
+  FEDAGG_ASSIGN_OR_RETURN(DeviceMemory device_indices, OnDevice(all_indices));
+  FEDAGG_ASSIGN_OR_RETURN(DeviceMemory device_owners, OnDevice(owners));
+  FEDAGG_ASSIGN_OR_RETURN(DeviceMemory device_offsets, OnDevice(offsets));
+  FEDAGG_ASSIGN_OR_RETURN(DeviceMemory device_values, OnDevice(values));
+  FEDAGG_ASSIGN_OR_RETURN(DeviceMemory device_weights, OnDevice(weights));
+  portable::StagedBatch batch;
+  batch.updates = static_cast<int64_t>(indices.size());
+  batch.entries = static_cast<int64_t>(all_indices.size());
+  batch.values = device_values.get();
+  batch.indices = static_cast<const int64_t*>(device_indices.get());
+  batch.entry_update = static_cast<const int32_t*>(device_owners.get());
+  batch.update_offsets = static_cast<const int64_t*>(device_offsets.get());
+  batch.weights = static_cast<const double*>(device_weights.get());
+  portable::ReducerSpec spec;
+  spec.kind = portable::ReducerKind::kScatter;
+  spec.in = std::is_same_v<In, float> ? portable::InType::kF32 : portable::InType::kI32;
+  spec.rows = kColumns;
+  const std::unique_ptr<portable::StagedFieldReducer<Acc>> reducer = make(spec);
+  const auto accumulate = [&]() -> absl::Status {
+    const portable::Outcome outcome = reducer->Accumulate(batch);
+    return outcome.ok() ? absl::OkStatus() : absl::InternalError(outcome.message);
+  };
+  FEDAGG_RETURN_IF_ERROR(accumulate());  // allocates the accumulator and the work arrays
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRepeats; ++i) FEDAGG_RETURN_IF_ERROR(accumulate());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRepeats;
+}
+
 // sparse_sum of kRows updates, each touching 1% of kColumns coordinates, through the
 // two paths of the dense-result sparse family: float32 (CSR + cuSPARSE) and int32 (sort
-// and segment); the figures include packing into the staging ring and its copies.
+// and segment): end to end, with packing into the staging ring and its copies, and the
+// kernels alone.
 absl::Status SparseSum() {
   constexpr int64_t kTouched = kColumns / 100;
   std::mt19937_64 rng(1);
@@ -117,6 +175,14 @@ absl::Status SparseSum() {
     std::printf("  %-8s indices: float32 CSR + cuSPARSE %8.3f ms, int32 sort and segment %8.3f ms (%.2fx)\n",
                 indices == &sorted ? "sorted" : "shuffled", 1e3 * seconds[0], 1e3 * seconds[1],
                 seconds[1] / seconds[0]);
+  }
+  std::printf("the kernels alone (the batch already on the device, staged):\n");
+  const portable::StagedReducerMakers makers = CudaReducerMakers();
+  for (const auto* indices : {&sorted, &shuffled}) {
+    FEDAGG_ASSIGN_OR_RETURN(const double csr, (TimeStagedSparseSum<float, float>(*indices, makers.f32)));
+    FEDAGG_ASSIGN_OR_RETURN(const double sort, (TimeStagedSparseSum<int64_t, int32_t>(*indices, makers.i64)));
+    std::printf("  %-8s indices: float32 CSR + cuSPARSE %8.3f ms, int32 sort and segment %8.3f ms (%.2fx; goal 3x)\n",
+                indices == &sorted ? "sorted" : "shuffled", 1e3 * csr, 1e3 * sort, sort / csr);
   }
   return absl::OkStatus();
 }
