@@ -7,7 +7,8 @@
 //   dense    [B, C] part of a batch: one pass per column over the B rows (each input byte
 //            read once), sum / weighted sum / max / min, float16 and bfloat16 decoded in place;
 //            a work item takes a run of System::kElementsPerWorkItem columns (a GPU thread
-//            one, a CPU thread a vectorised run), the scatter's segments runs of elements;
+//            one, a CPU thread a vectorised run; the scatter's work items likewise take
+//            runs of a row's elements);
 //   scatter  sparse_sum / sparse_mean / sparse_weighted_mean / row_sparse_*: into a
 //            floating-point accumulator with rows of one element, the batch as a CSR
 //            matrix and the system's SpMV (csr_scatter.h, whose Applies() is the rule);
