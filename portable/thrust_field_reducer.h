@@ -90,14 +90,15 @@ struct FixedLength {
   FEDAGG_HOST_DEVICE constexpr operator int64_t() const { return kN; }
 };
 
-// Runs body(n) for a run of n elements, n at most kRun: with n a FixedLength when the run
-// is whole, so that a CPU thread's loop over it vectorises.
+// Runs body(n) for the run of n = min(remaining, kRun) elements that starts a row's
+// `remaining` ones: with n a FixedLength when the run is whole, so that a CPU thread's
+// loop over it vectorises.
 template <int64_t kRun, typename Body>
-FEDAGG_HOST_DEVICE void ForRun(int64_t n, Body&& body) {
-  if (n == kRun) {
+FEDAGG_HOST_DEVICE void ForRun(int64_t remaining, Body&& body) {
+  if (remaining >= kRun) {
     body(FixedLength<kRun>{});
   } else {
-    body(n);
+    body(remaining);
   }
 }
 
@@ -113,7 +114,7 @@ struct DenseColumns {
 
   FEDAGG_HOST_DEVICE void operator()(int64_t t) const {
     const int64_t first = t * kRun;
-    ForRun<kRun>(columns - first < kRun ? columns - first : kRun, [&](auto n) {
+    ForRun<kRun>(columns - first, [&](auto n) {
       Acc running[kRun];
       for (int64_t i = 0; i < n; ++i) running[i] = acc[first + i];
       for (int64_t r = 0; r < rows; ++r) {
@@ -177,7 +178,7 @@ struct ScatterSegment {
     const int64_t u = t / runs_per_row;
     const int64_t first = (t - u * runs_per_row) * kRun;
     Acc* target = table + rows[u] * width + first;
-    ForRun<kRun>(width - first < kRun ? width - first : kRun, [&](auto n) {
+    ForRun<kRun>(width - first, [&](auto n) {
       Acc running[kRun];
       for (int64_t i = 0; i < n; ++i) running[i] = target[i];
       for (int64_t k = starts[u]; k < starts[u] + lengths[u]; ++k) {

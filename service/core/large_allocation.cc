@@ -151,7 +151,7 @@ LargeAllocation::LargeAllocation(size_t bytes) : size_(bytes) {
   // Only a buffer that could be a pinned mapping asks (the cache's lock, on every receiving thread).
   std::shared_ptr<HostMemoryPinner> pinner = bytes >= kMinPinnedBytes ? cache.pinner() : nullptr;
   const bool huge = bytes >= kHugePageBytes;
-  if (huge || (pinner != nullptr && bytes >= kMinPinnedBytes)) {
+  if (huge || pinner != nullptr) {
     const size_t mapped = RoundUp(bytes, huge ? kHugePageBytes : kPinnedGranule);
     std::optional<Mapping> mapping = cache.Take(mapped);
     if (!mapping.has_value()) {

@@ -22,10 +22,15 @@ bool EvictedWithin(const std::atomic<int>& evictions, int want) {
   return evictions.load() >= want;
 }
 
-TEST(StallWatchTest, AnOpenUpdateWithoutMessagesIsEvictedOnce) {
-  StallSweeper sweeper(kTimeout);
+// A watch on a sweeper with kTimeout, counting its evictions.
+class StallWatchTest : public ::testing::Test {
+ protected:
+  StallSweeper sweeper{kTimeout};
   std::atomic<int> evictions{0};
-  StallWatch watch(&sweeper, [&] { ++evictions; });
+  StallWatch watch{&sweeper, [this] { ++evictions; }};
+};
+
+TEST_F(StallWatchTest, AnOpenUpdateWithoutMessagesIsEvictedOnce) {
   ASSERT_TRUE(watch.MessageArrived());
   watch.UpdateOpened();
   watch.MessageHandled();
@@ -36,10 +41,7 @@ TEST(StallWatchTest, AnOpenUpdateWithoutMessagesIsEvictedOnce) {
   watch.Shutdown();
 }
 
-TEST(StallWatchTest, AClosedUpdateOrAMessageBeingHandledIsNotEvicted) {
-  StallSweeper sweeper(kTimeout);
-  std::atomic<int> evictions{0};
-  StallWatch watch(&sweeper, [&] { ++evictions; });
+TEST_F(StallWatchTest, AClosedUpdateOrAMessageBeingHandledIsNotEvicted) {
   ASSERT_TRUE(watch.MessageArrived());
   watch.UpdateOpened();
   watch.UpdateClosed();
@@ -54,17 +56,14 @@ TEST(StallWatchTest, AClosedUpdateOrAMessageBeingHandledIsNotEvicted) {
   EXPECT_TRUE(EvictedWithin(evictions, 1)) << "stalled after its message was handled";
 }
 
-TEST(StallWatchTest, NothingIsEvictedAfterShutdown) {
-  StallSweeper sweeper(kTimeout);
-  std::atomic<int> evictions{0};
-  StallWatch watch(&sweeper, [&] { ++evictions; });
+TEST_F(StallWatchTest, NothingIsEvictedAfterShutdown) {
   watch.UpdateOpened();
   watch.Shutdown();
   absl::SleepFor(10 * kTimeout);
   EXPECT_EQ(evictions.load(), 0);
 }
 
-TEST(StallWatchTest, ASweeperWithoutATimeoutEvictsNothing) {
+TEST(StallSweeperTest, ASweeperWithoutATimeoutEvictsNothing) {
   for (const absl::Duration timeout : {absl::ZeroDuration(), absl::InfiniteDuration()}) {
     StallSweeper sweeper(timeout);
     EXPECT_FALSE(sweeper.enabled());
@@ -76,7 +75,7 @@ TEST(StallWatchTest, ASweeperWithoutATimeoutEvictsNothing) {
   }
 }
 
-TEST(StallWatchTest, ThePeriodIsAQuarterOfTheTimeoutWithinBounds) {
+TEST(StallSweeperTest, ThePeriodIsAQuarterOfTheTimeoutWithinBounds) {
   EXPECT_EQ(StallSweeper(absl::Milliseconds(100)).period(), absl::Milliseconds(25));
   EXPECT_EQ(StallSweeper(absl::Seconds(60)).period(), absl::Milliseconds(250));
   EXPECT_EQ(StallSweeper(absl::Microseconds(100)).period(), absl::Milliseconds(1));
