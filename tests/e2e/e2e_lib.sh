@@ -18,19 +18,50 @@ e2e_cleanup() {
 }
 trap e2e_cleanup EXIT
 
-# A base port unlikely to collide with parallel tests: 20000-32699, step 10 — below
-# Linux's ephemeral range (32768 and up), whose ports any outgoing connection (another
-# test's client) may hold: a base drawn there once failed a test with "address in use".
-E2E_BASE=$((20000 + (RANDOM % 1270) * 10))
+e2e_port_answers() {  # e2e_port_answers PORT: true when something listens on it
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+e2e_any_port_answers() {  # e2e_any_port_answers FIRST LAST
+  local port
+  for port in $(seq "$1" "$2"); do
+    e2e_port_answers "$port" && return 0
+  done
+  return 1
+}
 
 e2e_wait_port() {  # e2e_wait_port PORT
   for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    e2e_port_answers "$1" && return 0
     sleep 0.1
   done
   echo "nothing listens on port $1" >&2
   return 1
 }
+
+# Sets E2E_BASE: the first of 10 ports (E2E_BASE .. E2E_BASE + 9) this test owns. Blocks
+# lie in 20000-32699, below Linux's ephemeral range (32768 and up), whose ports any
+# outgoing connection may hold. A block is owned through an flock on a file named after it,
+# held by this shell and the processes it starts until they exit (a crash releases it
+# too), so tests run in parallel never share a block: two drawing the same random base
+# once failed a test with "address in use". A block where a port already answers is
+# passed over.
+e2e_claim_ports() {
+  local base lock_dir=${TMPDIR:-/tmp}/fedagg-e2e-ports
+  mkdir -p "$lock_dir"
+  for _ in $(seq 200); do
+    base=$((20000 + (RANDOM % 1270) * 10))
+    exec {E2E_PORT_LOCK}>"$lock_dir/$base.lock"
+    if flock -n "$E2E_PORT_LOCK" && ! e2e_any_port_answers "$base" $((base + 9)); then
+      E2E_BASE=$base
+      return 0
+    fi
+    exec {E2E_PORT_LOCK}>&-
+  done
+  echo "no free block of 10 ports in 20000-32699 after 200 draws" >&2
+  return 1
+}
+e2e_claim_ports
 
 e2e_start_server() {  # e2e_start_server BINARY NAME GRPC_PORT METRICS_PORT [flags...]
   local binary=$1 name=$2 port=$3 metrics=$4; shift 4
