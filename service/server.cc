@@ -102,6 +102,9 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   };
   server->reduction_workers_ = std::make_unique<ThreadPool>(1 + BatchReducer::DefaultWorkerThreads());
   options.batching.workers = server->reduction_workers_.get();
+  // Finalizations run there too: reading a large result back is a reduction's kind of
+  // work, and no RPC thread waits for it.
+  options.finalizer = server->reduction_workers_.get();
   options.child_grace = config.child_grace;
   options.backend = config.backend;
   server->backend_name_ = std::string(config.backend != nullptr ? config.backend->name() : "cpu");

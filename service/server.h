@@ -144,9 +144,10 @@ class FedaggServer {
   // Declared before registry_: the update buffers of its aggregations hold tickets in it.
   std::unique_ptr<IngestWindow> ingest_window_;
   std::vector<const StagingRingStats*> staging_rings_;
-  // Where aggregations reduce their batches. Declared before registry_ and after
-  // ingest_window_: destroyed once no aggregation is left, it runs the reductions still
-  // queued (their updates hold tickets in the window) and then joins its threads.
+  // Where aggregations reduce their batches and finalize. Declared before registry_ and
+  // server_, after ingest_window_: destroyed once no aggregation and no call is left, it
+  // runs what is still queued (reductions, whose updates hold tickets in the window, and
+  // finalizations), then joins its threads.
   std::unique_ptr<ThreadPool> reduction_workers_;
   std::unique_ptr<StreamLimiter> stream_limiter_;
   // Declared before registry_, so destroyed after it: the registry's ticker may tell the

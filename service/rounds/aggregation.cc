@@ -160,17 +160,21 @@ void Aggregation::ClaimAndCommit(const std::string& client_id, ValidatedUpdate u
                                  std::function<void(absl::StatusOr<int64_t>)> done) {
   auto held = std::make_shared<ValidatedUpdate>(std::move(update));
   auto contributions = std::make_shared<int64_t>(0);
+  auto completed = std::make_shared<bool>(false);
   ClaimUpstream(
       client_id,
-      [this, client_id, held, contributions]() -> absl::Status {
-        FEDAGG_ASSIGN_OR_RETURN(*contributions, CommitUpdate(client_id, std::move(*held)));
+      [this, client_id, held, contributions, completed]() -> absl::Status {
+        FEDAGG_ASSIGN_OR_RETURN(*contributions, CountUpdate(client_id, std::move(*held), completed.get()));
         return absl::OkStatus();
       },
-      [done = std::move(done), contributions](absl::Status committed) {
-        if (committed.ok()) {
-          done(*contributions);
-        } else {
+      [this, done = std::move(done), contributions, completed](absl::Status committed) {
+        if (!committed.ok()) {
           done(committed);
+        } else if (*completed) {
+          // The ack of the update that completed the aggregation follows its result.
+          FinalizeSoon([done, contributions] { done(*contributions); });
+        } else {
+          done(*contributions);
         }
       });
 }
@@ -293,6 +297,14 @@ void Aggregation::ReleaseLostChildLocked(const std::string& child_id, const std:
 }
 
 absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id, ValidatedUpdate validated) {
+  bool completed = false;
+  absl::StatusOr<int64_t> contributions = CountUpdate(client_id, std::move(validated), &completed);
+  if (completed) FinalizeSoon(nullptr);
+  return contributions;
+}
+
+absl::StatusOr<int64_t> Aggregation::CountUpdate(const std::string& client_id, ValidatedUpdate validated,
+                                                 bool* completed) {
   UpdateBuffer update = std::move(validated.buffer_);
   int64_t contributions = 0;
   bool sealed_now = false;
@@ -313,8 +325,8 @@ absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id, 
   if (sealed_now) {
     for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
     NotifyWatchers();
-    MaybeFinalize();
   }
+  *completed = sealed_now;
   return contributions;
 }
 
@@ -418,7 +430,7 @@ absl::StatusOr<Aggregation::ChildRegistration> Aggregation::ChildJoined(const st
 }
 
 void Aggregation::ChildLeft(const std::string& child_id, uint64_t join) {
-  bool sealed = false;
+  bool finalize = false;
   {
     MutexLock lock(&mu_);
     auto it = children_.find(child_id);
@@ -427,9 +439,9 @@ void Aggregation::ChildLeft(const std::string& child_id, uint64_t join) {
     it->second.notifier = nullptr;
     it->second.link_up = false;
     it->second.lost_since = absl::Now();
-    sealed = state_ == v1::SEALED;
+    finalize = FinalizeDueLocked(absl::Now());
   }
-  if (sealed) MaybeFinalize();
+  if (finalize) FinalizeSoon(nullptr);
 }
 
 void Aggregation::SealLocked(std::vector<ChildNotifier>* to_notify) {
@@ -441,20 +453,25 @@ void Aggregation::SealLocked(std::vector<ChildNotifier>* to_notify) {
   }
 }
 
-absl::Status Aggregation::Seal() {
+absl::Status Aggregation::Seal(std::function<void()> settled) {
   std::vector<ChildNotifier> to_notify;
+  bool sealed_now = false;
   {
     MutexLock lock(&mu_);
-    if (state_ == v1::SEALED) return absl::OkStatus();
-    if (state_ != v1::OPEN) {
+    if (state_ == v1::OPEN) {
+      SealLocked(&to_notify);
+      sealed_now = true;
+    } else if (state_ != v1::SEALED) {
       return absl::FailedPreconditionError(absl::StrCat(
           "aggregation '", id(), "' is ", v1::AggregationState_Name(state_), "; only an OPEN one can be sealed"));
     }
-    SealLocked(&to_notify);
   }
-  for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
-  NotifyWatchers();
-  MaybeFinalize();
+  if (sealed_now) {
+    for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
+    NotifyWatchers();
+  }
+  // Sealed earlier, its finalization may be under way: this attempt runs after it.
+  FinalizeSoon(std::move(settled));
   return absl::OkStatus();
 }
 
@@ -486,13 +503,29 @@ bool Aggregation::ChildrenDoneLocked() const {
   return true;
 }
 
+bool Aggregation::FinalizeDueLocked(absl::Time now) const {
+  return !options_.forwarding && state_ == v1::SEALED &&
+         (ChildrenDoneLocked() || now >= sealed_at_ + options_.child_grace);
+}
+
+void Aggregation::FinalizeSoon(std::function<void()> then) {
+  if (options_.finalizer == nullptr || options_.forwarding) {
+    MaybeFinalize();
+    if (then) then();
+    return;
+  }
+  options_.finalizer->Run([self = shared_from_this(), then = std::move(then)] {
+    self->MaybeFinalize();
+    if (then) then();
+  });
+}
+
 void Aggregation::MaybeFinalize() {
-  if (options_.forwarding) return;
+  if (options_.forwarding) return;  // a mirror's outcome is its parent's
   {
     BatchReducer::Hold hold(*batches_);
     MutexLock lock(&mu_);
-    if (state_ != v1::SEALED) return;
-    if (!ChildrenDoneLocked() && absl::Now() < sealed_at_ + options_.child_grace) return;
+    if (!FinalizeDueLocked(absl::Now())) return;
     const absl::Status reduced = hold.ReduceWaiting();
     ++version_;
     if (!reduced.ok()) {
@@ -523,7 +556,7 @@ void Aggregation::MaybeFinalize() {
 void Aggregation::Tick(absl::Time now) {
   bool flush = false;
   bool sealed_now = false;
-  bool sealed = false;
+  bool finalize = false;
   std::vector<ChildNotifier> to_notify;
   std::vector<std::function<void()>> join_waits_over;
   std::vector<std::string> released;
@@ -553,14 +586,14 @@ void Aggregation::Tick(absl::Time now) {
       SealLocked(&to_notify);
       sealed_now = true;
     }
-    sealed = state_ == v1::SEALED;
+    finalize = FinalizeDueLocked(now);
   }
   ReleaseUpstream(released);
   for (const std::function<void()>& run : join_waits_over) run();
   if (flush) FlushPending();
   for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
   if (sealed_now) NotifyWatchers();
-  if (sealed) MaybeFinalize();
+  if (finalize) FinalizeSoon(nullptr);
 }
 
 absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {

@@ -22,6 +22,12 @@
 // chain writes checkpoints (SetUpstreamDurable) gives DURABLE acks the same way: each
 // delta carries the version it holds, and the parent link reports it with MarkDurable
 // once the parent says a checkpoint holds the delta.
+//
+// Finalization (reducing what waits, then the result or the failure) can take long: a
+// large partial is read back from the device. With a finalizer pool in the options it
+// runs there, never on the RPC thread whose call sealed or completed the aggregation; the
+// answer to that call (the Seal response, the completing update's ack) still goes out
+// after it, so a client that was answered sees the final state.
 #ifndef FEDAGG_SERVICE_ROUNDS_AGGREGATION_H_
 #define FEDAGG_SERVICE_ROUNDS_AGGREGATION_H_
 
@@ -71,9 +77,14 @@ struct AggregationOptions {
   // each client is counted once in the whole tree (the parent link). Must outlive the
   // aggregation; null: this node decides alone (a root, or tests).
   ClientClaims* claims = nullptr;
+  // Where a sealed aggregation is finalized: a pool with workers (the node's reduction
+  // workers), so that no RPC thread waits for it. Null: on the thread that sealed or
+  // completed the aggregation (tests; programs that embed one). With a pool, the
+  // aggregation must be owned by a std::shared_ptr (a queued finalization holds one).
+  ThreadPool* finalizer = nullptr;
 };
 
-class Aggregation {
+class Aggregation : public std::enable_shared_from_this<Aggregation> {
  public:
   // Sent to a child aggregator over its Tier.Join stream.
   enum class ChildCommand { kFlush, kSeal };
@@ -120,15 +131,18 @@ class Aggregation {
   // Checks the assembled update completely against the spec (types, bounds, finiteness).
   absl::StatusOr<ValidatedUpdate> Validate(UpdateBuffer update) const;
   // Counts a validated update begun by BeginUpdate (returns the contributions after it).
-  // On a forwarding mirror, only after its claim was granted (ClaimAndCommit).
+  // On a forwarding mirror, only after its claim was granted (ClaimAndCommit). An update
+  // that reaches max_contributions seals the aggregation and starts its finalization,
+  // which is over when this returns only without a finalizer (ClaimAndCommit waits for it).
   absl::StatusOr<int64_t> CommitUpdate(const std::string& client_id, ValidatedUpdate update);
   // Validate, then CommitUpdate: for a node that decides alone. On error the update is
   // not counted and the client may send a corrected update.
   absl::StatusOr<int64_t> CommitUpdate(const std::string& client_id, UpdateBuffer update);
   // Counts a validated update the way the tree requires: a forwarding mirror with claims
   // first claims the client id at its parent (the root decides) and commits once granted;
-  // otherwise it commits at once. `done` runs inline or on the claims' thread; a refused
-  // claim abandons the update with the parent's status.
+  // otherwise it commits at once. `done` runs inline, on the claims' thread, or — when
+  // the update completed the aggregation — on the finalizer once the result is made; a
+  // refused claim abandons the update with the parent's status.
   void ClaimAndCommit(const std::string& client_id, ValidatedUpdate update,
                       std::function<void(absl::StatusOr<int64_t>)> done);
 
@@ -152,7 +166,9 @@ class Aggregation {
   // returns the contributions counted here. `covered_client_ids`: the clients whose
   // updates the partial carries; the child's leases on them end. A repeated (child,
   // sequence) is acknowledged without merging again. FAILED_PRECONDITION for a child this
-  // node gave up as lost (its leases were released: merging would count them twice).
+  // node gave up as lost (its leases were released: merging would count them twice). A
+  // merge that completes a sealed aggregation finalizes it on the calling thread (the
+  // push's own decoder thread, which answers the child after).
   absl::StatusOr<int64_t> MergeChildPartial(const std::string& child_id, uint64_t sequence,
                                             bool final, PartialAggregate child,
                                             const std::vector<std::string>& covered_client_ids = {});
@@ -173,7 +189,11 @@ class Aggregation {
   // is still waited for and still gets SEAL.
   void ChildLeft(const std::string& child_id, uint64_t join);
 
-  absl::Status Seal();
+  // Seals an OPEN aggregation (OK for a SEALED one) and starts its finalization. When
+  // the seal is OK, `settled` (if given) runs once that finalization attempt is over — the
+  // aggregation is then FINALIZED or FAILED, or still SEALED waiting for children — on
+  // the finalizer, or before Seal returns without one.
+  absl::Status Seal(std::function<void()> settled = nullptr);
   absl::Status Cancel(const std::string& reason);
   // Reduces a pending batch older than the flush interval, seals at the deadline, releases
   // the leases of children whose Join stream has been gone for the child grace period, and
@@ -301,8 +321,16 @@ class Aggregation {
   bool DurableAcksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return options_.checkpointed || upstream_durable_;
   }
-  // Finalizes a sealed aggregation once its children are done or their grace ran out.
+  // CommitUpdate's counting, without the finalization: `completed` says whether this
+  // update sealed the aggregation (max_contributions), which the caller then finalizes.
+  absl::StatusOr<int64_t> CountUpdate(const std::string& client_id, ValidatedUpdate validated, bool* completed);
+  // Finalizes a sealed aggregation once its children are done or their grace ran out, on
+  // this thread.
   void MaybeFinalize();
+  // MaybeFinalize on the finalizer (inline without one), then `then` (if any).
+  void FinalizeSoon(std::function<void()> then);
+  // Whether MaybeFinalize would finalize now.
+  bool FinalizeDueLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SealLocked(std::vector<ChildNotifier>* to_notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ChildrenDoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NotifyWatchers();

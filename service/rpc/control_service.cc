@@ -94,33 +94,45 @@ grpc::ServerUnaryReactor* ControlService::SealAggregation(grpc::CallbackServerCo
                                                           const v1::SealAggregationRequest* request,
                                                           v1::AggregationStatus* response) {
   return ApplyAtRoot(context, request->aggregation_id(), "seal", response,
-                     [](Aggregation& aggregation) { return aggregation.Seal(); });
+                     [](Aggregation& aggregation, std::function<void()> answer) {
+                       return aggregation.Seal(std::move(answer));
+                     });
 }
 
 grpc::ServerUnaryReactor* ControlService::CancelAggregation(
     grpc::CallbackServerContext* context, const v1::CancelAggregationRequest* request,
     v1::AggregationStatus* response) {
   return ApplyAtRoot(context, request->aggregation_id(), "cancel", response,
-                     [reason = request->reason()](Aggregation& aggregation) {
-                       return aggregation.Cancel(reason);
+                     [reason = request->reason()](Aggregation& aggregation, std::function<void()> answer) {
+                       absl::Status cancelled = aggregation.Cancel(reason);
+                       if (cancelled.ok()) answer();
+                       return cancelled;
                      });
 }
 
-grpc::ServerUnaryReactor* ControlService::ApplyAtRoot(
-    grpc::CallbackServerContext* context, const std::string& aggregation_id, const char* verb,
-    v1::AggregationStatus* response, const std::function<absl::Status(Aggregation&)>& action) {
+grpc::ServerUnaryReactor* ControlService::ApplyAtRoot(grpc::CallbackServerContext* context,
+                                                      const std::string& aggregation_id, const char* verb,
+                                                      v1::AggregationStatus* response, const RootAction& action) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   FEDAGG_AUTHENTICATE_UNARY(context, reactor);
   absl::StatusOr<std::shared_ptr<Aggregation>> found = context_.registry.Find(aggregation_id);
-  absl::Status status = found.status();
-  if (found.ok()) {
-    status = context_.registry.is_intermediate()
-                 ? absl::FailedPreconditionError(absl::StrCat(
-                       "this is an intermediate aggregator: ", verb, " the aggregation at the root"))
-                 : action(**found);
-    *response = (*found)->Status();
+  if (!found.ok()) {
+    reactor->Finish(ToGrpcStatus(found.status()));
+    return reactor;
   }
-  reactor->Finish(ToGrpcStatus(status));
+  std::shared_ptr<Aggregation> aggregation = *std::move(found);
+  const absl::Status status =
+      context_.registry.is_intermediate()
+          ? absl::FailedPreconditionError(
+                absl::StrCat("this is an intermediate aggregator: ", verb, " the aggregation at the root"))
+          : action(*aggregation, [reactor, response, aggregation] {
+              *response = aggregation->Status();
+              reactor->Finish(grpc::Status::OK);
+            });
+  if (!status.ok()) {
+    *response = aggregation->Status();
+    reactor->Finish(ToGrpcStatus(status));
+  }
   return reactor;
 }
 

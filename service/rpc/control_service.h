@@ -37,11 +37,13 @@ class ControlService final : public v1::Control::CallbackService {
 
  private:
   // Seal and Cancel: refused on intermediate aggregators, applied to the aggregation
-  // at the root; answers with its status afterwards.
+  // at the root; answers with its status afterwards. An action that returns OK calls
+  // its `answer` once, now or later on another thread (a seal, once the finalization is
+  // over): the RPC thread never waits for it. One that fails does not call it.
+  using RootAction = std::function<absl::Status(Aggregation&, std::function<void()> answer)>;
   grpc::ServerUnaryReactor* ApplyAtRoot(grpc::CallbackServerContext* context,
                                         const std::string& aggregation_id, const char* verb,
-                                        v1::AggregationStatus* response,
-                                        const std::function<absl::Status(Aggregation&)>& action);
+                                        v1::AggregationStatus* response, const RootAction& action);
 
   ServiceContext& context_;
 };

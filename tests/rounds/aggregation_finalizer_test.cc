@@ -1,0 +1,133 @@
+// Where an aggregation finalizes (AggregationOptions::finalizer): with a pool, on its
+// workers, never on the thread whose call sealed or completed the aggregation (an RPC
+// thread in the server); the answer to that call still comes after the result, so a
+// client that was answered sees the final state. Without a pool, on the calling thread.
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "service/core/mutex.h"
+#include "service/core/thread_pool.h"
+#include "service/rounds/aggregation.h"
+#include "tests/rounds/rounds_test_util.h"
+
+namespace fedagg {
+namespace {
+
+using testing::Contribute;
+using testing::CountingSpec;
+using testing::CountingUpdate;
+using testing::NewCountingAggregation;
+using testing::ResultOf;
+
+// What a callback saw when it ran: its thread and the aggregation's state.
+struct Seen {
+  std::thread::id thread;
+  v1::AggregationState state = v1::AGGREGATION_STATE_UNSPECIFIED;
+  absl::Notification ran;
+};
+
+std::function<void()> Record(Seen* seen, const Aggregation& aggregation) {
+  return [seen, &aggregation] {
+    seen->thread = std::this_thread::get_id();
+    seen->state = aggregation.Status().state();
+    seen->ran.Notify();
+  };
+}
+
+std::shared_ptr<Aggregation> AggregationFinalizedOn(ThreadPool* finalizer, int64_t max_contributions = 0) {
+  v1::AggregationSpec spec = CountingSpec("finalized");
+  spec.set_max_contributions(max_contributions);
+  absl::StatusOr<AggregationConfig> config = ConfigFromProto(spec);
+  EXPECT_TRUE(config.ok()) << config.status();
+  AggregationOptions options;
+  options.finalizer = finalizer;
+  return std::make_shared<Aggregation>(*std::move(config), options);
+}
+
+TEST(AggregationFinalizerTest, ASealIsAnsweredFromTheFinalizerOnceTheResultIsMade) {
+  ThreadPool finalizer(3);
+  std::shared_ptr<Aggregation> aggregation = AggregationFinalizedOn(&finalizer);
+  Contribute(*aggregation, "a", 10);
+  Contribute(*aggregation, "b", 32);
+  Seen seen;
+  ASSERT_TRUE(aggregation->Seal(Record(&seen, *aggregation)).ok());
+  ASSERT_TRUE(seen.ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_NE(seen.thread, std::this_thread::get_id());
+  EXPECT_EQ(seen.state, v1::FINALIZED);
+  EXPECT_EQ(ResultOf(*aggregation), (std::vector<int64_t>{2, 42}));
+}
+
+TEST(AggregationFinalizerTest, TheUpdateThatCompletesTheAggregationIsAckedAfterItsResult) {
+  ThreadPool finalizer(3);
+  std::shared_ptr<Aggregation> aggregation = AggregationFinalizedOn(&finalizer, /*max_contributions=*/2);
+  std::vector<Seen> acks(2);
+  for (int i = 0; i < 2; ++i) {
+    const std::string client = i == 0 ? "a" : "b";
+    ASSERT_TRUE(aggregation->BeginUpdate(client).ok());
+    absl::StatusOr<Aggregation::ValidatedUpdate> valid = aggregation->Validate(CountingUpdate(aggregation->reduction(), 5));
+    ASSERT_TRUE(valid.ok()) << valid.status();
+    aggregation->ClaimAndCommit(client, *std::move(valid), [&acks, i, &aggregation](absl::StatusOr<int64_t> counted) {
+      EXPECT_TRUE(counted.ok()) << counted.status();
+      Record(&acks[i], *aggregation)();
+    });
+  }
+  ASSERT_TRUE(acks[1].ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  // The first ack goes out at once, on the committing thread; the second waits for the result.
+  ASSERT_TRUE(acks[0].ran.HasBeenNotified());
+  EXPECT_EQ(acks[0].thread, std::this_thread::get_id());
+  EXPECT_EQ(acks[0].state, v1::OPEN);
+  EXPECT_NE(acks[1].thread, std::this_thread::get_id());
+  EXPECT_EQ(acks[1].state, v1::FINALIZED);
+  EXPECT_EQ(ResultOf(*aggregation), (std::vector<int64_t>{2, 10}));
+}
+
+TEST(AggregationFinalizerTest, ASecondSealIsAnsweredOnlyOnceTheFirstOnesFinalizationIsOver) {
+  ThreadPool finalizer(2);  // one worker, held busy until both seals are in
+  absl::Notification release;
+  finalizer.Run([&release] { release.WaitForNotification(); });
+  // Frees the worker however the test ends, before the pool waits for it.
+  absl::Cleanup free_worker = [&release] {
+    if (!release.HasBeenNotified()) release.Notify();
+  };
+  std::shared_ptr<Aggregation> aggregation = AggregationFinalizedOn(&finalizer);
+  Contribute(*aggregation, "a", 7);
+  Seen first;
+  Seen second;
+  ASSERT_TRUE(aggregation->Seal(Record(&first, *aggregation)).ok());
+  ASSERT_TRUE(aggregation->Seal(Record(&second, *aggregation)).ok());  // already SEALED: OK
+  EXPECT_EQ(aggregation->Status().state(), v1::SEALED);
+  EXPECT_FALSE(first.ran.HasBeenNotified());
+  EXPECT_FALSE(second.ran.HasBeenNotified());
+  release.Notify();
+  ASSERT_TRUE(second.ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(first.ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(first.state, v1::FINALIZED);
+  EXPECT_EQ(second.state, v1::FINALIZED);
+}
+
+TEST(AggregationFinalizerTest, WithoutAFinalizerASealFinalizesBeforeItReturns) {
+  std::shared_ptr<Aggregation> aggregation = AggregationFinalizedOn(nullptr);
+  Contribute(*aggregation, "a", 3);
+  Seen seen;
+  ASSERT_TRUE(aggregation->Seal(Record(&seen, *aggregation)).ok());
+  ASSERT_TRUE(seen.ran.HasBeenNotified());
+  EXPECT_EQ(seen.thread, std::this_thread::get_id());
+  EXPECT_EQ(seen.state, v1::FINALIZED);
+}
+
+TEST(AggregationFinalizerTest, ARefusedSealNeverAnswersThroughTheCallback) {
+  ThreadPool finalizer(3);
+  std::shared_ptr<Aggregation> aggregation = AggregationFinalizedOn(&finalizer);
+  ASSERT_TRUE(aggregation->Cancel("test").ok());
+  Seen seen;
+  EXPECT_EQ(aggregation->Seal(Record(&seen, *aggregation)).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(seen.ran.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+}
+
+}  // namespace
+}  // namespace fedagg
