@@ -166,7 +166,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
                                static_cast<int>(std::min<uint64_t>(config.stream_window_bytes, INT32_MAX)));
   }
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<MalformedRequestInterceptorFactory>());
+  interceptors.push_back(std::make_unique<MalformedRequestInterceptorFactory>(AggregationService::kRawMethods));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(server->aggregation_service_.get());
   builder.RegisterService(server->control_service_.get());

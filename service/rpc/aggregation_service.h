@@ -2,6 +2,7 @@
 #ifndef FEDAGG_SERVICE_RPC_AGGREGATION_SERVICE_H_
 #define FEDAGG_SERVICE_RPC_AGGREGATION_SERVICE_H_
 
+#include "absl/strings/string_view.h"
 #include "fedagg/v1/aggregation.grpc.pb.h"
 #include "service/rpc/service_context.h"
 
@@ -12,6 +13,10 @@ class AggregationService final
     : public v1::Aggregation::WithRawCallbackMethod_Contribute<
           v1::Aggregation::WithCallbackMethod_GetTask<v1::Aggregation::WithRawCallbackMethod_Submit<v1::Aggregation::Service>>> {
  public:
+  // The methods registered raw, by path.
+  static constexpr absl::string_view kRawMethods[] = {"/fedagg.v1.Aggregation/Contribute",
+                                                      "/fedagg.v1.Aggregation/Submit"};
+
   explicit AggregationService(ServiceContext& context) : context_(context) {}
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Contribute(

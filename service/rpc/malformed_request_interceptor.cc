@@ -5,8 +5,8 @@
 
 #include <string>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "fedagg/v1/aggregation.pb.h"
 #include "fedagg/v1/control.pb.h"
 #include "fedagg/v1/tier.pb.h"
@@ -33,31 +33,34 @@ class MalformedRequestInterceptor final : public grpc::experimental::Interceptor
   const std::string message_;
 };
 
-// The INVALID_ARGUMENT message for a malformed request to `method` ("/fedagg.v1.Control/
-// GetAggregation"); empty when `method` is not one of fedagg.v1's.
-std::string MalformedRequestMessage(const std::string& method) {
-  // "/fedagg.v1.Control/GetAggregation" -> "fedagg.v1.Control.GetAggregation"
-  if (method.size() < 2 || method[0] != '/') return "";
-  // Touching one message of each file makes sure they registered in the generated pool.
-  (void)v1::Hello::descriptor();
-  (void)v1::GetAggregationRequest::descriptor();
-  (void)v1::JoinRequest::descriptor();
-  const google::protobuf::MethodDescriptor* descriptor =
-      google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(
-          absl::StrReplaceAll(method.substr(1), {{"/", "."}}));
-  if (descriptor == nullptr || descriptor->service()->file()->package() != "fedagg.v1") return "";
-  return absl::StrCat("malformed protobuf: the request to ", method, " is not a valid ",
-                      descriptor->input_type()->full_name(),
-                      "; check that the client encodes its requests with fedagg's proto/fedagg/v1 definitions");
-}
-
 }  // namespace
+
+MalformedRequestInterceptorFactory::MalformedRequestInterceptorFactory(
+    absl::Span<const absl::string_view> raw_methods) {
+  // Every service of fedagg.v1's files (one message of each names its file).
+  for (const google::protobuf::FileDescriptor* file :
+       {v1::Hello::descriptor()->file(), v1::GetAggregationRequest::descriptor()->file(),
+        v1::JoinRequest::descriptor()->file()}) {
+    for (int s = 0; s < file->service_count(); ++s) {
+      const google::protobuf::ServiceDescriptor* service = file->service(s);
+      for (int m = 0; m < service->method_count(); ++m) {
+        const google::protobuf::MethodDescriptor* method = service->method(m);
+        std::string path = absl::StrCat("/", service->full_name(), "/", method->name());
+        if (absl::c_linear_search(raw_methods, path)) continue;
+        messages_[path] = absl::StrCat("malformed protobuf: the request to ", path, " is not a valid ",
+                                       method->input_type()->full_name(),
+                                       "; check that the client encodes its requests with fedagg's "
+                                       "proto/fedagg/v1 definitions");
+      }
+    }
+  }
+}
 
 grpc::experimental::Interceptor* MalformedRequestInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
-  std::string message = MalformedRequestMessage(info->method());
-  if (message.empty()) return nullptr;  // not one of fedagg's methods: nothing to do
-  return new MalformedRequestInterceptor(std::move(message));
+  const auto it = messages_.find(absl::string_view(info->method()));
+  if (it == messages_.end()) return nullptr;  // parsed by its handler, or not fedagg's: nothing to do
+  return new MalformedRequestInterceptor(it->second);
 }
 
 }  // namespace fedagg

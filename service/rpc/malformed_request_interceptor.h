@@ -10,11 +10,26 @@
 
 #include <grpcpp/support/server_interceptor.h>
 
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
 namespace fedagg {
 
 class MalformedRequestInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
+  // `raw_methods` ("/fedagg.v1.Aggregation/Contribute"): methods whose handlers parse
+  // their raw bytes themselves; their calls get no interceptor, and so none of gRPC's
+  // interception work on each of their messages.
+  explicit MalformedRequestInterceptorFactory(absl::Span<const absl::string_view> raw_methods);
   grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override;
+
+ private:
+  // Per fedagg.v1 method whose requests gRPC parses, by path: the INVALID_ARGUMENT message
+  // for a malformed request (built once, not per call).
+  absl::flat_hash_map<std::string, std::string> messages_;
 };
 
 }  // namespace fedagg
