@@ -524,31 +524,45 @@ void Aggregation::MaybeFinalize() {
   if (options_.forwarding) return;  // a mirror's outcome is its parent's
   {
     BatchReducer::Hold hold(*batches_);
-    MutexLock lock(&mu_);
-    if (!FinalizeDueLocked(absl::Now())) return;
-    const absl::Status reduced = hold.ReduceWaiting();
-    ++version_;
+    BatchReducer::Waiting waiting;
+    int64_t contributions = 0;
+    {
+      MutexLock lock(&mu_);
+      if (!FinalizeDueLocked(absl::Now())) return;
+      waiting = hold.TakeWaiting();
+      contributions = contributions_;
+    }
+    // Sealed, the aggregation counts no more updates, and child partials merge only under
+    // the hold: what is reduced and reported stays what was counted, and it happens
+    // without mu_, so status calls, the ticker and new streams never wait for it.
+    v1::AggregationState state = v1::FAILED;
+    std::string detail;
+    std::shared_ptr<const AggregateResult> result;
+    const absl::Status reduced = hold.Reduce(std::move(waiting));
     if (!reduced.ok()) {
-      state_ = v1::FAILED;
-      detail_ = absl::StrCat("reducing a validated batch failed on the ",
-                             BackendOf(options_).name(), " backend: ", reduced.ToString());
-    } else if (contributions_ < config_.min_contributions || contributions_ == 0) {
-      state_ = v1::FAILED;
-      detail_ = absl::StrCat("quorum not reached: ", contributions_, " contributions, at least ",
-                             std::max<int64_t>(1, config_.min_contributions), " required");
+      detail = absl::StrCat("reducing a validated batch failed on the ", BackendOf(options_).name(),
+                            " backend: ", reduced.ToString());
+    } else if (contributions < config_.min_contributions || contributions == 0) {
+      detail = absl::StrCat("quorum not reached: ", contributions, " contributions, at least ",
+                            std::max<int64_t>(1, config_.min_contributions), " required");
     } else {
       // The released update buffers kept for reuse would sit beside the accumulator and
       // the result: give them back first, so the result takes their place.
       LargeAllocation::TrimCache();
       absl::StatusOr<AggregateResult> report = hold.partial().Report();
       if (report.ok()) {
-        result_ = std::make_shared<const AggregateResult>(*std::move(report));
-        state_ = v1::FINALIZED;
+        result = std::make_shared<const AggregateResult>(*std::move(report));
+        state = v1::FINALIZED;
       } else {
-        state_ = v1::FAILED;
-        detail_ = absl::StrCat("report failed: ", report.status().ToString());
+        detail = absl::StrCat("report failed: ", report.status().ToString());
       }
     }
+    MutexLock lock(&mu_);
+    if (state_ != v1::SEALED) return;  // cancelled meanwhile: the outcome is that
+    ++version_;
+    state_ = state;
+    detail_ = std::move(detail);
+    result_ = std::move(result);
   }
   NotifyWatchers();
 }
@@ -652,19 +666,13 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOr
     std::vector<std::function<void(bool)>>* abandoned) {
   BatchReducer::Hold hold(*batches_);
   Snapshot snapshot;
+  BatchReducer::Waiting waiting;
   {
     MutexLock lock(&mu_);
     if (version_ == durable_version_) return std::nullopt;
-    // Everything counted goes into the partial first, so the counted set and the
-    // partial aggregate hold exactly the same updates.
-    const absl::Status reduced = hold.ReduceWaiting();
-    if (!reduced.ok()) {
-      // The partial no longer holds everything counted: no checkpoint will hold it.
-      durability_stopped_ = true;
-      for (auto& [version, waiter] : durable_waiters_) abandoned->push_back(std::move(waiter));
-      durable_waiters_.clear();
-      return BackendError("reducing a batch failed, so no checkpoint can hold what was counted", reduced);
-    }
+    // Everything counted goes into the partial first (reduced below, without mu_), so the
+    // counted set and the partial aggregate hold exactly the same updates.
+    waiting = hold.TakeWaiting();
     snapshot.version = version_;
     AggregationCheckpoint& checkpoint = snapshot.checkpoint;
     checkpoint.spec = config_.proto;
@@ -680,6 +688,15 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOr
   }
   // The partial changes only under the hold, still held: updates committed meanwhile wait
   // pending or queued and belong to the next snapshot.
+  const absl::Status reduced = hold.Reduce(std::move(waiting));
+  if (!reduced.ok()) {
+    // The partial no longer holds everything counted: no checkpoint will hold it.
+    MutexLock lock(&mu_);
+    durability_stopped_ = true;
+    for (auto& [version, waiter] : durable_waiters_) abandoned->push_back(std::move(waiter));
+    durable_waiters_.clear();
+    return BackendError("reducing a batch failed, so no checkpoint can hold what was counted", reduced);
+  }
   absl::StatusOr<std::string> partial = hold.partial().Serialize();
   if (!partial.ok()) return BackendError("its partial aggregate could not be read back", partial.status());
   snapshot.checkpoint.partial = *std::move(partial);

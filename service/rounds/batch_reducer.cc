@@ -138,19 +138,23 @@ BatchReducer::Hold::Hold(BatchReducer& reducer) : reducer_(reducer) { reducer_.p
 
 BatchReducer::Hold::~Hold() { reducer_.partial_mu_.Unlock(); }
 
-absl::Status BatchReducer::Hold::ReduceWaiting() {
-  std::deque<std::vector<UpdateBuffer>> batches;
-  {
-    MutexLock lock(&reducer_.batch_mu_);
-    batches.swap(reducer_.queued_);
-    if (!reducer_.pending_.empty()) batches.push_back(std::move(reducer_.pending_));
-    reducer_.pending_.clear();
-    reducer_.pending_bytes_ = 0;
-    reducer_.queued_updates_ = 0;
-  }
-  for (std::vector<UpdateBuffer>& batch : batches) reducer_.ReduceBatch(batch);
+BatchReducer::Waiting BatchReducer::Hold::TakeWaiting() {
+  Waiting waiting;
+  MutexLock lock(&reducer_.batch_mu_);
+  waiting.batches_.swap(reducer_.queued_);
+  if (!reducer_.pending_.empty()) waiting.batches_.push_back(std::move(reducer_.pending_));
+  reducer_.pending_.clear();
+  reducer_.pending_bytes_ = 0;
+  reducer_.queued_updates_ = 0;
+  return waiting;
+}
+
+absl::Status BatchReducer::Hold::Reduce(Waiting waiting) {
+  for (std::vector<UpdateBuffer>& batch : waiting.batches_) reducer_.ReduceBatch(batch);
   return reducer_.error_;
 }
+
+absl::Status BatchReducer::Hold::ReduceWaiting() { return Reduce(TakeWaiting()); }
 
 PartialAggregate& BatchReducer::Hold::partial() { return reducer_.partial_; }
 

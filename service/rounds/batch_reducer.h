@@ -12,8 +12,9 @@
 // The owner (Aggregation) adds an update under its own state lock, so an update it counted
 // is always pending, queued or in the partial. Whatever needs the partial to hold exactly
 // what was counted (a checkpoint, a delta, the result) takes a Hold: it waits for the
-// reduction running now, if any, and then, under the owner's lock, reduces what is still
-// queued or pending on its own thread (ReduceWaiting).
+// reduction running now, if any, then, under the owner's lock, takes what is still queued
+// or pending (TakeWaiting), and reduces it on its own thread (Reduce) — after releasing the
+// owner's lock where it can, so that the owner's other callers do not wait for it.
 //
 // Lock order: Hold (the partial) before the owner's lock, before the batch queue's lock.
 #ifndef FEDAGG_SERVICE_ROUNDS_BATCH_REDUCER_H_
@@ -81,6 +82,13 @@ class BatchReducer : public std::enable_shared_from_this<BatchReducer> {
   // Updates added and not yet reduced: pending or queued (metrics: queue depth).
   int64_t waiting_updates() const;
 
+  // Batches taken out of the reducer to be reduced by whoever holds the partial.
+  class Waiting {
+   private:
+    friend class BatchReducer;
+    std::deque<std::vector<UpdateBuffer>> batches_;
+  };
+
   // Exclusive use of the partial aggregate, for the life of the scope: no reduction runs
   // meanwhile. Not movable: construct it where it is used. (Its methods run with the
   // partial's lock held, taken by the constructor, which the analysis cannot follow.)
@@ -91,10 +99,17 @@ class BatchReducer : public std::enable_shared_from_this<BatchReducer> {
     Hold(const Hold&) = delete;
     Hold& operator=(const Hold&) = delete;
 
-    // Reduces everything queued or pending, on this thread; call with the owner's lock
-    // held, so that the partial then holds exactly what the owner counted. Returns the
-    // first backend failure of any reduction: after one, the partial is unspecified and
-    // later batches are dropped.
+    // The batches waiting (queued or pending), taken out of the reducer: call with the
+    // owner's lock held, so that they and the partial hold exactly what the owner counted;
+    // updates committed afterwards wait for the next reduction, which the hold keeps out.
+    // Reduce them (Reduce) with the owner's lock released, so that its other callers do
+    // not wait for the reduction.
+    Waiting TakeWaiting() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+    // Reduces batches TakeWaiting took into the partial, on this thread. Returns the first
+    // backend failure of any reduction: after one, the partial is unspecified and later
+    // batches are dropped.
+    absl::Status Reduce(Waiting waiting) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+    // TakeWaiting, then Reduce (the owner's lock held throughout).
     absl::Status ReduceWaiting() ABSL_NO_THREAD_SAFETY_ANALYSIS;
     PartialAggregate& partial() ABSL_NO_THREAD_SAFETY_ANALYSIS;
     // Replaces the partial (a restored checkpoint; a fresh one after a delta went up)

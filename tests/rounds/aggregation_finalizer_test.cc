@@ -2,6 +2,7 @@
 // workers, never on the thread whose call sealed or completed the aggregation (an RPC
 // thread in the server); the answer to that call still comes after the result, so a
 // client that was answered sees the final state. Without a pool, on the calling thread.
+// Either way, the aggregation's other callers do not wait for the finalization's work.
 #include <string>
 #include <thread>
 #include <vector>
@@ -128,6 +129,39 @@ TEST(AggregationFinalizerTest, ASecondSealIsAnsweredOnlyOnceTheFirstOnesFinaliza
   ASSERT_TRUE(first.ran.WaitFor(absl::Seconds(30)));
   EXPECT_EQ(first.state, v1::FINALIZED);
   EXPECT_EQ(second.state, v1::FINALIZED);
+}
+
+TEST(AggregationFinalizerTest, StatusCallsDoNotWaitForTheFinalizationsReduction) {
+  ThreadPool finalizer(3);
+  Signal reducing;
+  Signal release;
+  AggregationOptions options;
+  options.finalizer = &finalizer;
+  options.flush_interval = absl::Hours(1);
+  options.batching.batch_size = 100;  // the update stays pending until the finalization
+  options.batching.on_batch_reduced = [&reducing, &release](absl::Duration, size_t) {
+    reducing.Raise();
+    (void)release.WaitFor(absl::Seconds(60));
+  };
+  std::shared_ptr<Aggregation> aggregation = NewCountingAggregation("slow", options);
+  absl::Cleanup free_reduction = [&release] { release.Raise(); };
+  Contribute(*aggregation, "a", 5);
+  Seen settled;
+  ASSERT_TRUE(aggregation->Seal(Record(&settled, *aggregation)).ok());
+  ASSERT_TRUE(reducing.WaitFor(absl::Seconds(30)));  // the finalizer is reducing, and stays there
+  Signal answered;
+  v1::AggregationState seen_meanwhile = v1::AGGREGATION_STATE_UNSPECIFIED;
+  std::thread status_call([&] {
+    seen_meanwhile = aggregation->Status().state();
+    answered.Raise();
+  });
+  EXPECT_TRUE(answered.WaitFor(absl::Seconds(10))) << "Status() waited for the finalization's reduction";
+  release.Raise();
+  status_call.join();
+  EXPECT_EQ(seen_meanwhile, v1::SEALED);
+  ASSERT_TRUE(settled.ran.WaitFor(absl::Seconds(30)));
+  EXPECT_EQ(settled.state, v1::FINALIZED);
+  EXPECT_EQ(ResultOf(*aggregation), (std::vector<int64_t>{1, 5}));
 }
 
 TEST(AggregationFinalizerTest, WithoutAFinalizerASealFinalizesBeforeItReturns) {
