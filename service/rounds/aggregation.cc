@@ -612,15 +612,37 @@ void Aggregation::Tick(absl::Time now) {
 
 absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {
   BatchReducer::Hold hold(*batches_);
+  BatchReducer::Waiting waiting;
+  Delta delta;
+  {
+    // The cut: what is counted up to here goes up in this delta. Child partials merge only
+    // under the hold, so the children's sequences stay as read.
+    MutexLock lock(&mu_);
+    waiting = hold.TakeWaiting();
+    delta.covered_client_ids.swap(undelivered_);
+    delta.durable_mark.version = version_;
+    for (const auto& [child_id, child] : children_) delta.durable_mark.child_sequences.emplace_back(child_id, child.last_sequence);
+  }
+  // Reduced and serialized without mu_, so that updates keep being counted meanwhile.
+  absl::Status failed = hold.Reduce(std::move(waiting));
+  if (failed.ok()) {
+    absl::StatusOr<std::string> bytes = hold.partial().Serialize();
+    if (bytes.ok()) {
+      delta.bytes = *std::move(bytes);
+    } else {
+      failed = BackendError("its partial aggregate could not be read back", bytes.status());
+    }
+  } else {
+    failed = BackendError("reducing a batch failed", failed);
+  }
   MutexLock lock(&mu_);
-  const absl::Status reduced = hold.ReduceWaiting();
-  if (!reduced.ok()) return BackendError("reducing a batch failed", reduced);
-  absl::StatusOr<std::string> bytes = hold.partial().Serialize();
-  if (!bytes.ok()) return BackendError("its partial aggregate could not be read back", bytes.status());
+  if (!failed.ok()) {
+    // Nothing went up: the clients stay undelivered, for a later delta.
+    undelivered_.insert(undelivered_.begin(), delta.covered_client_ids.begin(), delta.covered_client_ids.end());
+    return failed;
+  }
   final_delta_taken_ |= final;
-  Delta delta{*std::move(bytes), hold.partial().contributions(), {}, {version_, {}}};
-  delta.covered_client_ids.swap(undelivered_);
-  for (const auto& [child_id, child] : children_) delta.durable_mark.child_sequences.emplace_back(child_id, child.last_sequence);
+  delta.contributions = hold.partial().contributions();
   hold.ReplacePartial(PartialAggregate(config_.reduction, BackendOf(options_)));
   return delta;
 }

@@ -219,7 +219,8 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
       std::vector<std::pair<std::string, uint64_t>> child_sequences;  // last merged, per child
     } durable_mark;
   };
-  // Fails only when the backend cannot serialize its state (then nothing was taken).
+  // Fails only when the backend cannot reduce or serialize its state (then no client id
+  // was taken). Counting goes on while the delta is reduced and serialized.
   absl::StatusOr<Delta> TakeDelta(bool final);
   // Forwarding mirrors: waits (at most until `deadline`) until every joined child of
   // this node has sent its final partial or left; true when they all did.

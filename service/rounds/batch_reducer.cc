@@ -154,7 +154,6 @@ absl::Status BatchReducer::Hold::Reduce(Waiting waiting) {
   return reducer_.error_;
 }
 
-absl::Status BatchReducer::Hold::ReduceWaiting() { return Reduce(TakeWaiting()); }
 
 PartialAggregate& BatchReducer::Hold::partial() { return reducer_.partial_; }
 

@@ -109,8 +109,6 @@ class BatchReducer : public std::enable_shared_from_this<BatchReducer> {
     // backend failure of any reduction: after one, the partial is unspecified and later
     // batches are dropped.
     absl::Status Reduce(Waiting waiting) ABSL_NO_THREAD_SAFETY_ANALYSIS;
-    // TakeWaiting, then Reduce (the owner's lock held throughout).
-    absl::Status ReduceWaiting() ABSL_NO_THREAD_SAFETY_ANALYSIS;
     PartialAggregate& partial() ABSL_NO_THREAD_SAFETY_ANALYSIS;
     // Replaces the partial (a restored checkpoint; a fresh one after a delta went up)
     // and accounts its memory.

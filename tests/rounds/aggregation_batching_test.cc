@@ -1,13 +1,16 @@
 // How an aggregation batches and reduces its updates (service/rounds/batch_reducer.h): a
 // batch closes at --batch_size updates, or earlier once it holds batch_max_bytes of
 // payload; full batches are reduced on the reduction workers, not on the committing
-// thread; and whatever needs the partial (the result, a checkpoint) first reduces what is
-// still queued or pending, so nothing counted is missing even while the workers are busy.
+// thread; and whatever needs the partial (the result, a checkpoint, a mirror's delta) first
+// reduces what is still queued or pending, so nothing counted is missing even while the
+// workers are busy, and counting goes on meanwhile.
+#include <atomic>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -22,6 +25,7 @@ namespace {
 using testing::Contribute;
 using testing::NewCountingAggregation;
 using testing::ResultOf;
+using testing::Signal;
 
 // Each CountingUpdate holds two int64 values: 16 payload bytes.
 constexpr uint64_t kUpdateBytes = 16;
@@ -129,6 +133,44 @@ TEST(AggregationBatchingTest, EveryUpdateCountsOnceWhateverTheBatchBoundaries) {
   ASSERT_TRUE(aggregation->Seal().ok());
   ASSERT_EQ(aggregation->state(), v1::FINALIZED) << aggregation->Status().detail();
   EXPECT_EQ(ResultOf(*aggregation), (std::vector<int64_t>{5, expected}));
+}
+
+TEST(AggregationBatchingTest, AMirrorKeepsCountingWhileItsDeltaIsReduced) {
+  Signal reducing;
+  Signal release;
+  std::atomic<int> reductions{0};
+  AggregationOptions options;
+  options.forwarding = true;
+  options.flush_interval = absl::Hours(1);
+  options.batching.batch_size = 100;  // updates stay pending until a delta takes them
+  options.batching.on_batch_reduced = [&](absl::Duration, size_t) {
+    if (reductions.fetch_add(1) > 0) return;
+    reducing.Raise();  // the first delta's reduction waits here
+    (void)release.WaitFor(absl::Seconds(60));
+  };
+  std::shared_ptr<Aggregation> mirror = NewCountingAggregation("m", options);
+  mirror->SetJoinedUpstream(true);
+  absl::Cleanup free_reduction = [&release] { release.Raise(); };
+  Contribute(*mirror, "before-the-cut", 1);
+  absl::StatusOr<Aggregation::Delta> first = absl::UnknownError("not taken");
+  std::thread take([&] { first = mirror->TakeDelta(false); });
+  ASSERT_TRUE(reducing.WaitFor(absl::Seconds(30)));
+  Signal counted;
+  std::thread contribute([&] {
+    Contribute(*mirror, "after-the-cut", 2);
+    counted.Raise();
+  });
+  EXPECT_TRUE(counted.WaitFor(absl::Seconds(10))) << "counting waited for the delta's reduction";
+  release.Raise();
+  take.join();
+  contribute.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->contributions, 1);
+  EXPECT_EQ(first->covered_client_ids, std::vector<std::string>{"before-the-cut"});
+  absl::StatusOr<Aggregation::Delta> second = mirror->TakeDelta(false);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->contributions, 1);
+  EXPECT_EQ(second->covered_client_ids, std::vector<std::string>{"after-the-cut"});
 }
 
 }  // namespace

@@ -23,28 +23,7 @@ using testing::CountingSpec;
 using testing::CountingUpdate;
 using testing::NewCountingAggregation;
 using testing::ResultOf;
-
-// A one-shot signal on fedagg's Mutex, whose happens-before edges ThreadSanitizer sees
-// (the packaged Abseil's absl::Notification it cannot).
-class Signal {
- public:
-  void Raise() {
-    MutexLock lock(&mu_);
-    raised_ = true;
-  }
-  bool Raised() {
-    MutexLock lock(&mu_);
-    return raised_;
-  }
-  bool WaitFor(absl::Duration timeout) {
-    MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return raised_; }, timeout);
-  }
-
- private:
-  Mutex mu_;
-  bool raised_ ABSL_GUARDED_BY(mu_) = false;
-};
+using testing::Signal;
 
 // What a callback saw when it ran: its thread and the aggregation's state (read once
 // `ran` is raised).
