@@ -19,7 +19,6 @@ namespace fedagg {
 namespace {
 
 using testing::Contribute;
-using testing::CountingSpec;
 using testing::CountingUpdate;
 using testing::NewCountingAggregation;
 using testing::ResultOf;
@@ -42,13 +41,9 @@ std::function<void()> Record(Seen* seen, const Aggregation& aggregation) {
 }
 
 std::shared_ptr<Aggregation> AggregationFinalizedOn(ThreadPool* finalizer, int64_t max_contributions = 0) {
-  v1::AggregationSpec spec = CountingSpec("finalized");
-  spec.set_max_contributions(max_contributions);
-  absl::StatusOr<AggregationConfig> config = ConfigFromProto(spec);
-  EXPECT_TRUE(config.ok()) << config.status();
   AggregationOptions options;
   options.finalizer = finalizer;
-  return std::make_shared<Aggregation>(*std::move(config), options);
+  return NewCountingAggregation("finalized", options, max_contributions);
 }
 
 TEST(AggregationFinalizerTest, ASealIsAnsweredFromTheFinalizerOnceTheResultIsMade) {

@@ -17,19 +17,16 @@ namespace {
 using testing::ChildPartial;
 using testing::Contribute;
 using testing::CountingSpec;
+using testing::NewCountingAggregation;
 using testing::CountingUpdate;
 using testing::ResultOf;
 
 constexpr absl::Duration kGrace = absl::Seconds(30);
 
 std::shared_ptr<Aggregation> RootAggregation(int64_t max_contributions = 0) {
-  v1::AggregationSpec spec = CountingSpec("r");
-  spec.set_max_contributions(max_contributions);
-  absl::StatusOr<AggregationConfig> config = ConfigFromProto(spec);
-  EXPECT_TRUE(config.ok()) << config.status();
   AggregationOptions options;
   options.child_grace = kGrace;
-  return std::make_shared<Aggregation>(*std::move(config), options);
+  return NewCountingAggregation("r", options, max_contributions);
 }
 
 // A claim of `child_id` for `client_id` at a node that decides alone (answered inline).

@@ -64,10 +64,12 @@ inline UpdateBuffer CountingUpdate(const ReductionSpec& spec, int64_t value) {
   return *std::move(buffer);
 }
 
-// An aggregation of CountingSpec(id).
-inline std::shared_ptr<Aggregation> NewCountingAggregation(const std::string& id,
-                                                           const AggregationOptions& options) {
-  absl::StatusOr<AggregationConfig> config = ConfigFromProto(CountingSpec(id));
+// An aggregation of CountingSpec(id), sealed by its max_contributions'th update (0: none).
+inline std::shared_ptr<Aggregation> NewCountingAggregation(const std::string& id, const AggregationOptions& options,
+                                                           int64_t max_contributions = 0) {
+  v1::AggregationSpec spec = CountingSpec(id);
+  spec.set_max_contributions(max_contributions);
+  absl::StatusOr<AggregationConfig> config = ConfigFromProto(spec);
   EXPECT_TRUE(config.ok()) << config.status();
   return std::make_shared<Aggregation>(*std::move(config), options);
 }
