@@ -514,10 +514,32 @@ void Aggregation::FinalizeSoon(std::function<void()> then) {
     if (then) then();
     return;
   }
-  options_.finalizer->Run([self = shared_from_this(), then = std::move(then)] {
-    self->MaybeFinalize();
-    if (then) then();
-  });
+  bool start = false;
+  {
+    MutexLock lock(&mu_);
+    if (then) finalization_waiters_.push_back(std::move(then));
+    finalization_requested_ = true;
+    start = !finalization_running_;
+    finalization_running_ = true;
+  }
+  if (start) options_.finalizer->Run([self = shared_from_this()] { self->RunFinalizations(); });
+}
+
+void Aggregation::RunFinalizations() {
+  for (;;) {
+    std::vector<std::function<void()>> waiters;
+    {
+      MutexLock lock(&mu_);
+      if (!finalization_requested_) {
+        finalization_running_ = false;
+        return;
+      }
+      finalization_requested_ = false;
+      waiters.swap(finalization_waiters_);
+    }
+    MaybeFinalize();
+    for (const std::function<void()>& answer : waiters) answer();
+  }
 }
 
 void Aggregation::MaybeFinalize() {

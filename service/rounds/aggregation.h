@@ -328,8 +328,12 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // Finalizes a sealed aggregation once its children are done or their grace ran out, on
   // this thread.
   void MaybeFinalize();
-  // MaybeFinalize on the finalizer (inline without one), then `then` (if any).
+  // A finalization attempt (MaybeFinalize) that starts from now on, on the finalizer
+  // (inline without one); `then` (if any) runs once it is over.
   void FinalizeSoon(std::function<void()> then);
+  // The finalizer's task: attempts while requests keep coming, each answering the
+  // waiters registered before it began.
+  void RunFinalizations();
   // Whether MaybeFinalize would finalize now.
   bool FinalizeDueLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SealLocked(std::vector<ChildNotifier>* to_notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -358,6 +362,12 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   std::function<void()> durability_wanted_ ABSL_GUARDED_BY(mu_);  // mirrors: OnDurabilityWanted
   absl::Status upstream_error_ ABSL_GUARDED_BY(mu_);  // why not joined; OK: not tried yet
   bool final_delta_taken_ ABSL_GUARDED_BY(mu_) = false;
+  // With a finalizer: one task at a time runs this aggregation's finalization attempts
+  // (RunFinalizations), one more for each batch of requests made meanwhile, so that
+  // repeated requests (the ticker's, every tick) never hold more than one worker.
+  bool finalization_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool finalization_running_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::function<void()>> finalization_waiters_ ABSL_GUARDED_BY(mu_);
   double weight_sum_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time sealed_at_ ABSL_GUARDED_BY(mu_);
   // Durability: bumped by every change a checkpoint must hold.

@@ -138,6 +138,45 @@ TEST(AggregationFinalizerTest, StatusCallsDoNotWaitForTheFinalizationsReduction)
   EXPECT_EQ(ResultOf(*aggregation), (std::vector<int64_t>{1, 5}));
 }
 
+TEST(AggregationFinalizerTest, RepeatedRequestsHoldOneWorkerWhileAFinalizationRuns) {
+  ThreadPool workers(3);  // two workers: one finalizes, the other stays free for reductions
+  Signal reducing;
+  Signal release;
+  AggregationOptions slow_options;
+  slow_options.finalizer = &workers;
+  slow_options.batching.workers = &workers;
+  slow_options.flush_interval = absl::Hours(1);
+  slow_options.batching.batch_size = 100;  // reduced by the finalization
+  slow_options.batching.on_batch_reduced = [&reducing, &release](absl::Duration, size_t) {
+    reducing.Raise();
+    (void)release.WaitFor(absl::Seconds(60));
+  };
+  std::shared_ptr<Aggregation> slow = NewCountingAggregation("slow", slow_options);
+  absl::Cleanup free_reduction = [&release] { release.Raise(); };
+  Contribute(*slow, "a", 1);
+  ASSERT_TRUE(slow->Seal().ok());
+  ASSERT_TRUE(reducing.WaitFor(absl::Seconds(30)));
+  for (int tick = 0; tick < 5; ++tick) slow->Tick(absl::Now());  // the ticker asks, tick after tick
+  Seen settled;
+  ASSERT_TRUE(slow->Seal(Record(&settled, *slow)).ok());  // and so does a second Seal
+
+  Signal other_reduced;
+  AggregationOptions other_options;
+  other_options.batching.workers = &workers;
+  other_options.batching.batch_size = 1;
+  other_options.batching.on_batch_reduced = [&other_reduced](absl::Duration, size_t) { other_reduced.Raise(); };
+  std::shared_ptr<Aggregation> other = NewCountingAggregation("other", other_options);
+  Contribute(*other, "b", 2);
+  EXPECT_TRUE(other_reduced.WaitFor(absl::Seconds(10)))
+      << "another aggregation's batch found no free worker while one finalization ran";
+
+  EXPECT_FALSE(settled.ran.Raised());
+  release.Raise();
+  ASSERT_TRUE(settled.ran.WaitFor(absl::Seconds(30)));
+  EXPECT_EQ(settled.state, v1::FINALIZED);
+  EXPECT_EQ(ResultOf(*slow), (std::vector<int64_t>{1, 1}));
+}
+
 TEST(AggregationFinalizerTest, WithoutAFinalizerASealFinalizesBeforeItReturns) {
   std::shared_ptr<Aggregation> aggregation = AggregationFinalizedOn(nullptr);
   Contribute(*aggregation, "a", 3);
