@@ -154,7 +154,6 @@ absl::Status BatchReducer::Hold::Reduce(Waiting waiting) {
   return reducer_.error_;
 }
 
-
 PartialAggregate& BatchReducer::Hold::partial() { return reducer_.partial_; }
 
 void BatchReducer::Hold::ReplacePartial(PartialAggregate partial) {
