@@ -89,20 +89,33 @@ print(f"threads {sum(threads.values())} live, CPU seconds {total:.2f} (live thre
 PY
 }
 
-run() {  # run NAME METRICS_PORT|- LOADGEN_ARGS SERVER_COMMAND...: prints "rate updates_per_s passed"
+run() {  # run NAME metrics|- LOADGEN_ARGS SERVER_COMMAND...: prints "rate updates_per_s passed"
   local name=$1 metrics=$2 args=$3; shift 3
-  local port=$((30000 + RANDOM % 20000))
   local profile=()
   if [ -n "$PROFILES" ] && [ "$(basename "$1")" = fedagg-server ]; then
     profile=(env "LD_PRELOAD=$PROFILER" "CPUPROFILE=$PROFILES/$name.prof" CPUPROFILE_FREQUENCY=500)
   fi
-  "${PIN[@]}" "${profile[@]}" "$@" --listen="127.0.0.1:$port" >"$LOGS/$name.server.log" 2>&1 &
-  local server=$!
-  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  # Port 0: the server takes a free port and prints it (and fedagg-server its metrics
+  # port), so that runs beside other servers, as CI's tests in parallel, never collide.
+  "${PIN[@]}" "${profile[@]}" "$@" --listen=127.0.0.1:0 >"$LOGS/$name.server.log" 2>&1 &
+  local server=$! port="" metrics_port=""
+  for _ in $(seq 100); do
+    port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$LOGS/$name.server.log" | head -n 1)
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  if [ -z "$port" ]; then
+    echo "service-table: $name did not start:" >&2
+    cat "$LOGS/$name.server.log" >&2
+    kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
+    echo 0 0 no
+    return
+  fi
+  [ "$metrics" = - ] || metrics_port=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$LOGS/$name.server.log" | head -n 1)
   # shellcheck disable=SC2086
   timeout 300 "$BIN/fedagg-loadgen" --control="127.0.0.1:$port" --channels=16 --json $args >"$LOGS/$name.json" 2>"$LOGS/$name.err"
-  if [ "$metrics" != - ]; then
-    http_get "$metrics" /metrics | grep -E '^fedagg_staging' | grep -v '_bucket' >"$LOGS/$name.staging" || true
+  if [ -n "$metrics_port" ]; then
+    http_get "$metrics_port" /metrics | grep -E '^fedagg_staging' | grep -v '_bucket' >"$LOGS/$name.staging" || true
     server_threads "$server" >>"$LOGS/$name.staging"
   fi
   kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
@@ -133,9 +146,8 @@ for workload in "${WORKLOADS[@]}"; do
   row="| $name | $(python3 -c "import sys; m, v = sys.argv[1], float(sys.argv[2]); print(f'{v:,.0f} upd/s' if m == 'updates' else f'{v / 1e6:,.0f} MB/s')" "$measure" "$sink")"
   verdicts="" cpu_value=""
   for backend in ${BACKENDS//,/ }; do
-    metrics=$((20000 + RANDOM % 10000))
-    read -r rate ups ok < <(run "$slug-$backend" "$metrics" "$args" "$BIN/fedagg-server" \
-        --backend="$backend" --metrics_address="127.0.0.1:$metrics" "${SERVER_FLAGS[@]}")
+    read -r rate ups ok < <(run "$slug-$backend" metrics "$args" "$BIN/fedagg-server" \
+        --backend="$backend" "${SERVER_FLAGS[@]}")
     [ "$ok" = yes ] || failed=1
     value=$([ "$measure" = updates ] && echo "$ups" || echo "$rate")
     row+=" | $(python3 -c "
