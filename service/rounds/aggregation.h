@@ -27,7 +27,7 @@
 // large partial is read back from the device. With a finalizer pool in the options it
 // runs there, never on the RPC thread whose call sealed or completed the aggregation; the
 // answer to that call (the Seal response, the completing update's ack) still goes out
-// after it, so a client that was answered sees the final state.
+// after it, so that client sees the outcome (when no child aggregator is waited for).
 #ifndef FEDAGG_SERVICE_ROUNDS_AGGREGATION_H_
 #define FEDAGG_SERVICE_ROUNDS_AGGREGATION_H_
 
@@ -197,8 +197,8 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   absl::Status Cancel(const std::string& reason);
   // Reduces a pending batch older than the flush interval, seals at the deadline, releases
   // the leases of children whose Join stream has been gone for the child grace period, and
-  // finalizes a sealed aggregation whose children are done or whose child grace period
-  // ran out. Called by the registry's ticker.
+  // starts the finalization of a sealed aggregation whose children are done or whose child
+  // grace period ran out. Called by the registry's ticker.
   void Tick(absl::Time now);
   // Queues the pending batch for reduction now, whatever its size and age: the node's
   // ingest window is full and new updates wait for the bytes the batch holds.
