@@ -46,6 +46,27 @@ std::shared_ptr<Aggregation> AggregationFinalizedOn(ThreadPool* finalizer, int64
   return NewCountingAggregation("finalized", options, max_contributions);
 }
 
+// Holds a finalization in its reduction: updates wait pending (batches of 100, no flush)
+// until the finalization reduces them, and that reduction raises `reducing` and waits for
+// `release`. Declared before the pool that runs it (it outlives the workers); a cleanup
+// declared after the pool raises `release` however the test ends.
+struct StalledReduction {
+  Signal reducing;
+  Signal release;
+  AggregationOptions Options(ThreadPool* workers) {
+    AggregationOptions options;
+    options.finalizer = workers;
+    options.batching.workers = workers;
+    options.flush_interval = absl::Hours(1);
+    options.batching.batch_size = 100;
+    options.batching.on_batch_reduced = [this](absl::Duration, size_t) {
+      reducing.Raise();
+      (void)release.WaitFor(absl::Seconds(60));
+    };
+    return options;
+  }
+};
+
 TEST(AggregationFinalizerTest, ASealIsAnsweredFromTheFinalizerOnceTheResultIsMade) {
   ThreadPool finalizer(3);
   std::shared_ptr<Aggregation> aggregation = AggregationFinalizedOn(&finalizer);
@@ -84,8 +105,8 @@ TEST(AggregationFinalizerTest, TheUpdateThatCompletesTheAggregationIsAckedAfterI
 }
 
 TEST(AggregationFinalizerTest, ASecondSealIsAnsweredOnlyOnceTheFirstOnesFinalizationIsOver) {
+  Signal release;  // before the pool: outlives its worker
   ThreadPool finalizer(2);  // one worker, held busy until both seals are in
-  Signal release;
   finalizer.Run([&release] { (void)release.WaitFor(absl::InfiniteDuration()); });
   // Frees the worker however the test ends, before the pool waits for it.
   absl::Cleanup free_worker = [&release] { release.Raise(); };
@@ -106,23 +127,14 @@ TEST(AggregationFinalizerTest, ASecondSealIsAnsweredOnlyOnceTheFirstOnesFinaliza
 }
 
 TEST(AggregationFinalizerTest, StatusCallsDoNotWaitForTheFinalizationsReduction) {
+  StalledReduction stall;
   ThreadPool finalizer(3);
-  Signal reducing;
-  Signal release;
-  AggregationOptions options;
-  options.finalizer = &finalizer;
-  options.flush_interval = absl::Hours(1);
-  options.batching.batch_size = 100;  // the update stays pending until the finalization
-  options.batching.on_batch_reduced = [&reducing, &release](absl::Duration, size_t) {
-    reducing.Raise();
-    (void)release.WaitFor(absl::Seconds(60));
-  };
-  std::shared_ptr<Aggregation> aggregation = NewCountingAggregation("slow", options);
-  absl::Cleanup free_reduction = [&release] { release.Raise(); };
+  absl::Cleanup free_worker = [&stall] { stall.release.Raise(); };
+  std::shared_ptr<Aggregation> aggregation = NewCountingAggregation("slow", stall.Options(&finalizer));
   Contribute(*aggregation, "a", 5);
   Seen settled;
   ASSERT_TRUE(aggregation->Seal(Record(&settled, *aggregation)).ok());
-  ASSERT_TRUE(reducing.WaitFor(absl::Seconds(30)));  // the finalizer is reducing, and stays there
+  ASSERT_TRUE(stall.reducing.WaitFor(absl::Seconds(30)));  // the finalizer is reducing, and stays there
   Signal answered;
   v1::AggregationState seen_meanwhile = v1::AGGREGATION_STATE_UNSPECIFIED;
   std::thread status_call([&] {
@@ -130,7 +142,7 @@ TEST(AggregationFinalizerTest, StatusCallsDoNotWaitForTheFinalizationsReduction)
     answered.Raise();
   });
   EXPECT_TRUE(answered.WaitFor(absl::Seconds(10))) << "Status() waited for the finalization's reduction";
-  release.Raise();
+  stall.release.Raise();
   status_call.join();
   EXPECT_EQ(seen_meanwhile, v1::SEALED);
   ASSERT_TRUE(settled.ran.WaitFor(absl::Seconds(30)));
@@ -139,23 +151,13 @@ TEST(AggregationFinalizerTest, StatusCallsDoNotWaitForTheFinalizationsReduction)
 }
 
 TEST(AggregationFinalizerTest, RepeatedRequestsHoldOneWorkerWhileAFinalizationRuns) {
+  StalledReduction stall;
   ThreadPool workers(3);  // two workers: one finalizes, the other stays free for reductions
-  Signal reducing;
-  Signal release;
-  AggregationOptions slow_options;
-  slow_options.finalizer = &workers;
-  slow_options.batching.workers = &workers;
-  slow_options.flush_interval = absl::Hours(1);
-  slow_options.batching.batch_size = 100;  // reduced by the finalization
-  slow_options.batching.on_batch_reduced = [&reducing, &release](absl::Duration, size_t) {
-    reducing.Raise();
-    (void)release.WaitFor(absl::Seconds(60));
-  };
-  std::shared_ptr<Aggregation> slow = NewCountingAggregation("slow", slow_options);
-  absl::Cleanup free_reduction = [&release] { release.Raise(); };
+  absl::Cleanup free_worker = [&stall] { stall.release.Raise(); };
+  std::shared_ptr<Aggregation> slow = NewCountingAggregation("slow", stall.Options(&workers));
   Contribute(*slow, "a", 1);
   ASSERT_TRUE(slow->Seal().ok());
-  ASSERT_TRUE(reducing.WaitFor(absl::Seconds(30)));
+  ASSERT_TRUE(stall.reducing.WaitFor(absl::Seconds(30)));
   for (int tick = 0; tick < 5; ++tick) slow->Tick(absl::Now());  // the ticker asks, tick after tick
   Seen settled;
   ASSERT_TRUE(slow->Seal(Record(&settled, *slow)).ok());  // and so does a second Seal
@@ -171,7 +173,7 @@ TEST(AggregationFinalizerTest, RepeatedRequestsHoldOneWorkerWhileAFinalizationRu
       << "another aggregation's batch found no free worker while one finalization ran";
 
   EXPECT_FALSE(settled.ran.Raised());
-  release.Raise();
+  stall.release.Raise();
   ASSERT_TRUE(settled.ran.WaitFor(absl::Seconds(30)));
   EXPECT_EQ(settled.state, v1::FINALIZED);
   EXPECT_EQ(ResultOf(*slow), (std::vector<int64_t>{1, 1}));
