@@ -158,23 +158,28 @@ absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id, 
 
 void Aggregation::ClaimAndCommit(const std::string& client_id, ValidatedUpdate update,
                                  std::function<void(absl::StatusOr<int64_t>)> done) {
-  auto held = std::make_shared<ValidatedUpdate>(std::move(update));
-  auto contributions = std::make_shared<int64_t>(0);
-  auto completed = std::make_shared<bool>(false);
+  // What the commit leaves for the answer: one allocation per update, shared by the two steps.
+  struct Commit {
+    ValidatedUpdate update;
+    int64_t contributions = 0;
+    bool completed = false;
+  };
+  auto commit = std::make_shared<Commit>(Commit{std::move(update)});
   ClaimUpstream(
       client_id,
-      [this, client_id, held, contributions, completed]() -> absl::Status {
-        FEDAGG_ASSIGN_OR_RETURN(*contributions, CountUpdate(client_id, std::move(*held), completed.get()));
+      [this, client_id, commit]() -> absl::Status {
+        FEDAGG_ASSIGN_OR_RETURN(commit->contributions,
+                                CountUpdate(client_id, std::move(commit->update), &commit->completed));
         return absl::OkStatus();
       },
-      [this, done = std::move(done), contributions, completed](absl::Status committed) {
+      [this, done = std::move(done), commit](absl::Status committed) {
         if (!committed.ok()) {
           done(committed);
-        } else if (*completed) {
+        } else if (commit->completed) {
           // The ack of the update that completed the aggregation follows its result.
-          FinalizeSoon([done, contributions] { done(*contributions); });
+          FinalizeSoon([done, commit] { done(commit->contributions); });
         } else {
-          done(*contributions);
+          done(commit->contributions);
         }
       });
 }
