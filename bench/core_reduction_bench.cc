@@ -2,7 +2,10 @@
 // baseline over the same bytes, so the ratio to the machine's limit is printed at the end;
 // the sparse family is also set beside a scatter baseline (the fastest plain scatter of
 // the same COO batch into a dense table). Beside them, the checksum every received update
-// pays (BM_Crc32cReceive), on one thread, as the receive path runs it.
+// pays (BM_Crc32cReceive), on one thread, as the receive path runs it. Where Thrust's
+// OpenMP system is built, the thrust-omp backend's rows (BM_ThrustOmp*) run the same
+// batches through the staged path the cuda backend runs (staging ring, CPU copy engine,
+// the portable reduction), to set beside the CPU backend's rows of the same name.
 // Every benchmark first checks one batch against the reference reduction and fails
 // (SkipWithError) if the result is wrong.
 #include <benchmark/benchmark.h>
@@ -22,6 +25,9 @@
 #include "service/core/partial_aggregate.h"
 #include "service/core/reference_reducer.h"
 #include "service/core/thread_pool.h"
+#if defined(FEDAGG_BENCH_THRUST_OMP)
+#include "portable/omp_backend.h"
+#endif
 
 namespace fedagg {
 namespace {
@@ -133,9 +139,11 @@ void BM_ScatterBaselineSorted(benchmark::State& s) { RunScatterBaseline(s, true)
 // Reduces batches of state.range(0) updates: the same batch every time, or `distinct`
 // different batches in turn (so that what one batch touches in the accumulator is no
 // longer in the caches when it comes round again). With `ascending`, each update's indices
-// are sorted, as most clients send them.
+// are sorted, as most clients send them. `backend` reduces them (the check's result comes
+// from the same backend).
 void RunReduction(benchmark::State& state, Intrinsic intrinsic, std::vector<int64_t> shape,
-                  int64_t nnz, int distinct = 1, bool ascending = false) {
+                  int64_t nnz, int distinct = 1, bool ascending = false,
+                  const AccumulatorFactory& backend = CpuAccumulatorFactory::Default()) {
   const int kBatch = static_cast<int>(state.range(0));
   absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec = ReductionSpec::Create(
       ValueType::Tensor(DType::kFloat32, shape), {{intrinsic}});
@@ -150,13 +158,13 @@ void RunReduction(benchmark::State& state, Intrinsic intrinsic, std::vector<int6
     }
   }
 
-  PartialAggregate check(*spec);
+  PartialAggregate check(*spec, backend);
   if (!check.AccumulateBatch(batches[0].views).ok()) return state.SkipWithError("accumulate failed");
   absl::StatusOr<AggregateResult> result = check.Report();
   const double error = MaxRelativeError(ReferenceReduce(**spec, batches[0].views), *result);
   if (!(error < 1e-4)) return state.SkipWithError("result differs from the reference");
 
-  PartialAggregate partial(*spec);
+  PartialAggregate partial(*spec, backend);
   size_t next = 0;
   for (auto _ : state) {
     benchmark::DoNotOptimize(partial.AccumulateBatch(batches[next].views));
@@ -204,6 +212,50 @@ void BM_RowSparseMean(benchmark::State& s) {
 void BM_RowSparseSumColdRows(benchmark::State& s) {
   RunReduction(s, Intrinsic::kRowSparseSum, {1 << 20, 64}, 1000, 48);
 }
+// The same, each update's row ids ascending, as most clients send them.
+void BM_RowSparseSumColdRowsAscending(benchmark::State& s) {
+  RunReduction(s, Intrinsic::kRowSparseSum, {1 << 20, 64}, 1000, 48, true);
+}
+
+// The result of a sparse_sum over 16 Mi coordinates (a 64 MiB float32 table, one batch of
+// 8 updates accumulated): what finalization costs beside the reductions. Bytes: the table's.
+void RunReport(benchmark::State& state, const AccumulatorFactory& backend) {
+  absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec = ReductionSpec::Create(
+      ValueType::Tensor(DType::kFloat32, {kSparseCoordinates}), {{Intrinsic::kSparseSum}});
+  if (!spec.ok()) return state.SkipWithError(std::string(spec.status().message()).c_str());
+  const Batch batch = MakeBatch(Encoding::kSparse, kSparseCoordinates, 1, kSparseNnz, false);
+  PartialAggregate partial(*spec, backend);
+  if (!partial.AccumulateBatch(batch.views).ok()) return state.SkipWithError("accumulate failed");
+  for (auto _ : state) {
+    absl::StatusOr<AggregateResult> result = partial.Report();
+    if (!result.ok()) return state.SkipWithError("report failed");
+    benchmark::DoNotOptimize(result->fields[0].value.bytes.data());
+  }
+  state.SetBytesProcessed(state.iterations() * kSparseCoordinates * static_cast<int64_t>(sizeof(float)));
+}
+void BM_SparseSumReport(benchmark::State& s) { RunReport(s, CpuAccumulatorFactory::Default()); }
+BENCHMARK(BM_SparseSumReport)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+#if defined(FEDAGG_BENCH_THRUST_OMP)
+void BM_ThrustOmpSparseSumReport(benchmark::State& s) { RunReport(s, ThrustOmpBackend()); }
+BENCHMARK(BM_ThrustOmpSparseSumReport)->UseRealTime()->Unit(benchmark::kMillisecond);
+void BM_ThrustOmpDenseSum(benchmark::State& s) {
+  RunReduction(s, Intrinsic::kFederatedSum, {kDenseElements}, 0, 1, false, ThrustOmpBackend());
+}
+void BM_ThrustOmpSparseSumAscending(benchmark::State& s) {
+  RunReduction(s, Intrinsic::kSparseSum, {kSparseCoordinates}, kSparseNnz, 16, true, ThrustOmpBackend());
+}
+void BM_ThrustOmpRowSparseSumColdRows(benchmark::State& s) {
+  RunReduction(s, Intrinsic::kRowSparseSum, {1 << 20, 64}, 1000, 48, false, ThrustOmpBackend());
+}
+void BM_ThrustOmpRowSparseSumColdRowsAscending(benchmark::State& s) {
+  RunReduction(s, Intrinsic::kRowSparseSum, {1 << 20, 64}, 1000, 48, true, ThrustOmpBackend());
+}
+BENCHMARK(BM_ThrustOmpDenseSum)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ThrustOmpSparseSumAscending)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ThrustOmpRowSparseSumColdRows)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ThrustOmpRowSparseSumColdRowsAscending)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+#endif
 
 // CRC-32C over a 16 MiB update in pieces of `state.range(0)` bytes, each piece checksummed
 // right after it was copied into the update's buffer (update_assembler.cc): one thread, the
@@ -241,6 +293,7 @@ BENCHMARK(BM_SparseSumSparse)->Arg(8)->UseRealTime()->Unit(benchmark::kMilliseco
 BENCHMARK(BM_RowSparseSum)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RowSparseMean)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RowSparseSumColdRows)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RowSparseSumColdRowsAscending)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Console output as usual, plus each benchmark's bytes/s remembered for the ratio table.
 // With repetitions, the median aggregate is the figure used.

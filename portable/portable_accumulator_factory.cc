@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_accumulator_factory.h"
+#include "service/core/field_report.h"
 #include "service/core/status_macros.h"
 
 namespace fedagg {
@@ -97,19 +98,19 @@ class PortableAccumulator final : public FieldAccumulator {
     return ToStatus(reducer_->Load(state), field_);
   }
 
-  // Reported by a CPU accumulator loaded with the state; as above, at most two host copies
-  // at once (the serialization and the CPU accumulator, then the latter and the result).
+  // From the state copied out of the device: one host copy of the field and the result.
   absl::StatusOr<ReportedField> Report(int64_t contributions, double weight_sum) const override {
-    std::unique_ptr<FieldAccumulator> host;
-    {
-      ByteWriter writer;
-      FEDAGG_RETURN_IF_ERROR(SerializeTo(writer));
-      const std::string bytes = writer.Take();
-      host = CpuAccumulatorFactory::Default().Make(field_);
-      ByteReader reader(bytes);
-      FEDAGG_RETURN_IF_ERROR(host->DeserializeFrom(reader, contributions));
+    HostState<Acc> state;
+    FEDAGG_RETURN_IF_ERROR(ToStatus(reducer_->Save(&state), field_));
+    switch (kind_) {
+      case ReducerKind::kDense: return ReportDense<Acc>(field_, state.values, contributions, weight_sum);
+      case ReducerKind::kScatter: return ReportScatter<Acc>(field_, state.values, state.counts, state.weight_sums);
+      case ReducerKind::kUnion: {
+        const UnionPiece<Acc> whole{state.indices, state.values, state.counts};
+        return ReportUnion<Acc>(field_, absl::MakeConstSpan(&whole, 1));
+      }
     }
-    return host->Report(contributions, weight_sum);
+    return absl::InternalError(absl::StrCat("field '", field_.path, "': unknown reducer kind"));
   }
 
   uint64_t MemoryBytes() const override { return reducer_->HostBytes(); }

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "service/core/cpu_kernels.h"
+#include "service/core/field_report.h"
 
 namespace fedagg {
 namespace {
@@ -23,25 +24,6 @@ Acc InitialValue(Intrinsic intrinsic) {
   return Acc{0};
 }
 
-// Writes acc[i] / divisor (or acc[i] itself when divisor is 0) as the result dtype.
-template <typename Acc>
-void WriteScaled(const std::vector<Acc>& acc, double divisor, Tensor& out) {
-  cpu::DispatchDType(out.dtype, [&](auto tag) {
-    using Out = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<Out, float> || std::is_same_v<Out, double> ||
-                  std::is_same_v<Out, int64_t>) {
-      absl::Span<Out> dst = out.mutable_values<Out>();
-      if (divisor == 0) {
-        for (size_t i = 0; i < acc.size(); ++i) dst[i] = static_cast<Out>(acc[i]);
-      } else {
-        // Divide in the accumulation precision (or float64 for integer sums).
-        using Div = std::conditional_t<std::is_integral_v<Acc>, double, Acc>;
-        const Div d = static_cast<Div>(divisor);
-        for (size_t i = 0; i < acc.size(); ++i) dst[i] = static_cast<Out>(static_cast<Div>(acc[i]) / d);
-      }
-    }
-  });
-}
 }  // namespace
 
 template <typename Acc>
@@ -123,13 +105,7 @@ absl::Status CpuDenseAccumulator<Acc>::DeserializeFrom(ByteReader& in, int64_t) 
 
 template <typename Acc>
 absl::StatusOr<ReportedField> CpuDenseAccumulator<Acc>::Report(int64_t contributions, double weight_sum) const {
-  ReportedField out{field_.path, field_.intrinsic, Tensor{field_.result_dtype, field_.type.shape, {}}};
-  out.value.bytes.resize(acc_.size() * DTypeSize(field_.result_dtype));
-  double divisor = 0;
-  if (field_.intrinsic == Intrinsic::kFederatedMean) divisor = static_cast<double>(contributions);
-  if (field_.intrinsic == Intrinsic::kFederatedWeightedMean) divisor = weight_sum;
-  WriteScaled(acc_, divisor, out.value);
-  return out;
+  return ReportDense<Acc>(field_, acc_, contributions, weight_sum);
 }
 
 template <typename Acc>

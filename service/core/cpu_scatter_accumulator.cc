@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_kernels.h"
 #include "service/core/cpu_partitioned_scatter.h"
+#include "service/core/field_report.h"
 
 namespace fedagg {
 
@@ -118,31 +119,7 @@ absl::Status CpuScatterAccumulator<Acc>::DeserializeFrom(ByteReader& in, int64_t
 
 template <typename Acc>
 absl::StatusOr<ReportedField> CpuScatterAccumulator<Acc>::Report(int64_t, double) const {
-  ReportedField out{field_.path, field_.intrinsic, Tensor{field_.result_dtype, field_.type.shape, {}}};
-  out.value.bytes.resize(acc_.size() * DTypeSize(field_.result_dtype));
-  const bool mean = field_.intrinsic == Intrinsic::kSparseMean ||
-                    field_.intrinsic == Intrinsic::kRowSparseMean || weighted();
-  const int64_t width = field_.row_width;
-  cpu::DispatchDType(field_.result_dtype, [&](auto tag) {
-    using Out = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<Out, float> || std::is_same_v<Out, double> ||
-                  std::is_same_v<Out, int64_t>) {
-      absl::Span<Out> dst = out.value.mutable_values<Out>();
-      for (int64_t row = 0; row < field_.rows; ++row) {
-        using Div = std::conditional_t<std::is_integral_v<Acc>, double, Acc>;
-        Div divisor = 0;
-        if (mean) divisor = weighted() ? static_cast<Div>(weight_sums_[row]) : static_cast<Div>(counts_[row]);
-        for (int64_t e = 0; e < width; ++e) {
-          const size_t i = static_cast<size_t>(row * width + e);
-          // A coordinate nobody touched has mean 0: there is nothing to divide.
-          dst[i] = mean ? (divisor == 0 ? Out{0} : static_cast<Out>(static_cast<Div>(acc_[i]) / divisor))
-                        : static_cast<Out>(acc_[i]);
-        }
-      }
-    }
-  });
-  if (field_.report_counts) out.counts = counts_;
-  return out;
+  return ReportScatter<Acc>(field_, acc_, counts_, weight_sums_);
 }
 
 template <typename Acc>

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_coordinate_partition.h"
 #include "service/core/cpu_kernels.h"
+#include "service/core/field_report.h"
 #include "service/core/large_allocation.h"
 #include "service/core/status_macros.h"
 
@@ -378,19 +379,10 @@ absl::Status CpuSparseUnionAccumulator<Acc>::DeserializeFrom(ByteReader& in, int
 
 template <typename Acc>
 absl::StatusOr<ReportedField> CpuSparseUnionAccumulator<Acc>::Report(int64_t, double) const {
-  const size_t nnz = Nonzeros();
-  ReportedField out{field_.path, field_.intrinsic,
-                    Tensor{field_.result_dtype, {static_cast<int64_t>(nnz)}, {}}};
-  out.value.bytes.resize(nnz * sizeof(Acc));
-  Acc* values = out.value.mutable_values<Acc>().data();
-  out.indices.reserve(nnz);
-  if (field_.report_counts) out.counts.reserve(nnz);
-  for (const Shard& shard : shards_) {
-    values = std::copy(shard.values.begin(), shard.values.end(), values);
-    out.indices.insert(out.indices.end(), shard.indices.begin(), shard.indices.end());
-    if (field_.report_counts) out.counts.insert(out.counts.end(), shard.counts.begin(), shard.counts.end());
-  }
-  return out;
+  std::vector<UnionPiece<Acc>> pieces;
+  pieces.reserve(shards_.size());
+  for (const Shard& shard : shards_) pieces.push_back({shard.indices, shard.values, shard.counts});
+  return ReportUnion<Acc>(field_, pieces);
 }
 
 template <typename Acc>

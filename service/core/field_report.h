@@ -1,0 +1,44 @@
+// The result of one field from its accumulated state, wherever that state was kept: the
+// CPU accumulators report from their own arrays, a device backend's adapter from the
+// arrays it copied out of the device (portable/portable_accumulator_factory.cc). One
+// definition of every intrinsic's last step: means divided (in the accumulation
+// precision, float64 for integer sums), the result dtype written, counts attached when
+// the spec asked for them.
+#ifndef FEDAGG_SERVICE_CORE_FIELD_REPORT_H_
+#define FEDAGG_SERVICE_CORE_FIELD_REPORT_H_
+
+#include <cstdint>
+
+#include "absl/types/span.h"
+#include "service/core/aggregate_result.h"
+#include "service/core/reduction_spec.h"
+
+namespace fedagg {
+
+// Dense intrinsics: `acc` holds the field's elements; the mean divides by
+// `contributions`, the weighted mean by `weight_sum`.
+template <typename Acc>
+ReportedField ReportDense(const FieldSpec& field, absl::Span<const Acc> acc, int64_t contributions,
+                          double weight_sum);
+
+// The dense-result sparse family: `acc` is the [rows, row_width] table; `counts` (per row,
+// empty unless the field keeps them) divide the means, `weight_sums` (per row) the
+// weighted mean. A row nobody touched has mean 0.
+template <typename Acc>
+ReportedField ReportScatter(const FieldSpec& field, absl::Span<const Acc> acc,
+                            absl::Span<const int64_t> counts, absl::Span<const double> weight_sums);
+
+// sparse_sum_sparse: the coalesced state in pieces whose indices increase from one piece
+// to the next (the CPU accumulator's shards, or one piece).
+template <typename Acc>
+struct UnionPiece {
+  absl::Span<const int64_t> indices;  // strictly increasing
+  absl::Span<const Acc> values;
+  absl::Span<const int64_t> counts;
+};
+template <typename Acc>
+ReportedField ReportUnion(const FieldSpec& field, absl::Span<const UnionPiece<Acc>> pieces);
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_SERVICE_CORE_FIELD_REPORT_H_
