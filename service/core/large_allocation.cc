@@ -1,5 +1,6 @@
-// LargeAllocation: heap memory for small buffers, 2 MiB-aligned huge-page mappings for
-// large ones (and pinned mappings, with a pinner), released mappings cached for reuse.
+// LargeAllocation: heap memory for small buffers, mappings for larger ones (2 MiB-aligned
+// huge-page candidates from 2 MiB up; pinned, with a pinner), released mappings cached
+// for reuse.
 #include "service/core/large_allocation.h"
 
 #include <sys/mman.h>
@@ -41,15 +42,15 @@ std::byte* MapAligned(size_t bytes) {
   return reinterpret_cast<std::byte*>(aligned);
 }
 
-// `bytes` (a multiple of the page size) mapped anywhere, for pinned buffers below a huge page.
+// `bytes` (a multiple of the page size) mapped anywhere, for buffers below a huge page;
+// null when the kernel refuses (its limit on a process's mappings, vm.max_map_count).
 std::byte* MapPages(size_t bytes) {
   void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (memory == MAP_FAILED) throw std::bad_alloc();
-  return static_cast<std::byte*>(memory);
+  return memory == MAP_FAILED ? nullptr : static_cast<std::byte*>(memory);
 }
 
-// Pinned buffers below a huge page are mapped in multiples of this.
-constexpr size_t kPinnedGranule = size_t{64} << 10;
+// Buffers below a huge page are mapped in multiples of this.
+constexpr size_t kMappedGranule = size_t{64} << 10;
 
 struct Mapping {
   std::byte* memory = nullptr;
@@ -147,20 +148,24 @@ class MappingCache {
 
 LargeAllocation::LargeAllocation(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
-  MappingCache& cache = MappingCache::Instance();
-  // Only a buffer that could be a pinned mapping asks (the cache's lock, on every receiving thread).
-  std::shared_ptr<HostMemoryPinner> pinner = bytes >= kMinPinnedBytes ? cache.pinner() : nullptr;
-  const bool huge = bytes >= kHugePageBytes;
-  if (huge || pinner != nullptr) {
-    const size_t mapped = RoundUp(bytes, huge ? kHugePageBytes : kPinnedGranule);
+  if (bytes >= kMinMappedBytes) {
+    MappingCache& cache = MappingCache::Instance();
+    const bool huge = bytes >= kHugePageBytes;
+    const size_t mapped = RoundUp(bytes, huge ? kHugePageBytes : kMappedGranule);
     std::optional<Mapping> mapping = cache.Take(mapped);
     if (!mapping.has_value()) {
-      mapping = Mapping{huge ? MapAligned(mapped) : MapPages(mapped), mapped, nullptr};
-      if (pinner != nullptr && pinner->Pin(mapping->memory, mapped)) mapping->pinned_by = std::move(pinner);
+      std::byte* memory = huge ? MapAligned(mapped) : MapPages(mapped);
+      if (memory != nullptr) {
+        mapping = Mapping{memory, mapped, nullptr};
+        std::shared_ptr<HostMemoryPinner> pinner = cache.pinner();
+        if (pinner != nullptr && pinner->Pin(memory, mapped)) mapping->pinned_by = std::move(pinner);
+      }
     }
-    memory_ = std::unique_ptr<std::byte, LargeAllocationRelease>(
-        mapping->memory, LargeAllocationRelease{mapped, std::move(mapping->pinned_by)});
-    return;
+    if (mapping.has_value()) {
+      memory_ = std::unique_ptr<std::byte, LargeAllocationRelease>(
+          mapping->memory, LargeAllocationRelease{mapped, std::move(mapping->pinned_by)});
+      return;
+    }
   }
   void* memory = std::aligned_alloc(kHeapAlignment, RoundUp(bytes, kHeapAlignment));
   if (memory == nullptr) throw std::bad_alloc();

@@ -5,18 +5,19 @@
 // update takes ~3,900 page faults before a byte of it is written, and a freed buffer
 // stays resident in the heap arena of the thread that freed it, so a server's peak RSS
 // grew with the number of threads that had received an update. So buffers of
-// kHugePageBytes and more are mapped on their own (mmap), aligned to 2 MiB and advised to
-// the kernel as transparent-huge-page candidates (MADV_HUGEPAGE; a no-op where THP is
-// off). A released mapping is kept for the next buffer of its size (updates of one model
-// all have one size), which skips the kernel's faults and zeroing of fresh pages; at most
-// kCachedBytes are kept (or one larger mapping alone), the oldest unmapped first, and
-// TrimCache gives them all back
-// (an aggregation that finalizes makes room for its result that way). Smaller buffers
-// are cache-line-aligned heap memory.
+// kMinMappedBytes and more are mapped on their own (mmap): from kHugePageBytes up aligned
+// to 2 MiB and advised to the kernel as transparent-huge-page candidates (MADV_HUGEPAGE;
+// a no-op where THP is off), below that in whole 64 KiB granules. A released mapping is
+// kept for the next buffer of its size (updates of one model all have one size), which
+// skips the kernel's faults and zeroing of fresh pages (a 1 MiB update took 256 of them
+// on every receive while such buffers came from the heap); at most kCachedBytes are kept
+// (or one larger mapping alone), the oldest unmapped first, and TrimCache gives them all
+// back (an aggregation that finalizes makes room for its result that way). Smaller
+// buffers, and a buffer below a huge page whose mapping the kernel refuses (too many
+// mappings), are cache-line-aligned heap memory.
 // With a device backend that reads updates straight from host memory, PinMappings makes
 // every mapping pinned once, when mapped (HostMemoryPinner), and unpinned before it is
-// unmapped; buffers from kMinPinnedBytes up are then mappings too (rounded up to 64 KiB
-// below 2 MiB), and the cache holds as much as the ingest window, so that in the steady
+// unmapped, and the cache holds as much as the ingest window, so that in the steady
 // state no update pays for pinning.
 #ifndef FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
 #define FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
@@ -41,8 +42,8 @@ class LargeAllocation {
   static constexpr size_t kHugePageBytes = size_t{2} << 20;
   // Released mappings kept for reuse, process-wide (resident: they show in the RSS).
   static constexpr size_t kCachedBytes = size_t{32} << 20;
-  // With a pinner, buffers from this size up are pinned mappings.
-  static constexpr size_t kMinPinnedBytes = size_t{64} << 10;
+  // Buffers from this size up are mappings (pinned ones, with a pinner).
+  static constexpr size_t kMinMappedBytes = size_t{64} << 10;
 
   LargeAllocation() = default;
   // Uninitialised; throws std::bad_alloc like operator new when memory is exhausted.

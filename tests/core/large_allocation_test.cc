@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <utility>
@@ -76,6 +77,24 @@ TEST(LargeAllocationTest, ReleasedMappingServesTheNextBufferOfItsSize) {
   }
   LargeAllocation other_size(LargeAllocation::kHugePageBytes * 9);
   EXPECT_NE(other_size.data(), released);
+  LargeAllocation same_size(bytes);
+  EXPECT_EQ(same_size.data(), released);
+  ExpectWritableEverywhere(same_size);
+}
+
+// Below a huge page too (a 1 MiB update), without a pinner: the next update of the size
+// takes the released memory, resident already, not fresh pages. The heap, asked for the
+// same size in between, would have handed a freed heap buffer out there.
+TEST(LargeAllocationTest, ABufferBelowAHugePageIsAMappingTheNextOfItsSizeReuses) {
+  const size_t bytes = (size_t{1} << 20) + 3;
+  std::byte* released;
+  {
+    LargeAllocation first(bytes);
+    released = first.data();
+  }
+  std::unique_ptr<void, decltype(&std::free)> heap(std::malloc(bytes), &std::free);
+  ASSERT_NE(heap.get(), nullptr);
+  EXPECT_NE(heap.get(), static_cast<void*>(released));
   LargeAllocation same_size(bytes);
   EXPECT_EQ(same_size.data(), released);
   ExpectWritableEverywhere(same_size);
@@ -187,7 +206,7 @@ TEST(LargeAllocationPinningTest, BuffersBelowAHugePageArePinnedFromTheMinimumUp)
     EXPECT_EQ(small.size(), size_t{100} << 10);
     EXPECT_EQ(pinner->pinned_bytes(small.data()), size_t{128} << 10);  // whole 64 KiB granules
     ExpectWritableEverywhere(small);
-    LargeAllocation below(LargeAllocation::kMinPinnedBytes - 1);
+    LargeAllocation below(LargeAllocation::kMinMappedBytes - 1);
     EXPECT_FALSE(below.pinned());
     EXPECT_EQ(reinterpret_cast<uintptr_t>(below.data()) % 64, 0u);
   }
