@@ -1,4 +1,4 @@
-// The automatic ingest window: 8 MiB per core, within [16 MiB, 1 GiB], under the caps.
+// The automatic ingest window: 16 MiB per core, within [64 MiB, 1 GiB], under the caps.
 #include "service/core/ingest_window_size.h"
 
 #include <algorithm>
@@ -8,8 +8,8 @@
 namespace fedagg {
 namespace {
 constexpr uint64_t kMiB = uint64_t{1} << 20;
-constexpr uint64_t kPerCore = 8 * kMiB;
-constexpr uint64_t kSmallest = 16 * kMiB;
+constexpr uint64_t kPerCore = 16 * kMiB;
+constexpr uint64_t kSmallest = 64 * kMiB;
 constexpr uint64_t kLargest = uint64_t{1} << 30;
 constexpr uint64_t kLeast = kMiB;  // whatever the caps: an update is still received alone
 }  // namespace

@@ -1,10 +1,12 @@
-// The ingest window's size when --ingest_window_mib=auto (the default): enough for about
-// one large update (16 MiB) in flight per two cores — each stream being received keeps
-// roughly one core of gRPC's busy — so a node with many cores takes large updates from
-// many streams at once, and a 2-core node keeps the 16 MiB it always had (memory near the
-// accumulators plus one update). Capped so that it never takes more than a quarter of the
-// memory budget (--memory_budget_bytes, when set) or a sixteenth of the machine's memory,
-// and never more than 1 GiB. docs/OPERATIONS.md says when to set it by hand.
+// The ingest window's size when --ingest_window_mib=auto (the default): 16 MiB per core,
+// at least 64 MiB, so that updates from many streams are received at once: a window that
+// admits few updates holds ingest below the socket's speed (on 2 cores, 16 MiB admitted
+// eight 2 MB sparse updates and held them at 47% of the bare gRPC sink, 64 MiB at 55-58%;
+// dense 1 MiB updates went from 80% to 100%: docs/BENCHMARKS.md, item 43), and on 16 cores
+// 256 MiB is where dense 16 MiB updates reached 95% of the sink. Capped so that it never
+// takes more than a quarter of the memory budget (--memory_budget_bytes, when set) or a
+// sixteenth of the machine's memory, and never more than 1 GiB. docs/OPERATIONS.md says
+// when to set it by hand.
 #ifndef FEDAGG_SERVICE_CORE_INGEST_WINDOW_SIZE_H_
 #define FEDAGG_SERVICE_CORE_INGEST_WINDOW_SIZE_H_
 

@@ -29,11 +29,12 @@ TEST(MachineResourcesTest, ThisProcessHasACoreAndMemory) {
   EXPECT_GT(resources.memory_bytes, 0u);
 }
 
-TEST(IngestWindowSizeTest, EightMiBPerCoreWithinItsBounds) {
+TEST(IngestWindowSizeTest, SixteenMiBPerCoreWithinItsBounds) {
   const uint64_t plenty = 512 * kGiB;
-  EXPECT_EQ(AutoIngestWindow({1, plenty}, 0).bytes, 16 * kMiB);   // at least 16 MiB
-  EXPECT_EQ(AutoIngestWindow({2, plenty}, 0).bytes, 16 * kMiB);   // a 2-core node as before
-  EXPECT_EQ(AutoIngestWindow({16, plenty}, 0).bytes, 128 * kMiB);
+  EXPECT_EQ(AutoIngestWindow({1, plenty}, 0).bytes, 64 * kMiB);   // at least 64 MiB
+  EXPECT_EQ(AutoIngestWindow({2, plenty}, 0).bytes, 64 * kMiB);
+  EXPECT_EQ(AutoIngestWindow({8, plenty}, 0).bytes, 128 * kMiB);
+  EXPECT_EQ(AutoIngestWindow({16, plenty}, 0).bytes, 256 * kMiB);
   EXPECT_EQ(AutoIngestWindow({256, plenty}, 0).bytes, 1 * kGiB);  // at most 1 GiB
   EXPECT_TRUE(absl::StrContains(AutoIngestWindow({16, plenty}, 0).reason, "16 cores"));
 }
