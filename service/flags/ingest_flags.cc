@@ -31,7 +31,7 @@ ABSL_FLAG(std::string, ingest_window_mib, "auto",
           "a new update waits (its stream paused, so gRPC flow control holds the sender back) "
           "until its bytes fit, and an update larger than the window is received alone. "
           "Batches close at half the window. Bounds memory to about the accumulators plus the "
-          "window. auto: 8 MiB per core (of this process's CPUs and cgroup limit), at least 16 "
+          "window. auto: 16 MiB per core (of this process's CPUs and cgroup limit), at least 64 "
           "and at most 1024, at most a quarter of --memory_budget_bytes and a sixteenth of the "
           "memory (docs/OPERATIONS.md); 0: no window (nothing then bounds the updates waiting to be reduced)");
 ABSL_FLAG(std::string, heap_arenas, "auto",
