@@ -20,8 +20,25 @@ AggregationRegistry::~AggregationRegistry() {
   {
     MutexLock lock(&mu_);
     stopping_ = true;
+    mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return pending_creations_ == 0; });
   }
   ticker_.join();
+}
+
+void AggregationRegistry::CreateAsync(v1::AggregationSpec spec, Created done) {
+  if (options_.finalizer == nullptr) {
+    done(Create(spec));
+    return;
+  }
+  {
+    MutexLock lock(&mu_);
+    ++pending_creations_;
+  }
+  options_.finalizer->Run([this, spec = std::move(spec), done = std::move(done)] {
+    done(Create(spec));
+    MutexLock lock(&mu_);
+    --pending_creations_;
+  });
 }
 
 absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(

@@ -58,6 +58,12 @@ class AggregationRegistry {
   // ALREADY_EXISTS for a known id; INVALID_ARGUMENT for a bad spec; FAILED_PRECONDITION
   // on an intermediate aggregator (create aggregations at the root).
   absl::StatusOr<std::shared_ptr<Aggregation>> Create(const v1::AggregationSpec& spec);
+  using Created = std::function<void(absl::StatusOr<std::shared_ptr<Aggregation>>)>;
+  // Create, run on the node's workers (options().finalizer) when it has some, `done`
+  // called there: making an aggregation allocates and zeroes its accumulator and, with a
+  // store, writes its first checkpoint (with fsync), neither of which may wait on an RPC
+  // thread. Inline without workers. The registry's destructor waits for creations queued.
+  void CreateAsync(v1::AggregationSpec spec, Created done);
   // Adds an aggregation restored from a checkpoint (before serving); ALREADY_EXISTS for a
   // known id.
   absl::Status Adopt(std::shared_ptr<Aggregation> aggregation);
@@ -95,6 +101,7 @@ class AggregationRegistry {
   std::vector<std::string> creation_order_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> creating_ ABSL_GUARDED_BY(mu_);  // ids whose creation is being stored
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int pending_creations_ ABSL_GUARDED_BY(mu_) = 0;  // CreateAsync calls queued or running
   std::thread ticker_;
 };
 

@@ -60,9 +60,12 @@ grpc::ServerUnaryReactor* ControlService::CreateAggregation(
     v1::AggregationStatus* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   FEDAGG_AUTHENTICATE_UNARY(context, reactor);
-  absl::StatusOr<std::shared_ptr<Aggregation>> created = context_.registry.Create(request->spec());
-  if (created.ok()) *response = (*created)->Status();
-  reactor->Finish(ToGrpcStatus(created.status()));
+  // Answered from the node's workers: the accumulator's allocation and the first
+  // checkpoint's write do not wait on this thread.
+  context_.registry.CreateAsync(request->spec(), [reactor, response](absl::StatusOr<std::shared_ptr<Aggregation>> created) {
+    if (created.ok()) *response = (*created)->Status();
+    reactor->Finish(ToGrpcStatus(created.status()));
+  });
   return reactor;
 }
 
