@@ -65,15 +65,18 @@ Layout MakeLayout(int64_t rows, size_t bytes_per_coordinate) {
 
 // Whether each update lists its indices in ascending order (repeats allowed), as updates
 // made from sorted coordinates (np.nonzero, SciPy's canonical COO, top-k after a sort) do.
-// Stops at an update's first descent, so an unsorted update costs little to tell.
+// An update validation marked (FieldValue::ascending) is not read again; the others are,
+// up to their first descent, so an unsorted update costs little to tell.
 std::vector<uint8_t> AscendingUpdates(absl::Span<const FieldValue* const> values, ThreadPool& pool) {
   std::vector<uint8_t> ascending(values.size(), 1);
-  size_t entries = 0;
-  for (const FieldValue* value : values) entries += value->indices.size();
+  size_t entries = 0;  // of the updates to read
+  for (const FieldValue* value : values) entries += value->ascending ? 0 : value->indices.size();
+  if (entries == 0) return ascending;
   const int64_t min_updates = entries < kMinEntriesToSplit ? static_cast<int64_t>(values.size()) : 1;
   pool.ParallelFor(static_cast<int64_t>(values.size()), std::max<int64_t>(min_updates, 1), [&](int64_t begin, int64_t end) {
     constexpr size_t kBlock = 4096;  // checked a block at a time: the comparison vectorizes
     for (int64_t u = begin; u < end; ++u) {
+      if (values[static_cast<size_t>(u)]->ascending) continue;
       const absl::Span<const int64_t> ids = values[static_cast<size_t>(u)]->indices;
       for (size_t block = 1; block < ids.size() && ascending[static_cast<size_t>(u)]; block += kBlock) {
         bool descends = false;

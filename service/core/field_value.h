@@ -37,6 +37,10 @@ struct FieldValue {
   DType dtype = DType::kFloat32;
   absl::Span<const int64_t> indices;  // empty for dense
   absl::Span<const std::byte> values;
+  // Known to list its indices in ascending order (repeats allowed): set by validation
+  // (ValidateAndMarkUpdate), which reads every index anyway, so that the scatter need not
+  // read them all again to find out. False: not known.
+  bool ascending = false;
 
   template <typename T>
   static FieldValue Dense(absl::Span<const T> values) {

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/core/crc32c.h"
+#include "service/core/update_validator.h"
 
 namespace fedagg {
 
@@ -103,5 +104,7 @@ uint32_t UpdateBuffer::Crc32c() const {
   }
   return crc;
 }
+
+absl::Status UpdateBuffer::Validate(const ReductionSpec& spec) { return ValidateAndMarkUpdate(spec, view_); }
 
 }  // namespace fedagg

@@ -60,6 +60,8 @@ class UpdateBuffer {
   uint32_t Crc32c() const;
 
   const UpdateView& view() const { return view_; }
+  // Validates the view against `spec` (ValidateAndMarkUpdate: the marks stay in the view).
+  absl::Status Validate(const ReductionSpec& spec);
 
  private:
   struct FieldStorage {

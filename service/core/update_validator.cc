@@ -43,10 +43,9 @@ absl::Status FieldError(const FieldSpec& field, absl::string_view problem) {
                                                  IntrinsicName(field.intrinsic), "): ", problem));
 }
 
-}  // namespace
-
-absl::Status ValidateField(const ReductionSpec& spec, const FieldSpec& field,
-                           const FieldValue& value) {
+// ValidateField; with `ascending`, also whether the indices ascend (read in the same pass).
+absl::Status CheckField(const ReductionSpec& spec, const FieldSpec& field, const FieldValue& value,
+                        bool* ascending) {
   if (value.encoding != field.encoding) {
     return FieldError(field, absl::StrCat("sent ", EncodingName(value.encoding), " but ",
                                           IntrinsicName(field.intrinsic), " takes ",
@@ -79,13 +78,18 @@ absl::Status ValidateField(const ReductionSpec& spec, const FieldSpec& field,
                               " (", value.values.size(), " bytes); send one ",
                               field.encoding == Encoding::kSparse ? "value" : "row", " per ", what));
     }
+    bool descends = false;
+    int64_t previous = 0;
     for (size_t i = 0; i < value.indices.size(); ++i) {
       const int64_t index = value.indices[i];
       if (index < 0 || index >= field.rows) {
         return FieldError(field, absl::StrCat(what, " ", index, " at position ", i,
                                               " is out of range [0, ", field.rows, ")"));
       }
+      descends |= index < previous;
+      previous = index;
     }
+    if (ascending != nullptr) *ascending = !descends;
   }
   if (spec.options().require_finite && !ValuesFinite(value.dtype, value.values)) {
     return FieldError(field, "holds NaN or Inf, and this aggregation requires finite values");
@@ -93,7 +97,8 @@ absl::Status ValidateField(const ReductionSpec& spec, const FieldSpec& field,
   return absl::OkStatus();
 }
 
-absl::Status ValidateUpdate(const ReductionSpec& spec, const UpdateView& update) {
+// ValidateUpdate; with `marks` (the same update), each field's FieldValue::ascending set.
+absl::Status CheckUpdate(const ReductionSpec& spec, const UpdateView& update, UpdateView* marks) {
   if (update.fields.size() != spec.fields().size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "update has ", update.fields.size(), " fields but type ", spec.value_type().ToString(),
@@ -122,9 +127,25 @@ absl::Status ValidateUpdate(const ReductionSpec& spec, const UpdateView& update)
         "this aggregation has no weighted field; send the update without a weight");
   }
   for (size_t i = 0; i < update.fields.size(); ++i) {
-    FEDAGG_RETURN_IF_ERROR(ValidateField(spec, spec.fields()[i], update.fields[i]));
+    FEDAGG_RETURN_IF_ERROR(CheckField(spec, spec.fields()[i], update.fields[i],
+                                      marks != nullptr ? &marks->fields[i].ascending : nullptr));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateField(const ReductionSpec& spec, const FieldSpec& field,
+                           const FieldValue& value) {
+  return CheckField(spec, field, value, nullptr);
+}
+
+absl::Status ValidateUpdate(const ReductionSpec& spec, const UpdateView& update) {
+  return CheckUpdate(spec, update, nullptr);
+}
+
+absl::Status ValidateAndMarkUpdate(const ReductionSpec& spec, UpdateView& update) {
+  return CheckUpdate(spec, update, &update);
 }
 
 }  // namespace fedagg

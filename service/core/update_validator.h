@@ -17,6 +17,10 @@ inline constexpr double kMaxFloat32Weight = 0x1p40;
 // INVALID_ARGUMENT with a message naming the field and the problem, or OK.
 absl::Status ValidateUpdate(const ReductionSpec& spec, const UpdateView& update);
 
+// ValidateUpdate, marking each sparse field whose indices ascend (FieldValue::ascending);
+// after an error the marks mean nothing (the update is refused).
+absl::Status ValidateAndMarkUpdate(const ReductionSpec& spec, UpdateView& update);
+
 // Validates one field alone (used when fields arrive one at a time).
 absl::Status ValidateField(const ReductionSpec& spec, const FieldSpec& field,
                            const FieldValue& value);

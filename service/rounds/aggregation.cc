@@ -143,7 +143,7 @@ void Aggregation::AbandonUpdate(const std::string& client_id) {
 }
 
 absl::StatusOr<Aggregation::ValidatedUpdate> Aggregation::Validate(UpdateBuffer update) const {
-  FEDAGG_RETURN_IF_ERROR(ValidateUpdate(reduction(), update.view()));
+  FEDAGG_RETURN_IF_ERROR(update.Validate(reduction()));
   return ValidatedUpdate(std::move(update));
 }
 

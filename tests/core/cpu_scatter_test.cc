@@ -104,9 +104,10 @@ SerialResult<float> ScatterWeightedOnce(const SparseBatch<float>& batch, int64_t
 }
 
 // The batch with the entries of every `stride`-th update (from the first) sorted by index,
-// stably: an index repeated in one update keeps its values in their order.
+// stably: an index repeated in one update keeps its values in their order. With `marked`,
+// the sorted updates carry validation's mark (FieldValue::ascending), as the service's do.
 template <typename In>
-SparseBatch<In> WithAscendingUpdates(const SparseBatch<In>& batch, size_t stride = 1) {
+SparseBatch<In> WithAscendingUpdates(const SparseBatch<In>& batch, size_t stride = 1, bool marked = false) {
   SparseBatch<In> out;
   for (size_t u = 0; u < batch.ids.size(); ++u) {
     std::vector<size_t> order(batch.ids[u].size());
@@ -124,6 +125,7 @@ SparseBatch<In> WithAscendingUpdates(const SparseBatch<In>& batch, size_t stride
     out.Add(std::move(ids), std::move(values), batch.weights[u]);
   }
   out.Seal(Encoding::kSparse);
+  for (size_t u = 0; marked && u < out.fields.size(); u += stride) out.fields[u].ascending = true;
   return out;
 }
 
@@ -186,11 +188,13 @@ TEST(PartitionedScatterTest, AscendingUpdatesSameAsSerialScatter) {
     for (const int threads : {1, 2, 3}) {
       const SparseBatch<float> unsorted = RandomBatch<float>(static_cast<uint64_t>(rows + 17 * threads), rows, 1, 7, 30000);
       for (const size_t stride : {size_t{1}, size_t{2}, size_t{3}}) {
-        SCOPED_TRACE(::testing::Message() << "every " << stride << " updates ascending");
-        const SparseBatch<float> batch = WithAscendingUpdates(unsorted, stride);
-        ExpectSameAsSerial<float>(batch, rows, false, false, threads);
-        ExpectSameAsSerial<float>(batch, rows, true, true, threads);
-        ExpectSameAsSerial<double>(batch, rows, true, false, threads);
+        for (const bool marked : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "every " << stride << " updates ascending, marked " << marked);
+          const SparseBatch<float> batch = WithAscendingUpdates(unsorted, stride, marked);
+          ExpectSameAsSerial<float>(batch, rows, false, false, threads);
+          ExpectSameAsSerial<float>(batch, rows, true, true, threads);
+          ExpectSameAsSerial<double>(batch, rows, true, false, threads);
+        }
       }
     }
   }

@@ -400,6 +400,34 @@ TEST(UpdateValidatorTest, ValidateFieldAlone) {
                        "field 'emb' (float32[4,2], row_sparse_sum): row id 4"));
 }
 
+// ValidateAndMarkUpdate reports, per sparse field, whether its indices ascend (repeats
+// allowed), from the same pass that checks their bounds; dense fields are never marked.
+TEST(UpdateValidatorTest, MarksTheFieldsWhoseIndicesAscend) {
+  const auto spec = ThreeEncodings();
+  const Update good = Good();
+  UpdateView ascending = good.view();  // ids {0, 5, 5}, emb rows {3, 0}
+  ASSERT_TRUE(IsOk(ValidateAndMarkUpdate(*spec, ascending)));
+  EXPECT_FALSE(ascending.fields[0].ascending);  // dense
+  EXPECT_TRUE(ascending.fields[1].ascending);   // repeats allowed
+  EXPECT_FALSE(ascending.fields[2].ascending);  // 3 then 0
+  Update sorted;
+  sorted.Dense(Values<float>({1, 2, 3, 4})).Sparse<float>({4, 1}, Values<float>({1, 2})).RowSparse<float>({0, 3}, Values<float>({1, 2, 3, 4}));
+  UpdateView marked = sorted.view();
+  ASSERT_TRUE(IsOk(ValidateAndMarkUpdate(*spec, marked)));
+  EXPECT_FALSE(marked.fields[1].ascending);
+  EXPECT_TRUE(marked.fields[2].ascending);
+  Update empty;
+  empty.Dense(Values<float>({0, 0, 0, 0})).Sparse<float>({}, {}).RowSparse<float>({}, {});
+  UpdateView nothing = empty.view();
+  ASSERT_TRUE(IsOk(ValidateAndMarkUpdate(*spec, nothing)));
+  EXPECT_TRUE(nothing.fields[1].ascending && nothing.fields[2].ascending);
+  // Refused as ValidateUpdate refuses it.
+  Update bad;
+  bad.Dense(Values<float>({1, 2, 3, 4})).Sparse<float>({0, 6}, Values<float>({1, 2})).RowSparse<float>({}, {});
+  UpdateView refused = bad.view();
+  EXPECT_TRUE(StatusIs(ValidateAndMarkUpdate(*spec, refused), kInvalid, "index 6 at position 1 is out of range"));
+}
+
 TEST(UpdateValidatorTest, ZeroSizedFields) {
   // A [0]-shaped dense field takes zero bytes; a [3, 0] row table takes empty rows.
   const auto spec = MakeSpec(ValueType::Struct({{"e", T(DType::kFloat32, {0})}, {"r", T(DType::kFloat32, {3, 0})}}),
