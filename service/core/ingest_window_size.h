@@ -1,8 +1,8 @@
 // The ingest window's size when --ingest_window_mib=auto (the default): 16 MiB per core,
 // at least 64 MiB, so that updates from many streams are received at once: a window that
 // admits few updates holds ingest below the socket's speed (on 2 cores, 16 MiB admitted
-// eight 2 MB sparse updates and held them at 47% of the bare gRPC sink, 64 MiB at 55-58%;
-// dense 1 MiB updates went from 80% to 100%: docs/BENCHMARKS.md, item 43), and on 16 cores
+// eight 2 MB sparse updates and held them at 50% of the bare gRPC sink, 64 MiB at 65%;
+// dense 1 MiB updates went from 76% to 97%: docs/BENCHMARKS.md, item 43), and on 16 cores
 // 256 MiB is where dense 16 MiB updates reached 95% of the sink. Capped so that it never
 // takes more than a quarter of the memory budget (--memory_budget_bytes, when set) or a
 // sixteenth of the machine's memory, and never more than 1 GiB. docs/OPERATIONS.md says
