@@ -16,6 +16,7 @@
 #include "cuda/device_group.h"
 #include "cuda/device_probe.h"
 #include "cuda/nccl_device_merger.h"
+#include "cuda/temporary_memory_pool.h"
 #include "portable/multi_device_reducer.h"
 #include "portable/portable_accumulator_factory.h"
 #include "portable/ring_field_reducer.h"
@@ -44,6 +45,10 @@ absl::StatusOr<Backend> MakeBackend(const portable::StagingRingOptions& staging,
     options.device = device;
     options.lanes = kReductionLanes;
     FEDAGG_ASSIGN_OR_RETURN(std::unique_ptr<CudaCopyEngine> engine, CudaCopyEngine::Create(device, options.lanes));
+    // The reductions' temporaries (a sort's buffers of a slot's entries are a few times its
+    // size at most) stay mapped between batches, up to the ring's own slot bytes.
+    FEDAGG_RETURN_IF_ERROR(
+        KeepFreedTemporaryMemory(device, static_cast<uint64_t>(options.slots) * options.slot_bytes));
     rings.push_back(std::make_unique<portable::StagingRing>(std::move(engine), options));
     const portable::ReducerMakers staged = portable::RingReducerMakers(*rings.back(), CudaReducerMakers());
     // Device 0 alone is the runtime's default device: its reducers need no binding.
