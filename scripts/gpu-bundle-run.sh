@@ -12,7 +12,10 @@
 #   6. the service table (service-table.sh beside this script): fedagg-loadgen against the
 #      cpu and cuda backends and the bare gRPC sink, five workloads, ratios and goals;
 #   7. how small updates scale with the node's cores: the small row again (cpu backend and
-#      sink, 30,000 updates) with the servers on 2, 4 and 8 of the machine's CPUs.
+#      sink, 30,000 updates) with the servers on 2, 4 and 8 of the machine's CPUs;
+#   8. where the cuda server's CPU goes on the sparse rows: CPU profiles (gperftools, when
+#      the bundle carries it) in logs/profiles, read where the bundle was made
+#      (docs/GPU.md, "On a machine with a GPU").
 #   ./run.sh [REPORT]   (default: report.txt beside this script; logs in logs/)
 # Exit status: 0 all passed, 1 something failed, 77 no usable CUDA device (the report says
 # why, and nothing else is run).
@@ -131,6 +134,23 @@ scaling() {
 }
 step small_scaling scaling
 grep -E "^servers on|^\| small" "$LOGS/small_scaling.log" >>"$REPORT"
+
+# 8. CPU profiles of the cuda server on the sparse rows.
+profiles() {
+  "$DIR/service-table.sh" "$DIR/bin" --backends=cuda --workloads=sparse,row_sparse --profile_dir="$LOGS/profiles" ||
+    return
+  # What reading them elsewhere needs (scripts/gpu-profiles.sh): this machine's C library
+  # (memcpy and friends are its own), the bundle's commit and where it lay.
+  cp -L "$(ldd "$DIR/bin/fedagg-server" | awk '$1 == "libc.so.6" {print $3}')" "$LOGS/profiles/libc.so.6"
+  cp "$DIR/COMMIT" "$LOGS/profiles/COMMIT"
+  echo "$DIR" >"$LOGS/profiles/bundle-dir"
+}
+if [ -f "$DIR/profiler/libprofiler.so.0" ]; then
+  step profiles profiles
+  grep -E "^\|" "$LOGS/profiles.log" | tail -n +3 | sed 's/^/    /' >>"$REPORT"
+else
+  say "SKIP profiles: the bundle carries no libprofiler.so.0"
+fi
 
 if [ "$failed" = 0 ]; then say "RESULT: PASS"; exit 0; fi
 say "RESULT: FAIL"

@@ -34,6 +34,15 @@ TARGETS=(fedagg-server fedagg-demo fedagg-selftest fedagg_gpu_bench fedagg_cuda_
          fedagg-loadgen fedagg-raw-sink)
 cmake --build "$BUILD_DIR" --target "${TARGETS[@]}" fedagg_backend_cuda
 
+# Debug information goes; the server and the plugin keep their symbol tables (1 MB packed),
+# so that the CPU profiles of run.sh read by scripts/gpu-profiles.sh name their functions.
+strip_for_bundle() {
+  case $(basename "$1") in
+    fedagg-server|"$PLUGIN") strip --strip-debug "$1" ;;
+    *) strip --strip-unneeded "$1" ;;
+  esac
+}
+PLUGIN=libfedagg_backend_cuda.so
 rm -rf "$OUT"
 STAGE=$OUT/payload
 mkdir -p "$STAGE/bin" "$STAGE/lib"
@@ -41,13 +50,12 @@ for target in "${TARGETS[@]}"; do
   binary=$(find "$BUILD_DIR" -type f -name "$target" -perm -u+x | head -n 1)
   [ -n "$binary" ] || { echo "gpu-bundle: no binary for $target under $BUILD_DIR" >&2; exit 1; }
   cp "$binary" "$STAGE/bin/"
-  strip --strip-unneeded "$STAGE/bin/$target"
+  strip_for_bundle "$STAGE/bin/$target"
 done
 # The cuda backend's plugin, beside fedagg-server and fedagg-selftest, which load it.
-PLUGIN=libfedagg_backend_cuda.so
 [ -f "$BUILD_DIR/service/$PLUGIN" ] || { echo "gpu-bundle: no $PLUGIN in $BUILD_DIR/service" >&2; exit 1; }
 cp "$BUILD_DIR/service/$PLUGIN" "$STAGE/bin/"
-strip --strip-unneeded "$STAGE/bin/$PLUGIN"
+strip_for_bundle "$STAGE/bin/$PLUGIN"
 
 # The shared libraries the binaries load, but for the C library (the target's own) and
 # CUDA's (the target's driver and CUDA installation provide them).
@@ -60,17 +68,26 @@ is_left_out() {
   case $(readlink -f "$1") in "$(readlink -f "$CUDA_LIB_DIRS")"/*) return 0 ;; esac
   return 1
 }
-for binary in "$STAGE"/bin/*; do
-  ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r library; do
+carry_libraries_of() {  # copies into lib/ the libraries $1 loads that the bundle must carry
+  ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r library; do
     is_left_out "$library" && continue
     [ -f "$STAGE/lib/$(basename "$library")" ] && continue
     cp -L "$library" "$STAGE/lib/$(basename "$library")"
     strip --strip-unneeded "$STAGE/lib/$(basename "$library")" 2>/dev/null || true
   done
-done
-
+}
+for binary in "$STAGE"/bin/*; do carry_libraries_of "$binary"; done
+# gperftools' CPU profiler, for run.sh's profiles of the cuda server (service-table.sh
+# finds it in profiler/ beside bin/); left out, and that step skipped, where this machine
+# has none.
+PROFILER=/usr/lib/x86_64-linux-gnu/libprofiler.so.0
+if [ -f "$PROFILER" ]; then
+  mkdir -p "$STAGE/profiler"
+  cp -L "$PROFILER" "$STAGE/profiler/"
+  carry_libraries_of "$PROFILER"
+fi
 programs=$(ls "$STAGE/bin" | wc -l) libraries=$(ls "$STAGE/lib" | wc -l)
-tar -czf "$OUT/payload.tar.gz" -C "$STAGE" bin lib
+tar -czf "$OUT/payload.tar.gz" -C "$STAGE" bin lib $([ -d "$STAGE/profiler" ] && echo profiler)
 rm -rf "$STAGE"
 cp scripts/gpu-bundle-run.sh "$OUT/run.sh"
 cp scripts/service-table.sh "$OUT/service-table.sh"

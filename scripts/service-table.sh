@@ -22,7 +22,8 @@
 #   libprofiler.so.0, found beside BIN_DIR in profiler/ or installed; read it with
 #   google-pprof and the unstripped fedagg-server of the same build).
 # Exit status: 0 when every run's result checked out (goals missed are reported, not
-# failed: they are benchmarks), 1 otherwise.
+# failed: they are benchmarks), 1 otherwise, 2 for a usage error or a program missing
+# from BIN_DIR.
 set -uo pipefail
 BIN=${1:?usage: service-table.sh BIN_DIR [--backends=cpu,cuda] [--scale=1]}; shift
 BACKENDS=cpu,cuda SCALE=1 ONLY="" PIN=() PROFILES="" SERVER_FLAGS=()
@@ -36,6 +37,9 @@ for arg in "$@"; do
     --profile_dir=*) PROFILES=$(mkdir -p "${arg#*=}" && cd "${arg#*=}" && pwd) ;;
     *) echo "service-table: unknown argument $arg" >&2; exit 2 ;;
   esac
+done
+for program in fedagg-server fedagg-loadgen fedagg-raw-sink; do
+  [ -x "$BIN/$program" ] || { echo "service-table: no $program in $BIN" >&2; exit 2; }
 done
 LOGS=$(mktemp -d /tmp/fedagg-service-table.XXXXXX)
 # The thrust-omp backend's OpenMP threads otherwise spin between reductions on the cores
