@@ -97,7 +97,7 @@ step cuda_conformance_test "$DIR/bin/fedagg_cuda_conformance_test"
 
 # 4. The GPU benchmark: its figures go in the report.
 step gpu_bench "$DIR/bin/fedagg_gpu_bench"
-grep -E "GB/s|%|BM_" "$LOGS/gpu_bench.log" | sed 's/^/    /' >>"$REPORT"
+grep -E "GB/s|%|BM_| ms|indices|pinned" "$LOGS/gpu_bench.log" | sed 's/^/    /' >>"$REPORT"
 
 # 5. A service round on the cuda backend, checked against the reference by fedagg-demo.
 service_round() {
