@@ -13,6 +13,7 @@
 #   bench/service_bench.sh BUILD_DIR acks   [--acks_clients=400] [--acks_concurrency=16]
 #   bench/service_bench.sh BUILD_DIR idle   [--idle_server=PATH]
 #   bench/service_bench.sh BUILD_DIR python [--python_updates=80] [--python_threads=1,4]
+#   bench/service_bench.sh BUILD_DIR table  [--table_scale=0.3] [--table_backends=cpu,thrust-omp]
 # ingest:  N concurrent streams of 1 KiB, 1 MiB and 64 MiB updates through fedagg-server
 #          (validation, batching, reduction) and through fedagg-raw-sink (a bare gRPC sink
 #          receiving the same chunked messages); payload bytes/s, updates/s and the ratio.
@@ -36,6 +37,11 @@
 #          fedagg-loadgen's with T updates in flight over one channel, at one root with the
 #          default flags, both results checked. Runs in .venv-frameworks (scripts/setup.sh),
 #          the package installed from this tree.
+# table:   scripts/service-table.sh on this machine: fedagg-loadgen, 16 channels, against
+#          one root per backend and fedagg-raw-sink, five workloads (dense 16 MiB and 1 MiB,
+#          sparse_sum and row_sparse_sum at 1%, ~4.8 KB updates) at --table_scale of the
+#          GPU check's counts; one BENCH line per workload and backend (rate, the sink's,
+#          the cpu backend's of the same row).
 # idle:    the RSS of a server that serves nothing yet, with the default flags
 #          (--backend=auto), a second after it is ready; --idle_server measures another
 #          binary (an older build) the same way.
@@ -47,7 +53,7 @@ LOADGEN=$BUILD/client_stub/fedagg-loadgen
 SINK=$BUILD/bench/fedagg-raw-sink
 
 declare -A OPT=([streams]=8 [updates_1k]=20000 [updates_1m]=1000 [updates_64m]=6 [rounds_small]=20 [rounds_large]=5
-                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16 [idle_server]= [python_updates]=80 [python_threads]=1,4)
+                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16 [idle_server]= [python_updates]=80 [python_threads]=1,4 [table_scale]=0.3 [table_backends]=cpu,thrust-omp)
 for arg in "$@"; do
   key=${arg#--}; key=${key%%=*}
   [ -n "${OPT[$key]+set}" ] && [[ $arg == --*=* ]] || { echo "unknown option $arg" >&2; exit 2; }
@@ -191,5 +197,16 @@ idle)
       "$server" "$(sed -n 's/^fedagg-server: reduction backend \([a-z-]*\).*/\1/p' "$E2E_DIR/idle-$port.log")" \
       "$(rss_kib "${E2E_PIDS[-1]}" VmRSS)")"
   stop_all ;;
-*) echo "unknown case '$CASE': ingest, rounds, memory, partial, scale, acks, idle or python" >&2; exit 2 ;;
+table)
+  mkdir -p "$E2E_DIR/bin"
+  ln -sf "$SERVER" "$LOADGEN" "$SINK" "$E2E_DIR/bin/"
+  # The table's own failures (a result that did not check out) are in its records.
+  "$(dirname "$0")/../scripts/service-table.sh" "$E2E_DIR/bin" --backends="${OPT[table_backends]}" \
+      --scale="${OPT[table_scale]}" --records="$E2E_DIR/table.jsonl" || true
+  [ -s "$E2E_DIR/table.jsonl" ] || { echo "service-table.sh measured nothing" >&2; exit 1; }
+  while read -r record; do
+    emit "$(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r.update(bench="table", scale=float(sys.argv[2])); print(json.dumps(r))' \
+        "$record" "${OPT[table_scale]}")"
+  done <"$E2E_DIR/table.jsonl" ;;
+*) echo "unknown case '$CASE': ingest, rounds, memory, partial, scale, acks, idle, python or table" >&2; exit 2 ;;
 esac

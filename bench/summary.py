@@ -70,7 +70,8 @@ def grouped(path):
         if line.startswith("BENCH "):
             r = json.loads(line[len("BENCH "):])
             key = (r["bench"], r.get("server"), r.get("threads"), r.get("size"), r.get("clients"), r.get("updates") if r["bench"] == "memory" else None,
-                   r.get("streams"), r.get("batch_max_mib"), r.get("contender"), r.get("root_flags"))
+                   r.get("streams"), r.get("batch_max_mib"), r.get("contender"), r.get("root_flags"),
+                   r.get("workload"), r.get("backend"))
             groups.setdefault(key, []).append(r)
     return groups.values()
 
@@ -139,8 +140,43 @@ def service_rows(path):
                          f"{r['median_s']:.3f} s/round [{r['min_s']:.3f}-{r['max_s']:.3f}] over {r['rounds']} rounds, "
                          f"peak {r['peak_over_idle_bytes'] / MB:.0f} MB above idle{failed}",
                          "fedagg ahead on both" if fedagg else "(peer)", ""))
+        elif r["bench"] == "table":
+            rows.append(table_row(runs, n, failed))
     rows += peer_verdicts(groups)
     return rows
+
+
+# Goals of the service table on this machine (issue 22), by workload: the cpu backend's rate
+# against the bare gRPC sink's; every other backend's against the cpu backend's.
+TABLE_SINK_GOALS = {"sparse_sum": 0.80, "dense 16 MiB": 0.80}
+TABLE_CPU_GOAL = 0.90
+
+
+def table_row(runs, n, failed):
+    """One row of the service table (bench/service_bench.sh table): a backend's rate on one
+    workload, as a ratio to the sink's, or to the cpu backend's of the same run."""
+    r = runs[0]
+    unit, scale, fmt = ("upd/s", 1.0, "{:,.0f}") if r["measure"] == "updates" else ("MB/s", 1 / MB, "{:,.0f}")
+    checked = failed == ""
+    title = f"service table: {r['workload']}, {r['backend']} (scale {r['scale']:g}), {n}"
+    figure = f"{spread(runs, 'value', scale, fmt)} {unit}; sink {spread(runs, 'sink', scale, fmt)} {unit}"
+    if r["backend"] == "cpu":
+        ratios = [{"ratio": x["value"] / x["sink"]} for x in runs if x["sink"]]
+        if not ratios:
+            return (title, figure + failed, "(no sink figure)", "")
+        ratio = statistics.median(x["ratio"] for x in ratios)
+        figure += f"; {spread(ratios, 'ratio', 100, '{:.0f}')}% of the sink{failed}"
+        goal = next((g for prefix, g in TABLE_SINK_GOALS.items() if r["workload"].startswith(prefix)), None)
+        if goal is None:
+            return (title, figure, "(reported)", "")
+        return (title, figure, f">= {100 * goal:.0f}% of sink", "yes" if ratio >= goal and checked else "NO")
+    ratios = [{"ratio": x["value"] / x["cpu"]} for x in runs if x.get("cpu")]
+    if not ratios:
+        return (title, figure + failed, "(no cpu figure)", "")
+    ratio = statistics.median(x["ratio"] for x in ratios)
+    figure += f"; {spread(ratios, 'ratio', 100, '{:.0f}')}% of the cpu backend's{failed}"
+    return (title, figure, f">= {100 * TABLE_CPU_GOAL:.0f}% of cpu",
+            "yes" if ratio >= TABLE_CPU_GOAL and checked else "NO")
 
 
 def peer_verdicts(groups):

@@ -6,8 +6,11 @@
 #   2. the service benchmarks of bench/service_bench.sh: ingest against a bare gRPC sink,
 #      round overhead through a root and two intermediate aggregators, peak memory per
 #      aggregation (at the default flags, and with one stream and one update per batch),
-#      peak memory of a root receiving a child aggregator's partial, 10,000 logical clients. Each case runs --repeat times (default 3); the table shows
-#      the median and [min-max]. Each run checks its own result.
+#      peak memory of a root receiving a child aggregator's partial, 10,000 logical clients,
+#      and the service table (scripts/service-table.sh at 0.3 of its counts: the cpu and
+#      thrust-omp backends against the sink on five workloads). Each case runs --repeat
+#      times (default 3); the table shows the median and [min-max]. Each run checks its
+#      own result.
 #   3. the peers (bench/peers_bench.sh): Flower's and NVIDIA FLARE's aggregation functions
 #      against fedagg's CPU backend and the fedagg service, on the same updates. Its first
 #      run installs flwr and nvflare into build/peers from the package index.
@@ -44,7 +47,7 @@ OUT=$(mktemp -d /tmp/fedagg-bench.XXXXXX)
 ./build/bench/fedagg_core_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
     --benchmark_min_time=0.5 --benchmark_out="$OUT/core.json" --benchmark_out_format=json "${core_args[@]}"
 for run in $(seq "$repeat"); do
-  for case in ingest rounds memory partial scale idle python; do
+  for case in ingest rounds memory partial scale idle python table; do
     echo "=== $case, run $run of $repeat ==="
     ./bench/service_bench.sh build "$case" "${service_args[@]}" | tee -a "$OUT/service.log"
   done

@@ -13,6 +13,7 @@
 # it small, with the cpu backend only (tests/e2e/gpu_bundle_test.sh).
 #   service-table.sh BIN_DIR [--backends=cpu,cuda] [--scale=1] [--workloads=dense,small,...]
 #                    [--server_cpus=0-3] [--server_flags='--heap_arenas=1 ...'] [--profile_dir=DIR]
+#                    [--records=FILE]
 #   BIN_DIR: fedagg-server, fedagg-loadgen, fedagg-raw-sink; --scale multiplies the update
 #   counts; --workloads keeps the rows whose name starts with one of the words (dense,
 #   sparse, row_sparse, small); --server_cpus runs the servers (fedagg's and the sink) on
@@ -20,13 +21,16 @@
 #   --server_flags adds flags to every fedagg-server run (default: none, its defaults);
 #   --profile_dir writes a CPU profile of each fedagg-server run there (gperftools'
 #   libprofiler.so.0, found beside BIN_DIR in profiler/ or installed; read it with
-#   google-pprof and the unstripped fedagg-server of the same build).
+#   google-pprof and the unstripped fedagg-server of the same build); --records appends
+#   one JSON line per backend run to FILE (workload, measure, backend, the sink's rate and
+#   the backend's, the cpu backend's of the same row, whether the result checked out), as
+#   bench/service_bench.sh's table case reads them.
 # Exit status: 0 when every run's result checked out (goals missed are reported, not
 # failed: they are benchmarks), 1 otherwise, 2 for a usage error or a program missing
 # from BIN_DIR.
 set -uo pipefail
 BIN=${1:?usage: service-table.sh BIN_DIR [--backends=cpu,cuda] [--scale=1]}; shift
-BACKENDS=cpu,cuda SCALE=1 ONLY="" PIN=() PROFILES="" SERVER_FLAGS=()
+BACKENDS=cpu,cuda SCALE=1 ONLY="" PIN=() PROFILES="" SERVER_FLAGS=() RECORDS=""
 for arg in "$@"; do
   case $arg in
     --backends=*) BACKENDS=${arg#*=} ;;
@@ -35,6 +39,7 @@ for arg in "$@"; do
     --server_cpus=*) PIN=(taskset -c "${arg#*=}") ;;
     --server_flags=*) read -r -a SERVER_FLAGS <<<"${arg#*=}" ;;
     --profile_dir=*) PROFILES=$(mkdir -p "${arg#*=}" && cd "${arg#*=}" && pwd) ;;
+    --records=*) RECORDS=${arg#*=} ;;
     *) echo "service-table: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -159,6 +164,14 @@ import sys
 m, v, s, ok = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 figure = f'{v:,.0f} upd/s' if m == 'updates' else f'{v / 1e6:,.0f} MB/s'
 print(f'{figure} ({100 * v / s:.0f}%)' + ('' if ok == 'yes' else ' RESULT CHECK FAILED') if s else figure)" "$measure" "$value" "$sink" "$ok")"
+    if [ -n "$RECORDS" ]; then
+      python3 -c "
+import json, sys
+name, measure, backend, sink, value, cpu, ok = sys.argv[1:]
+print(json.dumps({'workload': name, 'measure': measure, 'backend': backend, 'sink': float(sink),
+                  'value': float(value), 'cpu': float(cpu) if cpu else None, 'checked': ok == 'yes'}))" \
+        "$name" "$measure" "$backend" "$sink" "$value" "$cpu_value" "$ok" >>"$RECORDS"
+    fi
     if [ "$backend" = cpu ]; then
       cpu_value=$value
     elif [ "$backend" != thrust-omp ]; then
