@@ -17,6 +17,10 @@
 
 namespace fedagg::portable {
 
+// Entries ahead whose y[c] is prefetched: a row's columns are far apart in a large field,
+// so each add would otherwise wait for memory.
+inline constexpr int64_t kPrefetchDistance = 16;
+
 template <typename Index, typename T>
 void SpmvTransposeOnCpu(const CsrMatrix<Index, T>& a, const T* x, T* y) {
   if (a.nnz == 0 || a.columns == 0) return;
@@ -30,6 +34,7 @@ void SpmvTransposeOnCpu(const CsrMatrix<Index, T>& a, const T* x, T* y) {
       const T xr = x[r];
       for (const Index* it = std::lower_bound(a.column_indices + a.row_offsets[r], last, lo);
            it != last && *it < hi; ++it) {
+        if (last - it > kPrefetchDistance) __builtin_prefetch(y + it[kPrefetchDistance], 1);
         y[*it] += a.values[it - a.column_indices] * xr;
       }
     }
