@@ -13,8 +13,9 @@
 #      cpu and cuda backends and the bare gRPC sink, five workloads, ratios and goals;
 #   7. how small updates scale with the node's cores: the small row again (cpu backend and
 #      sink, 30,000 updates) with the servers on 2, 4 and 8 of the machine's CPUs;
-#   8. where the cuda server's CPU goes on the sparse rows: CPU profiles (gperftools, when
-#      the bundle carries it) in logs/profiles, read where the bundle was made
+#   8. where the servers' CPU goes on the rows where cuda trails cpu (dense 1 MiB, the
+#      sparse rows; dense 16 MiB beside them): CPU profiles of the cpu and cuda servers
+#      (gperftools, when the bundle carries it) in logs/profiles, read where the bundle was made
 #      (docs/GPU.md, "On a machine with a GPU").
 #   ./run.sh [REPORT]   (default: report.txt beside this script; logs in logs/)
 # Exit status: 0 all passed, 1 something failed, 77 no usable CUDA device (the report says
@@ -135,9 +136,10 @@ scaling() {
 step small_scaling scaling
 grep -E "^servers on|^\| small" "$LOGS/small_scaling.log" >>"$REPORT"
 
-# 8. CPU profiles of the cuda server on the sparse rows.
+# 8. CPU profiles of the cpu and cuda servers on the dense and sparse rows.
 profiles() {
-  "$DIR/service-table.sh" "$DIR/bin" --backends=cuda --workloads=sparse,row_sparse --profile_dir="$LOGS/profiles" ||
+  "$DIR/service-table.sh" "$DIR/bin" --backends=cpu,cuda --workloads=dense,sparse,row_sparse \
+      --profile_dir="$LOGS/profiles" ||
     return
   # What reading them elsewhere needs (scripts/gpu-profiles.sh): this machine's C library
   # (memcpy and friends are its own), the bundle's commit and where it lay.
