@@ -2,12 +2,14 @@
 # Builds, on a machine without a GPU, everything fedagg's GPU check runs, and packs it in one
 # folder for a machine that has only the NVIDIA driver and the CUDA 13 libraries (cudart,
 # cuSPARSE, NCCL): fedagg-selftest, the cuda-labelled test binaries, fedagg_gpu_bench,
-# fedagg-server with the cuda plugin it loads (libfedagg_backend_cuda.so), fedagg-demo,
-# fedagg-loadgen and fedagg-raw-sink (for the service table, scripts/service-table.sh) (a service round checked against the reference), with the
-# non-CUDA shared libraries they need (gRPC, Protobuf, Abseil, OpenSSL, ...; stripped), packed
-# in payload.tar.gz (the programs carry their CUDA kernels for sm_80 and sm_90, 12-14 MB
-# each: 73 MB unpacked, 22 MB packed), and run.sh (scripts/gpu-bundle-run.sh), which unpacks
-# them beside itself, runs them all and writes one report.
+# fedagg-server with the cuda plugin it loads (libfedagg_backend_cuda.so), fedagg-demo (a
+# service round checked against the reference), fedagg-loadgen and fedagg-raw-sink (the
+# service table, scripts/service-table.sh, copied beside), gperftools' profiler when
+# installed, with the non-CUDA shared libraries they need (gRPC, Protobuf, Abseil,
+# OpenSSL, ...; stripped), packed in payload.tar.gz (the programs carry their CUDA kernels
+# for sm_80 and sm_90: 39 MiB packed), and run.sh (scripts/gpu-bundle-run.sh), which unpacks
+# them beside itself, runs them all and writes one report; and ab.sh
+# (scripts/gpu-plugin-ab.sh), which measures this build's cuda plugin against another's.
 #   scripts/gpu-bundle.sh [--build_dir=build] [--out=build/gpu-bundle]
 # The build directory is configured with the default preset when it is not yet; its CUDA
 # backend must be on (nvcc found). The folder must stay under 60 MiB: it travels with the
@@ -91,7 +93,8 @@ tar -czf "$OUT/payload.tar.gz" -C "$STAGE" bin lib $([ -d "$STAGE/profiler" ] &&
 rm -rf "$STAGE"
 cp scripts/gpu-bundle-run.sh "$OUT/run.sh"
 cp scripts/service-table.sh "$OUT/service-table.sh"
-chmod +x "$OUT/run.sh" "$OUT/service-table.sh"
+cp scripts/gpu-plugin-ab.sh "$OUT/ab.sh"
+chmod +x "$OUT/run.sh" "$OUT/service-table.sh" "$OUT/ab.sh"
 git rev-parse --short HEAD >"$OUT/COMMIT" 2>/dev/null || echo unknown >"$OUT/COMMIT"
 
 bytes=$(du -sb "$OUT" | cut -f1)

@@ -2,14 +2,15 @@
 # The GPU bundle's shape, on a machine without a GPU (docs/GPU.md): scripts/gpu-bundle.sh
 # makes the folder (under its 60 MiB), and its run.sh unpacks it, finds every library of
 # every program (the bundle's own from the bundle), and reports "no device" cleanly: exit
-# 77, the reason in the report, nothing else run. Where a GPU exists, run.sh runs the
-# whole check instead, and this test then requires it to pass.
+# 77, the reason in the report, nothing else run; its ab.sh (the plugin A/B) likewise.
+# Where a GPU exists, run.sh runs the whole check instead, and this test then requires it
+# to pass.
 # Usage: gpu_bundle_test.sh BUILD_DIR
 set -euo pipefail
 source "$(dirname "$0")/e2e_lib.sh"
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 "$REPO/scripts/gpu-bundle.sh" --build_dir="$1" --out="$E2E_DIR/bundle" | tail -n 1
-[ "$(ls "$E2E_DIR/bundle")" = "$(printf 'COMMIT\npayload.tar.gz\nrun.sh\nservice-table.sh')" ]
+[ "$(ls "$E2E_DIR/bundle")" = "$(printf 'COMMIT\nab.sh\npayload.tar.gz\nrun.sh\nservice-table.sh')" ]
 set +e
 "$E2E_DIR/bundle/run.sh" "$E2E_DIR/report.txt" >/dev/null
 rc=$?
@@ -21,6 +22,13 @@ if [ "$rc" = 77 ]; then
   grep -q "^NO DEVICE: fedagg-selftest: SKIPPED: --backend=cuda: no usable CUDA device" "$E2E_DIR/report.txt"
   grep -q "^RESULT: NO DEVICE" "$E2E_DIR/report.txt"
   [ "$(grep -c '^PASS\|^FAIL' "$E2E_DIR/report.txt")" = 1 ]  # nothing but the library check ran
+  # ab.sh, the plugin A/B, says so too and measures nothing.
+  cp "$E2E_DIR/bundle/bin/libfedagg_backend_cuda.so" "$E2E_DIR/a-plugin.so"
+  set +e
+  "$E2E_DIR/bundle/ab.sh" "$E2E_DIR/a-plugin.so" "$E2E_DIR/ab" >/dev/null
+  ab_rc=$?
+  set -e
+  [ "$ab_rc" = 77 ] && grep -q "^NO DEVICE: fedagg-selftest: SKIPPED" "$E2E_DIR/ab/ab.txt"
 else
   [ "$rc" = 0 ] && grep -q "^RESULT: PASS$" "$E2E_DIR/report.txt"
 fi
