@@ -1,6 +1,7 @@
 // Random exact-arithmetic updates through a backend, against the reference and the CPU.
 #include "service/backend/backend_check.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -17,6 +18,7 @@ namespace {
 
 constexpr int kUpdates = 21;
 constexpr double kTolerance = 1e-6;
+constexpr int64_t kMostRepeats = 3;  // times one index appears in one random update, at most
 
 // Dense values and table rows longer than the run of 64 elements a CPU work item of the
 // thrust-omp backend covers, and not a multiple of it (thrust_field_reducer.h).
@@ -68,11 +70,18 @@ std::vector<std::unique_ptr<OwnedUpdate>> RandomUpdates(const ReductionSpec& spe
     auto update = std::make_unique<OwnedUpdate>();
     int64_t values = field.row_width;
     if (field.encoding != Encoding::kDense) {
-      // Up to 30 coordinates (8 rows), repeats within one update included.
+      // Up to 30 coordinates (8 rows), repeats within one update included, each index at
+      // most kMostRepeats times: a run of one index is never cut between staging slots,
+      // and the smallest slots the suite stages through (3 KiB) must hold the longest run.
       const int64_t entries = std::uniform_int_distribution<int64_t>(
           0, field.encoding == Encoding::kSparse ? 30 : 8)(rng);
       std::uniform_int_distribution<int64_t> id(0, field.rows - 1);
-      for (int64_t k = 0; k < entries; ++k) update->indices.push_back(id(rng));
+      while (static_cast<int64_t>(update->indices.size()) < entries) {
+        const int64_t index = id(rng);
+        if (std::count(update->indices.begin(), update->indices.end(), index) < kMostRepeats) {
+          update->indices.push_back(index);
+        }
+      }
       values = entries * field.row_width;
     }
     for (int64_t k = 0; k < values; ++k) AppendValue(field.type.dtype, value(), update->bytes);
