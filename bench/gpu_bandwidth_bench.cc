@@ -104,16 +104,13 @@ template <typename Acc, typename In>
 absl::StatusOr<double> TimeStagedSparseSum(const std::vector<std::vector<int64_t>>& indices,
                                            portable::StagedReducerMaker<Acc> make) {
   std::vector<int64_t> all_indices, offsets = {0};
-  std::vector<int32_t> owners;
   for (size_t u = 0; u < indices.size(); ++u) {
     all_indices.insert(all_indices.end(), indices[u].begin(), indices[u].end());
-    owners.insert(owners.end(), indices[u].size(), static_cast<int32_t>(u));
     offsets.push_back(static_cast<int64_t>(all_indices.size()));
   }
   const std::vector<In> values(all_indices.size(), In{1});
   const std::vector<double> weights(indices.size(), 1.0);
   FEDAGG_ASSIGN_OR_RETURN(DeviceMemory device_indices, OnDevice(all_indices));
-  FEDAGG_ASSIGN_OR_RETURN(DeviceMemory device_owners, OnDevice(owners));
   FEDAGG_ASSIGN_OR_RETURN(DeviceMemory device_offsets, OnDevice(offsets));
   FEDAGG_ASSIGN_OR_RETURN(DeviceMemory device_values, OnDevice(values));
   FEDAGG_ASSIGN_OR_RETURN(DeviceMemory device_weights, OnDevice(weights));
@@ -122,7 +119,6 @@ absl::StatusOr<double> TimeStagedSparseSum(const std::vector<std::vector<int64_t
   batch.entries = static_cast<int64_t>(all_indices.size());
   batch.values = device_values.get();
   batch.indices = static_cast<const int64_t*>(device_indices.get());
-  batch.entry_update = static_cast<const int32_t*>(device_owners.get());
   batch.update_offsets = static_cast<const int64_t*>(device_offsets.get());
   batch.weights = static_cast<const double*>(device_weights.get());
   portable::ReducerSpec spec;

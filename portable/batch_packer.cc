@@ -152,12 +152,10 @@ BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, 
   layout.entries = entries;
   layout.values_at = 0;
   layout.indices_at = Aligned(static_cast<size_t>(entries) * entry_bytes);
-  layout.entry_update_at = layout.indices_at + Aligned(static_cast<size_t>(entries) * sizeof(int64_t));
-  layout.update_offsets_at = layout.entry_update_at + Aligned(static_cast<size_t>(entries) * sizeof(int32_t));
+  layout.update_offsets_at = layout.indices_at + Aligned(static_cast<size_t>(entries) * sizeof(int64_t));
   layout.weights_at = layout.update_offsets_at + Aligned((k + 1) * sizeof(int64_t));
   layout.bytes = layout.weights_at + k * sizeof(double);
   int64_t* indices = reinterpret_cast<int64_t*>(out + layout.indices_at);
-  int32_t* entry_update = reinterpret_cast<int32_t*>(out + layout.entry_update_at);
   int64_t* offsets = reinterpret_cast<int64_t*>(out + layout.update_offsets_at);
   double* weights = reinterpret_cast<double*>(out + layout.weights_at);
   int64_t e = 0;
@@ -183,11 +181,9 @@ BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, 
       copy_packed(indices_to, static_cast<size_t>(piece.count) * sizeof(int64_t));
       copy_packed(values_to, static_cast<size_t>(piece.count) * entry_bytes);
     }
-    std::fill(entry_update + e, entry_update + e + piece.count, static_cast<int32_t>(p));
     e += piece.count;
   }
   offsets[k] = e;
-  copy_packed(layout.entry_update_at, static_cast<size_t>(entries) * sizeof(int32_t));
   copy_packed(layout.update_offsets_at, (k + 1) * sizeof(int64_t));
   copy_packed(layout.weights_at, k * sizeof(double));
   return layout;
@@ -204,7 +200,6 @@ StagedBatch BatchPacker::Locate(const Layout& layout, const void* base) {
   batch.weights = reinterpret_cast<const double*>(at + layout.weights_at);
   if (layout.with_entries) {
     batch.indices = reinterpret_cast<const int64_t*>(at + layout.indices_at);
-    batch.entry_update = reinterpret_cast<const int32_t*>(at + layout.entry_update_at);
     batch.update_offsets = reinterpret_cast<const int64_t*>(at + layout.update_offsets_at);
   }
   return batch;

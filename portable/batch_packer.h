@@ -2,9 +2,10 @@
 // staging layout a StagedFieldReducer reads (StagedBatch), split into parts that each fit
 // one staging-ring slot, as the list of spans a copy engine moves into the slot's device
 // memory. The updates' values and indices go to the device straight from where they were
-// received (one span per update and array); only what the layout adds (weights, entry
-// offsets and owners) and the entries of an update that had to be reordered are written
-// into the slot's host memory first. Host logic only, shared by every device backend.
+// received (one span per update and array); only what the layout adds (weights and each
+// update's first entry) and the entries of an update that had to be reordered are written
+// into the slot's host memory first (which update an entry belongs to, the staged reducer
+// finds from the offsets on the device). Host logic only, shared by every device backend.
 //   dense    a part is a rectangle of the [updates, row_width] batch: all rows when a slot
 //            holds them (a batch larger than a slot is cut into row ranges, and a row
 //            larger than a slot into column ranges); parts go row range by row range, so
@@ -54,7 +55,7 @@ class BatchPacker {
   // start (kDense parts have values and weights only).
   struct Layout {
     int64_t updates = 0, entries = 0, column_begin = 0, columns = 0;
-    size_t values_at = 0, indices_at = 0, entry_update_at = 0, update_offsets_at = 0, weights_at = 0;
+    size_t values_at = 0, indices_at = 0, update_offsets_at = 0, weights_at = 0;
     size_t bytes = 0;  // of the slot used
     bool with_entries = false;  // kScatter / kUnion
   };

@@ -76,8 +76,7 @@ struct StagedBatch {
   int64_t column_begin = 0;         // kDense
   int64_t columns = 0;              // kDense
   const void* values = nullptr;     // of the spec's InType
-  const int64_t* indices = nullptr;       // [entries]
-  const int32_t* entry_update = nullptr;  // [entries]: the update (0 .. updates-1) of each entry
+  const int64_t* indices = nullptr;         // [entries]
   const int64_t* update_offsets = nullptr;  // [updates + 1]: first entry of each update, then entries
   const double* weights = nullptr;        // [updates]
 };

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include <thrust/binary_search.h>
 #include <thrust/copy.h>
 #include <thrust/count.h>
 #include <thrust/fill.h>
@@ -267,7 +268,7 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
   uint64_t HostBytes() const override {
     if (!System::kHostMemory) return 0;
     return Bytes(acc_) + Bytes(counts_) + Bytes(weight_sums_) + Bytes(union_indices_) + Bytes(acc_weights_) +
-           Bytes(sorted_ids_) + Bytes(order_) + Bytes(segment_rows_) + Bytes(segment_starts_) +
+           Bytes(entry_update_) + Bytes(sorted_ids_) + Bytes(order_) + Bytes(segment_rows_) + Bytes(segment_starts_) +
            Bytes(segment_lengths_) + csr_.Bytes();
   }
   // The state arrays of a kDense or kScatter reducer (allocated now if they were not),
@@ -405,8 +406,15 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
                      std::to_string(outside) + " of the batch's indices lie outside the field's " +
                          std::to_string(spec_.rows) + " rows; nothing of the part of the batch that holds them was added"};
     }
+    // Each entry's update, from the offsets (the packer sends no per-entry owners): entry
+    // k belongs to the update u with offsets[u] <= k < offsets[u + 1], and u is how many of
+    // offsets[1 .. updates] are at most k (empty updates have equal offsets).
+    entry_update_.resize(static_cast<size_t>(total));
+    thrust::upper_bound(System::policy(), batch.update_offsets + 1, batch.update_offsets + 1 + batch.updates,
+                        thrust::counting_iterator<int64_t>(0), thrust::counting_iterator<int64_t>(total),
+                        entry_update_.begin());
     if (CsrScatter<System, Acc>::Applies(spec_, batch.updates)) {
-      return csr_.Add(CooBatch<In>{batch.indices, batch.entry_update, values, total, batch.updates, spec_.rows},
+      return csr_.Add(CooBatch<In>{batch.indices, Raw(entry_update_), values, total, batch.updates, spec_.rows},
                       ScatterTargets<Acc>{Raw(acc_), spec_.keeps_counts ? Raw(counts_) : nullptr,
                                           spec_.keeps_weight_sums ? Raw(weight_sums_) : nullptr,
                                           spec_.op == ReducerOp::kWeightedSum ? Raw(acc_weights_) : nullptr,
@@ -441,19 +449,19 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
       thrust::for_each(System::policy(), first, first + items,
                        functors::ScatterSegment<true, Acc, In, kRun>{
                            Raw(acc_), width, runs_per_row, items, Raw(segment_rows_), Raw(segment_starts_),
-                           Raw(segment_lengths_), Raw(order_), batch.entry_update, values, Raw(acc_weights_)});
+                           Raw(segment_lengths_), Raw(order_), Raw(entry_update_), values, Raw(acc_weights_)});
     } else {
       thrust::for_each(System::policy(), first, first + items,
                        functors::ScatterSegment<false, Acc, In, kRun>{
                            Raw(acc_), width, runs_per_row, items, Raw(segment_rows_), Raw(segment_starts_),
-                           Raw(segment_lengths_), Raw(order_), batch.entry_update, values, Raw(acc_weights_)});
+                           Raw(segment_lengths_), Raw(order_), Raw(entry_update_), values, Raw(acc_weights_)});
     }
     if (spec_.keeps_counts || spec_.keeps_weight_sums) {
       thrust::for_each(System::policy(), first, first + segments,
                        functors::CountSegment{spec_.keeps_counts ? Raw(counts_) : nullptr,
                                               spec_.keeps_weight_sums ? Raw(weight_sums_) : nullptr,
                                               Raw(segment_rows_), Raw(segment_starts_),
-                                              Raw(segment_lengths_), Raw(order_), batch.entry_update,
+                                              Raw(segment_lengths_), Raw(order_), Raw(entry_update_),
                                               batch.weights});
     }
     return Outcome{};
@@ -469,7 +477,7 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     thrust::gather(System::policy(), order_.begin(), order_.end(),
                    thrust::make_transform_iterator(first, WidenEntry<Acc, In>{values}),
                    sorted_values.begin());
-    thrust::gather(System::policy(), order_.begin(), order_.end(), batch.entry_update, sorted_updates.begin());
+    thrust::gather(System::policy(), order_.begin(), order_.end(), entry_update_.begin(), sorted_updates.begin());
     Vec<int64_t> flags(static_cast<size_t>(total));
     thrust::transform(System::policy(), first, first + total, flags.begin(),
                       functors::NewContributor{Raw(sorted_ids_), Raw(sorted_updates)});
@@ -580,6 +588,7 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
   // Working memory of one batch, kept between batches to avoid reallocating (the batch
   // itself is in the staging ring's slot).
   Vec<Acc> acc_weights_;
+  Vec<int32_t> entry_update_;  // the update (0 .. updates - 1) of each entry
   Vec<int64_t> sorted_ids_;
   Vec<int64_t> order_;
   Vec<int64_t> segment_rows_;

@@ -178,14 +178,14 @@ Unpacked UnpackEntries(const BatchPacker& packer, const HostBatch& batch, const 
   for (const BatchPacker::Part& part : plan.parts) {
     const StagedPart part_on_device = Stage(packer, batch, part, slot_bytes);
     const StagedBatch staged = BatchPacker::Locate(part_on_device.layout, part_on_device.device.data());
-    // Packed on the host: the owners, offsets and weights, and the entries of a reordered
-    // update; the entries of every other update went straight from the batch.
+    // Packed on the host: the offsets and weights, and the entries of a reordered update;
+    // the entries of every other update went straight from the batch.
     size_t reordered_entries = 0;
     for (const BatchPacker::Piece& piece : part.pieces) {
       if (piece.order != nullptr) reordered_entries += static_cast<size_t>(piece.count);
     }
     EXPECT_EQ(part_on_device.packed_bytes,
-              static_cast<size_t>(staged.entries) * sizeof(int32_t) + static_cast<size_t>(staged.updates + 1) * sizeof(int64_t) +
+              static_cast<size_t>(staged.updates + 1) * sizeof(int64_t) +
                   static_cast<size_t>(staged.updates) * sizeof(double) +
                   reordered_entries * (sizeof(int64_t) + static_cast<size_t>(width) * sizeof(double)));
     EXPECT_EQ(staged.update_offsets[0], 0);
@@ -195,7 +195,6 @@ Unpacked UnpackEntries(const BatchPacker& packer, const HostBatch& batch, const 
       const int64_t update = part.pieces[p].update;
       EXPECT_EQ(staged.weights[p], batch.weights[update]);
       for (int64_t e = staged.update_offsets[p]; e < staged.update_offsets[p + 1]; ++e) {
-        EXPECT_EQ(staged.entry_update[e], p);
         const auto key = std::make_pair(update, staged.indices[e]);
         const double* row = static_cast<const double*>(staged.values) + e * width;
         out.values[key].insert(out.values[key].end(), row, row + width);

@@ -25,7 +25,6 @@ struct Staged {
   std::vector<int64_t> indices;
   std::vector<float> floats;
   std::vector<int32_t> integers;
-  std::vector<int32_t> entry_update = {0, 0, 1, 1};
   std::vector<int64_t> update_offsets = {0, 2, 4};
   std::vector<double> weights = {1, 1};
 
@@ -44,7 +43,6 @@ struct Staged {
     batch.entries = 4;
     batch.values = integers.empty() ? static_cast<const void*>(floats.data()) : integers.data();
     batch.indices = indices.data();
-    batch.entry_update = entry_update.data();
     batch.update_offsets = update_offsets.data();
     batch.weights = weights.data();
     return batch;
