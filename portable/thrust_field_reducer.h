@@ -32,7 +32,6 @@
 #include <string>
 #include <vector>
 
-#include <thrust/binary_search.h>
 #include <thrust/copy.h>
 #include <thrust/count.h>
 #include <thrust/fill.h>
@@ -224,6 +223,16 @@ struct CountSegment {
   }
 };
 
+// Writes u at the first entry of update u when it has entries (so each position is
+// written at most once); a running maximum then gives every entry its update.
+struct MarkUpdateStart {
+  const int64_t* offsets;  // [updates + 1]
+  int32_t* entry_update;
+  FEDAGG_HOST_DEVICE void operator()(int64_t u) const {
+    if (offsets[u + 1] > offsets[u]) entry_update[offsets[u]] = static_cast<int32_t>(u);
+  }
+};
+
 // Whether an index lies outside [0, rows).
 struct OutsideRows {
   int64_t rows;
@@ -407,12 +416,15 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
                          std::to_string(spec_.rows) + " rows; nothing of the part of the batch that holds them was added"};
     }
     // Each entry's update, from the offsets (the packer sends no per-entry owners): entry
-    // k belongs to the update u with offsets[u] <= k < offsets[u + 1], and u is how many of
-    // offsets[1 .. updates] are at most k (empty updates have equal offsets).
+    // k belongs to the update u with offsets[u] <= k < offsets[u + 1]. Each update's
+    // number at its first entry, 0 elsewhere, then a running maximum over the entries.
     entry_update_.resize(static_cast<size_t>(total));
-    thrust::upper_bound(System::policy(), batch.update_offsets + 1, batch.update_offsets + 1 + batch.updates,
-                        thrust::counting_iterator<int64_t>(0), thrust::counting_iterator<int64_t>(total),
-                        entry_update_.begin());
+    thrust::fill(System::policy(), entry_update_.begin(), entry_update_.end(), int32_t{0});
+    thrust::for_each(System::policy(), thrust::counting_iterator<int64_t>(1),
+                     thrust::counting_iterator<int64_t>(batch.updates),
+                     functors::MarkUpdateStart{batch.update_offsets, Raw(entry_update_)});
+    thrust::inclusive_scan(System::policy(), entry_update_.begin(), entry_update_.end(), entry_update_.begin(),
+                           thrust::maximum<int32_t>());
     if (CsrScatter<System, Acc>::Applies(spec_, batch.updates)) {
       return csr_.Add(CooBatch<In>{batch.indices, Raw(entry_update_), values, total, batch.updates, spec_.rows},
                       ScatterTargets<Acc>{Raw(acc_), spec_.keeps_counts ? Raw(counts_) : nullptr,
