@@ -12,7 +12,8 @@
 #   6. the service table (service-table.sh beside this script): fedagg-loadgen against the
 #      cpu and cuda backends and the bare gRPC sink, five workloads, ratios and goals;
 #   7. how small updates scale with the node's cores: the small row again (cpu backend and
-#      sink, 30,000 updates) with the servers on 2, 4 and 8 of the machine's CPUs;
+#      sink, 30,000 updates) with the servers on 2, 4 and 8 of the machine's CPUs, then on
+#      all of them with four load generators at once;
 #   8. where the servers' CPU goes on the rows where cuda trails cpu (dense 1 MiB, the
 #      sparse rows; dense 16 MiB beside them): CPU profiles of the cpu and cuda servers
 #      (gperftools, when the bundle carries it) in logs/profiles, read where the bundle was made
@@ -132,6 +133,9 @@ scaling() {
     echo "servers on CPUs $cpus:"
     "$DIR/service-table.sh" "$DIR/bin" --backends=cpu --workloads=small --scale=0.3 --server_cpus="$cpus" | grep "^| small"
   done
+  # One load generator tops out near the sink's rate: four, each with its own aggregation.
+  echo "servers on every CPU, 4 load generators:"
+  "$DIR/service-table.sh" "$DIR/bin" --backends=cpu --workloads=small --scale=0.3 --loadgens=4 | grep "^| small"
 }
 step small_scaling scaling
 grep -E "^servers on|^\| small" "$LOGS/small_scaling.log" >>"$REPORT"
