@@ -124,7 +124,7 @@ grep -E "FINALIZED|check against|reduction backend" "$LOGS/service_round.log" | 
 
 # 6. The service table: its figures go in the report.
 step service_table "$DIR/service-table.sh" "$DIR/bin" --backends=cpu,cuda
-grep -E "^\||^staging|^    fedagg|^    threads|^    peak" "$LOGS/service_table.log" >>"$REPORT"
+grep -E "^\||^staging|^    fedagg|^    threads|^    peak|^    load generator" "$LOGS/service_table.log" >>"$REPORT"
 
 # 7. Small updates against the servers' cores (docs/SCALING.md, assumption A).
 scaling() {

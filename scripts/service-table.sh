@@ -8,7 +8,7 @@
 # is at least as fast as the cpu backend); every run's result is
 # checked by fedagg-loadgen. After each backend run, the server's staging metrics, its peak
 # RSS and its threads: how many, and CPU seconds by thread name (work serialized, or
-# callbacks blocking).
+# callbacks blocking), and the run's length.
 # The GPU bundle's run.sh runs it (scripts/gpu-bundle.sh copies it beside run.sh); CI runs
 # it small, with the cpu backend only (tests/e2e/gpu_bundle_test.sh).
 #   service-table.sh BIN_DIR [--backends=cpu,cuda] [--scale=1] [--workloads=dense,small,...]
@@ -145,6 +145,11 @@ print(re.sub(r'--(clients|concurrency)=(\d+)', lambda m: f'--{m.group(1)}={max(1
   if [ -n "$metrics_port" ]; then
     http_get "$metrics_port" /metrics | grep -E '^fedagg_staging' | grep -v '_bucket' >"$LOGS/$name.staging" || true
     server_threads "$server" >>"$LOGS/$name.staging"
+    # The run's length, to read the CPU and staging seconds above against.
+    python3 -c "
+import json, sys
+print(f'load generator seconds {max(json.load(open(p))[\"throughput\"][\"seconds\"] for p in sys.argv[1:]):.2f}')" \
+        "$LOGS/$name".*.json >>"$LOGS/$name.staging" 2>/dev/null || true
   fi
   kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
   # The load generators' sums over the longest one's time (they start together).
