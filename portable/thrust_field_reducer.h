@@ -415,17 +415,23 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
                      std::to_string(outside) + " of the batch's indices lie outside the field's " +
                          std::to_string(spec_.rows) + " rows; nothing of the part of the batch that holds them was added"};
     }
-    // Each entry's update, from the offsets (the packer sends no per-entry owners): entry
-    // k belongs to the update u with offsets[u] <= k < offsets[u + 1]. Each update's
-    // number at its first entry, 0 elsewhere, then a running maximum over the entries.
-    entry_update_.resize(static_cast<size_t>(total));
-    thrust::fill(System::policy(), entry_update_.begin(), entry_update_.end(), int32_t{0});
-    thrust::for_each(System::policy(), thrust::counting_iterator<int64_t>(1),
-                     thrust::counting_iterator<int64_t>(batch.updates),
-                     functors::MarkUpdateStart{batch.update_offsets, Raw(entry_update_)});
-    thrust::inclusive_scan(System::policy(), entry_update_.begin(), entry_update_.end(), entry_update_.begin(),
-                           thrust::maximum<int32_t>());
-    if (CsrScatter<System, Acc>::Applies(spec_, batch.updates)) {
+    const bool csr = CsrScatter<System, Acc>::Applies(spec_, batch.updates);
+    // Each entry's update, where the path reads it (the CSR matrix's rows, the union's
+    // counts, the segments' weights and counts; not an unweighted row_sparse_sum's
+    // segments), from the offsets (the packer sends no per-entry owners): entry k belongs
+    // to the update u with offsets[u] <= k < offsets[u + 1]. Each update's number at its
+    // first entry, 0 elsewhere, then a running maximum over the entries.
+    if (csr || spec_.kind == ReducerKind::kUnion || spec_.op == ReducerOp::kWeightedSum || spec_.keeps_counts ||
+        spec_.keeps_weight_sums) {
+      entry_update_.resize(static_cast<size_t>(total));
+      thrust::fill(System::policy(), entry_update_.begin(), entry_update_.end(), int32_t{0});
+      thrust::for_each(System::policy(), thrust::counting_iterator<int64_t>(1),
+                       thrust::counting_iterator<int64_t>(batch.updates),
+                       functors::MarkUpdateStart{batch.update_offsets, Raw(entry_update_)});
+      thrust::inclusive_scan(System::policy(), entry_update_.begin(), entry_update_.end(), entry_update_.begin(),
+                             thrust::maximum<int32_t>());
+    }
+    if (csr) {
       return csr_.Add(CooBatch<In>{batch.indices, Raw(entry_update_), values, total, batch.updates, spec_.rows},
                       ScatterTargets<Acc>{Raw(acc_), spec_.keeps_counts ? Raw(counts_) : nullptr,
                                           spec_.keeps_weight_sums ? Raw(weight_sums_) : nullptr,
@@ -462,11 +468,11 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
                        functors::ScatterSegment<true, Acc, In, kRun>{
                            Raw(acc_), width, runs_per_row, items, Raw(segment_rows_), Raw(segment_starts_),
                            Raw(segment_lengths_), Raw(order_), Raw(entry_update_), values, Raw(acc_weights_)});
-    } else {
+    } else {  // unweighted: the entries' updates are not read (nor derived, without counts)
       thrust::for_each(System::policy(), first, first + items,
                        functors::ScatterSegment<false, Acc, In, kRun>{
                            Raw(acc_), width, runs_per_row, items, Raw(segment_rows_), Raw(segment_starts_),
-                           Raw(segment_lengths_), Raw(order_), Raw(entry_update_), values, Raw(acc_weights_)});
+                           Raw(segment_lengths_), Raw(order_), nullptr, values, Raw(acc_weights_)});
     }
     if (spec_.keeps_counts || spec_.keeps_weight_sums) {
       thrust::for_each(System::policy(), first, first + segments,
