@@ -125,9 +125,8 @@ run() {  # run NAME metrics|- LOADGEN_ARGS SERVER_COMMAND...: prints "rate updat
     return
   fi
   [ "$metrics" = - ] || metrics_port=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$LOGS/$name.server.log" | head -n 1)
-  # shellcheck disable=SC2086
-  # LOADGENS processes, each with its share of the clients and of the concurrency and an
-  # aggregation of its own, started together.
+  # LOADGENS processes, each with its share of the clients and of the concurrency, an
+  # aggregation of its own and 16 channels, started together.
   local loadgens=() i
   for i in $(seq "$LOADGENS"); do
     local share
