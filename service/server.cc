@@ -82,7 +82,11 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   if (config.backend != nullptr) {
     // Updates land in memory the backend's copies read at full speed: pinned once, and
     // kept (cached, pinned) for as many bytes as the window admits at once.
-    server->pinned_mappings_ = PinnedMappings(config.backend->host_memory_pinner(), config.ingest_window_bytes);
+    if (std::shared_ptr<HostMemoryPinner> pinner = config.backend->host_memory_pinner(); pinner != nullptr) {
+      auto measured = std::make_shared<MeasuredHostMemoryPinner>(std::move(pinner));
+      server->host_pinner_ = measured;
+      server->pinned_mappings_ = PinnedMappings(std::move(measured), config.ingest_window_bytes);
+    }
     // The staging rings' slots may all be allocated at once: the budget holds them first.
     uint64_t staging_bytes = 0;
     for (const StagingRingStats* ring : config.backend->staging_rings()) {
@@ -310,6 +314,7 @@ void FedaggServer::RegisterStateGauges() {
       node_total(&Aggregation::updates_in_flight));
   if (device_monitor_ != nullptr) RegisterDeviceGauges(*device_monitor_);
   if (!staging_rings_.empty()) RegisterStagingMetrics(staging_rings_);
+  if (host_pinner_ != nullptr) RegisterPinningMetrics(host_pinner_);
   const std::string backend = backend_name_;
   MemoryBudget* budget = memory_budget_.get();
   metrics_registry_->AddGaugeCallback(
@@ -408,6 +413,26 @@ void FedaggServer::RegisterStagingMetrics(const std::vector<const StagingRingSta
   metrics_registry_->AddHistogramCallback("fedagg_staging_reduce_seconds",
                                           "Reduction of one staging slot on the device (kernels included).",
                                           {"device"}, histograms(&StagingRingStats::reduce_seconds));
+}
+
+void FedaggServer::RegisterPinningMetrics(std::shared_ptr<const MeasuredHostMemoryPinner> pinner) {
+  const auto read = [pinner](auto figure) {
+    return [pinner, figure] { return MetricsRegistry::GaugeSamples{{{}, static_cast<double>(figure(*pinner))}}; };
+  };
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_pinned_host_bytes",
+      "Host memory pinned now for received updates (cuda), the cached mappings included.", {},
+      read([](const MeasuredHostMemoryPinner& p) { return p.pinned_bytes(); }));
+  metrics_registry_->AddCounterCallback(
+      "fedagg_host_pins_total", "Mappings of received updates pinned; none once the mapping cache is warm.", {},
+      read([](const MeasuredHostMemoryPinner& p) { return p.pins(); }));
+  metrics_registry_->AddCounterCallback(
+      "fedagg_host_pin_failures_total", "Mappings the backend could not pin (then used unpinned, copied slower).",
+      {}, read([](const MeasuredHostMemoryPinner& p) { return p.failures(); }));
+  metrics_registry_->AddCounterCallback(
+      "fedagg_host_pin_seconds_total",
+      "Seconds spent pinning and unpinning, on the threads that map and unmap update buffers.", {},
+      read([](const MeasuredHostMemoryPinner& p) { return p.seconds(); }));
 }
 
 void FedaggServer::Shutdown(absl::Duration grace) {

@@ -20,6 +20,7 @@
 #include "service/core/accumulator_factory.h"
 #include "service/core/ingest_window.h"
 #include "service/core/large_allocation.h"
+#include "service/core/measured_host_memory_pinner.h"
 #include "service/core/memory_budget.h"
 #include "service/core/thread_pool.h"
 #include "service/core/read_file.h"
@@ -129,6 +130,7 @@ class FedaggServer {
   // fedagg_ingest_*: only when the server has an ingest window.
   void RegisterIngestWindowMetrics(const IngestWindow& window);
   void RegisterStagingMetrics(const std::vector<const StagingRingStats*>& rings);
+  void RegisterPinningMetrics(std::shared_ptr<const MeasuredHostMemoryPinner> pinner);
 
   std::string backend_name_;  // for fedagg_backend_info
   const DeviceMonitor* device_monitor_ = nullptr;  // the backend's; null: host memory only
@@ -137,8 +139,9 @@ class FedaggServer {
   std::unique_ptr<ServiceMetrics> metrics_ = std::make_unique<ServiceMetrics>(*metrics_registry_);
   // Declared before everything that holds reservations or slots in them.
   std::unique_ptr<MemoryBudget> memory_budget_;
-  // The backend's pinning of received updates' memory (cuda), for the server's life:
-  // declared before everything that holds update buffers.
+  // The backend's pinning of received updates' memory (cuda), counted for the metrics,
+  // for the server's life: declared before everything that holds update buffers.
+  std::shared_ptr<const MeasuredHostMemoryPinner> host_pinner_;  // null: the backend pins nothing
   PinnedMappings pinned_mappings_;
   MemoryReservation staging_reservation_;  // the backend's staging slots, for the server's life
   // Declared before registry_: the update buffers of its aggregations hold tickets in it.

@@ -1,7 +1,8 @@
 // The /metrics, /healthz and /readyz endpoint of a live server: the counters move with
 // real traffic, the queue-depth gauges show updates pending and in flight, the GPU
 // gauges show what the backend's DeviceMonitor reads (a fake one here: no GPU is needed)
-// and are absent with the CPU backend, and the exposition passes `promtool check metrics`
+// and are absent with the CPU backend, the pinning of received updates is counted when
+// the backend pins (a fake pinner), and the exposition passes `promtool check metrics`
 // (Prometheus's own linter).
 
 #include <cstdio>
@@ -81,6 +82,7 @@ TEST(MetricsTest, CountersFollowTrafficAndTheExpositionLints) {
   // The CPU backend reduces in host memory: no device metric at all.
   EXPECT_TRUE(HasLine(body, "fedagg_backend_info{backend=\"cpu\"} 1")) << body;
   EXPECT_EQ(body.find("fedagg_gpu_"), std::string::npos) << body;
+  EXPECT_EQ(body.find("fedagg_host_pin"), std::string::npos) << body;  // nor pins host memory
 
   // Prometheus's linter on the live exposition.
   const std::optional<Lint> lint = PromtoolCheck(body);
@@ -196,6 +198,52 @@ TEST(MetricsTest, GpuMemoryGaugesReadTheBackendsDevicesAtScrapeTime) {
   EXPECT_EQ(body.find("fedagg_gpu_memory_used_bytes{"), std::string::npos) << body;
   EXPECT_EQ(body.find("fedagg_gpu_memory_total_bytes{"), std::string::npos) << body;
   EXPECT_TRUE(HasLine(body, "fedagg_updates_in_flight 0")) << body;  // the rest is served as usual
+}
+
+// Reduces like the CPU backend and "pins" the memory updates are received into.
+class FakePinningBackend final : public AccumulatorFactory {
+ public:
+  absl::string_view name() const override { return "fake-pinning"; }
+  std::unique_ptr<FieldAccumulator> Make(const FieldSpec& field) const override {
+    return CpuAccumulatorFactory::Default().Make(field);
+  }
+  std::shared_ptr<HostMemoryPinner> host_memory_pinner() const override { return pinner_; }
+
+ private:
+  class AlwaysPins final : public HostMemoryPinner {
+   public:
+    bool Pin(void*, size_t) override { return true; }
+    void Unpin(void*, size_t) override {}
+  };
+  const std::shared_ptr<HostMemoryPinner> pinner_ = std::make_shared<AlwaysPins>();
+};
+
+TEST(MetricsTest, PinningOfReceivedUpdatesIsCounted) {
+  FakePinningBackend backend;
+  ServerConfig config = LoopbackConfig();
+  config.backend = &backend;
+  auto cluster = Cluster::Start(0, config);
+  ASSERT_NE(cluster, nullptr);
+  const int metrics_port = cluster->root->metrics_port();
+  EXPECT_EQ(MetricSample(metrics_port, "fedagg_host_pins_total"), 0.0);
+  EXPECT_EQ(MetricSample(metrics_port, "fedagg_pinned_host_bytes"), 0.0);
+
+  // A 1 MiB update is received into its own mapping, pinned once.
+  ControlClient control(Connect(cluster->root->port()));
+  const v1::AggregationSpec spec = MakeSpec("p", {{"w", "float32[262144]", Intrinsic::kFederatedSum}});
+  ASSERT_TRUE(control.Create(spec).ok());
+  auto stream = ContributeStream::Open(Connect(cluster->root->port()), "client");
+  ASSERT_TRUE(stream.ok());
+  const std::vector<float> values(262144, 0.5f);
+  ASSERT_TRUE((*stream)->Contribute(spec, UpdateView{{FieldValue::Dense<float>(values)}, std::nullopt}).ok());
+  const std::string body = Scrape(metrics_port);
+  EXPECT_GE(MetricSample(metrics_port, "fedagg_host_pins_total").value_or(0), 1.0) << body;
+  EXPECT_GE(MetricSample(metrics_port, "fedagg_pinned_host_bytes").value_or(0), 262144.0 * 4) << body;
+  EXPECT_TRUE(HasLine(body, "fedagg_host_pin_failures_total 0")) << body;
+  EXPECT_TRUE(HasLine(body, "# TYPE fedagg_host_pin_seconds_total counter")) << body;
+  if (const std::optional<Lint> lint = PromtoolCheck(body); lint.has_value()) {
+    EXPECT_TRUE(lint->passed) << lint->output;
+  }
 }
 
 TEST(MetricsTest, HealthReadinessAndUnknownPaths) {
