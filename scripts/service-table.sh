@@ -6,7 +6,7 @@
 # of a row-sparse table, ~4.8 KB). Each row: the sink's rate, each backend's rate and its
 # ratio to the sink, the goal of issue 22 and whether each device backend meets it (and
 # is at least as fast as the cpu backend); every run's result is
-# checked by fedagg-loadgen. After each backend run, the server's staging metrics, its peak
+# checked by fedagg-loadgen. After each backend run, the server's staging and pinning metrics, its peak
 # RSS and its threads: how many, and CPU seconds by thread name (work serialized, or
 # callbacks blocking), and the run's length.
 # The GPU bundle's run.sh runs it (scripts/gpu-bundle.sh copies it beside run.sh); CI runs
@@ -142,7 +142,7 @@ print(re.sub(r'--(clients|concurrency)=(\d+)', lambda m: f'--{m.group(1)}={max(1
   done
   wait "${loadgens[@]}"
   if [ -n "$metrics_port" ]; then
-    http_get "$metrics_port" /metrics | grep -E '^fedagg_staging' | grep -v '_bucket' >"$LOGS/$name.staging" || true
+    http_get "$metrics_port" /metrics | grep -E '^fedagg_(staging|pinned_host|host_pin)' | grep -v '_bucket' >"$LOGS/$name.staging" || true
     server_threads "$server" >>"$LOGS/$name.staging"
     # The run's length, to read the CPU and staging seconds above against.
     python3 -c "
