@@ -68,5 +68,7 @@ cli "$ROOT" result d1 --out="$E2E_DIR/out" >/dev/null
 w=$(npy_read "$E2E_DIR/out/w.npy")
 echo "result w=$w (expected $total,$expected_sum)"
 [ "$w" = "$total,$expected_sum" ]
-for port in "$A" "$B"; do cli "$port" status d1 | grep -q FINALIZED; done  # final partials delivered
+# Final partials delivered: each intermediate learns it from the root's answer, after the
+# root finalized, so wait for it.
+for port in "$A" "$B"; do timeout 30 "$CLIENT" --server="127.0.0.1:$port" watch d1 | tail -n 1 | grep -q FINALIZED; done
 echo "durability in a tree: ok"

@@ -67,5 +67,6 @@ grep -q "child aggregator 'intermediate-c@.*' is lost (no Join stream for 6s); r
 e2e_wait_for_contributions "$CLIENT" "$ROOT" k1 12
 
 e2e_finish_counting_round "$CLIENT" "$ROOT" k1 12
-cli "$B" status k1 | grep -q FINALIZED  # B's final partial was delivered
+# B's final partial was delivered (B learns it from the root's answer: wait for it).
+timeout 30 "$CLIENT" --server="127.0.0.1:$B" watch k1 | tail -n 1 | grep -q FINALIZED
 echo "kill -9 of intermediate aggregators: ok"

@@ -37,5 +37,6 @@ for n in 7 8; do submit "$n"; done
 e2e_wait_for_contributions "$CLIENT" "$ROOT" p1 8  # nothing the intermediate acked was lost
 
 e2e_finish_counting_round "$CLIENT" "$ROOT" p1 8
-cli "$I" status p1 | grep -q FINALIZED
+# The intermediate learns from the root's answer that its final partial was delivered.
+timeout 30 "$CLIENT" --server="127.0.0.1:$I" watch p1 | tail -n 1 | grep -q FINALIZED
 echo "a parent paused for a few seconds: ok"
