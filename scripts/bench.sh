@@ -24,7 +24,9 @@
 # as services, --peers_* (without the prefix) to the peer comparison, the others to
 # bench/service_bench.sh (its header lists them). The default run took about 20 minutes on
 # 2 cores before the peers as services were added, and they took 11 on their own
-# (bench/peers_service_bench.sh, 2026-11-27): about 31 in all, not yet timed as one run.
+# (bench/peers_service_bench.sh, 2026-11-27), the service table about 1.5 a run (three
+# runs of bench/service_bench.sh's table case: 4 minutes, 2026-11-27): about 35 in all,
+# not yet timed as one run.
 # Run it on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
