@@ -154,29 +154,25 @@ TABLE_CPU_GOAL = 0.90
 
 def table_row(runs, n, failed):
     """One row of the service table (bench/service_bench.sh table): a backend's rate on one
-    workload, as a ratio to the sink's, or to the cpu backend's of the same run."""
+    workload, as a ratio to the sink's (the cpu backend) or to the cpu backend's of the same
+    run (every other backend)."""
     r = runs[0]
-    unit, scale, fmt = ("upd/s", 1.0, "{:,.0f}") if r["measure"] == "updates" else ("MB/s", 1 / MB, "{:,.0f}")
-    checked = failed == ""
+    unit, scale = ("upd/s", 1.0) if r["measure"] == "updates" else ("MB/s", 1 / MB)
     title = f"service table: {r['workload']}, {r['backend']} (scale {r['scale']:g}), {n}"
-    figure = f"{spread(runs, 'value', scale, fmt)} {unit}; sink {spread(runs, 'sink', scale, fmt)} {unit}"
+    figure = f"{spread(runs, 'value', scale, '{:,.0f}')} {unit}; sink {spread(runs, 'sink', scale, '{:,.0f}')} {unit}"
     if r["backend"] == "cpu":
-        ratios = [{"ratio": x["value"] / x["sink"]} for x in runs if x["sink"]]
-        if not ratios:
-            return (title, figure + failed, "(no sink figure)", "")
-        ratio = statistics.median(x["ratio"] for x in ratios)
-        figure += f"; {spread(ratios, 'ratio', 100, '{:.0f}')}% of the sink{failed}"
+        against, label = "sink", "the sink"
         goal = next((g for prefix, g in TABLE_SINK_GOALS.items() if r["workload"].startswith(prefix)), None)
-        if goal is None:
-            return (title, figure, "(reported)", "")
-        return (title, figure, f">= {100 * goal:.0f}% of sink", "yes" if ratio >= goal and checked else "NO")
-    ratios = [{"ratio": x["value"] / x["cpu"]} for x in runs if x.get("cpu")]
+    else:
+        against, label, goal = "cpu", "the cpu backend's", TABLE_CPU_GOAL
+    ratios = [{"ratio": x["value"] / x[against]} for x in runs if x.get(against)]
     if not ratios:
-        return (title, figure + failed, "(no cpu figure)", "")
+        return (title, figure + failed, f"(no {against} figure)", "")
     ratio = statistics.median(x["ratio"] for x in ratios)
-    figure += f"; {spread(ratios, 'ratio', 100, '{:.0f}')}% of the cpu backend's{failed}"
-    return (title, figure, f">= {100 * TABLE_CPU_GOAL:.0f}% of cpu",
-            "yes" if ratio >= TABLE_CPU_GOAL and checked else "NO")
+    figure += f"; {spread(ratios, 'ratio', 100, '{:.0f}')}% of {label}{failed}"
+    if goal is None:
+        return (title, figure, "(reported)", "")
+    return (title, figure, f">= {100 * goal:.0f}% of {against}", "yes" if ratio >= goal and not failed else "NO")
 
 
 def peer_verdicts(groups):

@@ -26,24 +26,8 @@ DIR=$(cd "$(dirname "$0")" && pwd)
 REPORT=${1:-$DIR/report.txt}
 LOGS=$DIR/logs
 mkdir -p "$LOGS"
-[ -d "$DIR/bin" ] || tar -xzf "$DIR/payload.tar.gz" -C "$DIR" || { echo "run.sh: cannot unpack $DIR/payload.tar.gz" >&2; exit 1; }
-
-# CUDA's libraries where CUDA installations and its Python wheels put them.
-cuda_dirs=()
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
-  [ -d "$d" ] && cuda_dirs+=("$d")
-done
-for py in python3; do
-  command -v "$py" >/dev/null || continue
-  while read -r d; do [ -n "$d" ] && cuda_dirs+=("$d"); done < <("$py" - <<'PY' 2>/dev/null
-import glob, os, site
-for base in site.getsitepackages():
-    for d in sorted(glob.glob(os.path.join(base, "nvidia", "*", "lib"))):
-        print(d)
-PY
-)
-done
-export LD_LIBRARY_PATH="$DIR/lib$(printf ':%s' "${cuda_dirs[@]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The programs unpacked, and the libraries they load found (env.sh: scripts/gpu-bundle-env.sh).
+source "$DIR/env.sh"
 
 failed=0
 say() { echo "$*" | tee -a "$REPORT"; }

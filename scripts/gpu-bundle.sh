@@ -94,6 +94,7 @@ rm -rf "$STAGE"
 cp scripts/gpu-bundle-run.sh "$OUT/run.sh"
 cp scripts/service-table.sh "$OUT/service-table.sh"
 cp scripts/gpu-plugin-ab.sh "$OUT/ab.sh"
+cp scripts/gpu-bundle-env.sh "$OUT/env.sh"
 chmod +x "$OUT/run.sh" "$OUT/service-table.sh" "$OUT/ab.sh"
 git rev-parse --short HEAD >"$OUT/COMMIT" 2>/dev/null || echo unknown >"$OUT/COMMIT"
 

@@ -34,27 +34,14 @@ for arg in "$@"; do
 done
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-# The bundle's programs, unpacked afresh (a carried folder arrives without them), and
-# CUDA's libraries where run.sh finds them.
-rm -rf "$DIR/bin" "$DIR/lib" "$DIR/profiler"
-tar -xzf "$DIR/payload.tar.gz" -C "$DIR" || { echo "ab.sh: cannot unpack the bundle" >&2; exit 1; }
+# The bundle's programs unpacked, and the libraries they load found (env.sh:
+# scripts/gpu-bundle-env.sh).
+source "$DIR/env.sh"
 case $A_PLUGIN in
   -) A_FLAGS="--cuda_plugin=$DIR/bin/libfedagg_backend_cuda.so $A_FLAGS" ;;
   *.gz) gunzip -c "$A_PLUGIN" >"$DIR/a-plugin.so" && A_FLAGS="--cuda_plugin=$DIR/a-plugin.so $A_FLAGS" ;;
   *) cp "$A_PLUGIN" "$DIR/a-plugin.so" && A_FLAGS="--cuda_plugin=$DIR/a-plugin.so $A_FLAGS" ;;
 esac
-library_path=$DIR/lib
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
-  [ -d "$d" ] && library_path+=:$d
-done
-while read -r d; do [ -n "$d" ] && library_path+=:$d; done < <(python3 - <<'PY' 2>/dev/null
-import glob, os, site
-for base in site.getsitepackages():
-    for d in sorted(glob.glob(os.path.join(base, "nvidia", "*", "lib"))):
-        print(d)
-PY
-)
-export LD_LIBRARY_PATH=$library_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 failed=0 start=$SECONDS
 say() { echo "$*" | tee -a "$OUT/ab.txt"; }

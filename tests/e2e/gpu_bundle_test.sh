@@ -10,7 +10,7 @@ set -euo pipefail
 source "$(dirname "$0")/e2e_lib.sh"
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 "$REPO/scripts/gpu-bundle.sh" --build_dir="$1" --out="$E2E_DIR/bundle" | tail -n 1
-[ "$(ls "$E2E_DIR/bundle")" = "$(printf 'COMMIT\nab.sh\npayload.tar.gz\nrun.sh\nservice-table.sh')" ]
+[ "$(ls "$E2E_DIR/bundle")" = "$(printf 'COMMIT\nab.sh\nenv.sh\npayload.tar.gz\nrun.sh\nservice-table.sh')" ]
 set +e
 "$E2E_DIR/bundle/run.sh" "$E2E_DIR/report.txt" >/dev/null
 rc=$?
