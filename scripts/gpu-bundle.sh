@@ -9,7 +9,8 @@
 # OpenSSL, ...; stripped), packed in payload.tar.gz (the programs carry their CUDA kernels
 # for sm_80 and sm_90: 39 MiB packed), and run.sh (scripts/gpu-bundle-run.sh), which unpacks
 # them beside itself, runs them all and writes one report; and ab.sh
-# (scripts/gpu-plugin-ab.sh), which measures this build's cuda plugin against another's.
+# (scripts/gpu-plugin-ab.sh), which measures this build's cuda plugin against another's
+# (both unpack and find their libraries through env.sh, scripts/gpu-bundle-env.sh).
 #   scripts/gpu-bundle.sh [--build_dir=build] [--out=build/gpu-bundle]
 # The build directory is configured with the default preset when it is not yet; its CUDA
 # backend must be on (nvcc found). The folder must stay under 60 MiB: it travels with the
