@@ -154,12 +154,15 @@ TABLE_CPU_GOAL = 0.90
 
 def table_row(runs, n, failed):
     """One row of the service table (bench/service_bench.sh table): a backend's rate on one
-    workload, as a ratio to the sink's (the cpu backend) or to the cpu backend's of the same
-    run (every other backend)."""
+    workload (the last round of its server), as a ratio to the sink's (the cpu backend) or to
+    the cpu backend's of the same run (every other backend); the first round's rates beside."""
     r = runs[0]
     unit, scale = ("upd/s", 1.0) if r["measure"] == "updates" else ("MB/s", 1 / MB)
     title = f"service table: {r['workload']}, {r['backend']} (scale {r['scale']:g}), {n}"
     figure = f"{spread(runs, 'value', scale, '{:,.0f}')} {unit}; sink {spread(runs, 'sink', scale, '{:,.0f}')} {unit}"
+    if all(x.get("first_round_value") for x in runs):
+        figure += (f" (first round of a fresh server: {spread(runs, 'first_round_value', scale, '{:,.0f}')}; "
+                   f"sink {spread(runs, 'first_round_sink', scale, '{:,.0f}')})")
     if r["backend"] == "cpu":
         against, label = "sink", "the sink"
         goal = next((g for prefix, g in TABLE_SINK_GOALS.items() if r["workload"].startswith(prefix)), None)

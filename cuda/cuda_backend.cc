@@ -50,6 +50,13 @@ absl::StatusOr<Backend> MakeBackend(const portable::StagingRingOptions& staging,
     FEDAGG_RETURN_IF_ERROR(
         KeepFreedTemporaryMemory(device, static_cast<uint64_t>(options.slots) * options.slot_bytes));
     rings.push_back(std::make_unique<portable::StagingRing>(std::move(engine), options));
+    // The slots' pinned host memory and device memory, now: not in a first round's way.
+    if (absl::Status allocated = rings.back()->AllocateSlots(); !allocated.ok()) {
+      return absl::Status(allocated.code(),
+                          absl::StrCat("device ", device, " cannot hold its staging ring (--staging_slots=",
+                                       options.slots, " of --staging_slot_mib=", options.slot_bytes >> 20,
+                                       "): ", allocated.message(), "; give fewer or smaller slots"));
+    }
     const portable::ReducerMakers staged = portable::RingReducerMakers(*rings.back(), CudaReducerMakers());
     // Device 0 alone is the runtime's default device: its reducers need no binding.
     per_device.push_back(devices == std::vector<int>{0} ? staged : BindToDevice(device, staged));

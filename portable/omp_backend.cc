@@ -32,6 +32,10 @@ const AccumulatorFactory& ThrustOmpBackend(const portable::StagingRingOptions& s
       portable::StagingRingOptions options = staging;
       options.device = device;
       rings.push_back(std::make_unique<portable::StagingRing>(std::make_unique<portable::CpuCopyEngine>(), options));
+      // At start, as the cuda backend does (here the memory stays untouched until used).
+      // Slots that cannot be had, the ring does without; with none, a batch's Acquire
+      // says RESOURCE_EXHAUSTED.
+      static_cast<void>(rings.back()->AllocateSlots());
       per_device.push_back(
           portable::RingReducerMakers(*rings.back(), portable::ThrustReducerMakers<portable::OmpSystem>()));
     }

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <utility>
 
+#include "service/core/status_macros.h"
+
 namespace fedagg::portable {
 namespace {
 
@@ -62,6 +64,21 @@ StagingRing::~StagingRing() {
   for (std::thread& thread : compute_) thread.join();
 }
 
+absl::Status StagingRing::AllocateSlots() {
+  while (true) {
+    {
+      MutexLock lock(&mu_);
+      if (stopping_ || growth_failed_ || static_cast<int>(buffers_.size()) + allocating_ >= options_.slots) {
+        return absl::OkStatus();
+      }
+      ++allocating_;
+    }
+    FEDAGG_ASSIGN_OR_RETURN(const int slot, AllocateSlot());
+    MutexLock lock(&mu_);
+    free_.push_back(slot);
+  }
+}
+
 int StagingRing::AssignLane() {
   MutexLock lock(&mu_);
   const int lane = next_lane_;
@@ -96,17 +113,25 @@ absl::StatusOr<StagingRing::Lease> StagingRing::AcquireSlot() {
       }
       ++allocating_;
     }
-    absl::StatusOr<std::unique_ptr<StagingBuffer>> buffer = engine_->Allocate(options_.slot_bytes);
+    absl::StatusOr<int> slot = AllocateSlot();
+    if (slot.ok()) return Lease(this, *slot);
+    // With slots already allocated the ring runs on those (growth_failed_ is set); without
+    // any it cannot run.
     MutexLock lock(&mu_);
-    --allocating_;
-    if (buffer.ok()) {
-      buffers_.push_back(*std::move(buffer));
-      return Lease(this, static_cast<int>(buffers_.size()) - 1);
-    }
-    // With slots already allocated the ring runs on those; without any it cannot run.
-    if (buffers_.empty() && allocating_ == 0) return buffer.status();
-    growth_failed_ = true;
+    if (buffers_.empty()) return slot.status();
   }
+}
+
+absl::StatusOr<int> StagingRing::AllocateSlot() {
+  absl::StatusOr<std::unique_ptr<StagingBuffer>> buffer = engine_->Allocate(options_.slot_bytes);
+  MutexLock lock(&mu_);
+  --allocating_;
+  if (!buffer.ok()) {
+    if (!buffers_.empty()) growth_failed_ = true;
+    return buffer.status();
+  }
+  buffers_.push_back(*std::move(buffer));
+  return static_cast<int>(buffers_.size()) - 1;
 }
 
 StagingRing::Submission StagingRing::Submit(Lease lease, std::vector<CopySpan> spans, Reduction reduction, int lane) {

@@ -15,8 +15,9 @@
 //                  to return, cancels the reductions not yet started (their callbacks
 //                  receive CANCELLED once their copies are done), lets the running ones
 //                  finish and joins the compute threads. No lease may outlive the ring.
-// Slots are allocated on first use, so an idle ring holds no memory. One ring serves every
-// accumulator of a backend on one device; it is thread-safe.
+// Slots are allocated on first use, or all at once by AllocateSlots (a server's device
+// backend does that at start). One ring serves every accumulator of a backend on one
+// device; it is thread-safe.
 #ifndef FEDAGG_PORTABLE_STAGING_RING_H_
 #define FEDAGG_PORTABLE_STAGING_RING_H_
 
@@ -82,6 +83,11 @@ class StagingRing final : public StagingRingStats {
   StagingRing(const StagingRing&) = delete;
   StagingRing& operator=(const StagingRing&) = delete;
 
+  // Allocates every slot not allocated yet, now rather than on first use: the first batches
+  // then wait for no allocation (pinned host memory is slow to allocate), and a machine
+  // that cannot hold the slots says so at once. The first failure is returned; the slots
+  // allocated are kept, and with at least one, Acquire does not try to grow again.
+  absl::Status AllocateSlots();
   // The lane for a new accumulator's batches: the lanes in turn.
   int AssignLane();
   // A free slot, waiting while none is (back pressure). RESOURCE_EXHAUSTED when the first
@@ -113,6 +119,9 @@ class StagingRing final : public StagingRingStats {
     Reduction reduction;
   };
   absl::StatusOr<Lease> AcquireSlot();
+  // Allocates one slot, counted in allocating_ by the caller (under mu_); its index, or the
+  // engine's failure (with slots allocated already, growth_failed_ is set then).
+  absl::StatusOr<int> AllocateSlot();
   void Release(int slot);
   void RunReductions(int lane);
 

@@ -108,18 +108,18 @@ grep -E "FINALIZED|check against|reduction backend" "$LOGS/service_round.log" | 
 
 # 6. The service table: its figures go in the report.
 step service_table "$DIR/service-table.sh" "$DIR/bin" --backends=cpu,cuda
-grep -E "^\||^staging|^    fedagg|^    threads|^    peak|^    load generator" "$LOGS/service_table.log" >>"$REPORT"
+grep -E "^\||^first rounds|^staging|^    fedagg|^    threads|^    peak|^    load generator" "$LOGS/service_table.log" >>"$REPORT"
 
 # 7. Small updates against the servers' cores (docs/SCALING.md, assumption A).
 scaling() {
   local cpus
   for cpus in 0-1 0-3 0-7; do
     echo "servers on CPUs $cpus:"
-    "$DIR/service-table.sh" "$DIR/bin" --backends=cpu --workloads=small --scale=0.3 --server_cpus="$cpus" | grep "^| small"
+    "$DIR/service-table.sh" "$DIR/bin" --backends=cpu --workloads=small --scale=0.3 --server_cpus="$cpus" | grep -m 1 "^| small"
   done
   # One load generator tops out near the sink's rate: four, each with its own aggregation.
   echo "servers on every CPU, 4 load generators:"
-  "$DIR/service-table.sh" "$DIR/bin" --backends=cpu --workloads=small --scale=0.3 --loadgens=4 | grep "^| small"
+  "$DIR/service-table.sh" "$DIR/bin" --backends=cpu --workloads=small --scale=0.3 --loadgens=4 | grep -m 1 "^| small"
 }
 step small_scaling scaling
 grep -E "^servers on|^\| small" "$LOGS/small_scaling.log" >>"$REPORT"
@@ -137,7 +137,7 @@ profiles() {
 }
 if [ -f "$DIR/profiler/libprofiler.so.0" ]; then
   step profiles profiles
-  grep -E "^\|" "$LOGS/profiles.log" | tail -n +3 | sed 's/^/    /' >>"$REPORT"
+  grep -E "^\||^first rounds" "$LOGS/profiles.log" | grep -v -e '^| workload' -e '^|---' | sed 's/^/    /' >>"$REPORT"
 else
   say "SKIP profiles: the bundle carries no libprofiler.so.0"
 fi

@@ -63,10 +63,12 @@ for run in $(seq "$RUNS"); do
     "$DIR/service-table.sh" "$DIR/bin" --backends="$BACKENDS" --workloads="$WORKLOADS" --server_flags="$flags" \
         >"$OUT/$side$run.txt" 2>&1 || failed=1
     names+=("$side$run.txt")
-    grep "^|" "$OUT/$side$run.txt" | tail -n +3 | sed "s/^/$side$run /" | tee -a "$OUT/ab.txt"
+    # The table's rows (the last rounds'; the first rounds' follow, marked "first").
+    awk -v tag="$side$run" '/^first rounds/ {first = " first"} /^\| [^w-]/ {print tag first, $0}' \
+        "$OUT/$side$run.txt" | tee -a "$OUT/ab.txt"
     awk -v tag="$side$run" '/^staging metrics after/ {row = $4}
         /reduce_seconds_sum|copy_seconds_sum/ {sub(/\{[^}]*\}/, "", $1); print tag, row, $1, $2}
-        /load generator seconds/ {print tag, row, "seconds", $4}' \
+        /load generator seconds per round/ {$1 = $2 = $3 = $4 = $5 = ""; print tag, row, "seconds per round", $0}' \
         "$OUT/$side$run.txt" | tee -a "$OUT/ab.txt"
   done
   [ $((SECONDS - start)) -gt "$BUDGET" ] && { say "ab.sh: stopped after $run pair(s): --budget_s=$BUDGET passed"; break; }

@@ -6,14 +6,19 @@
 # of a row-sparse table, ~4.8 KB). Each row: the sink's rate, each backend's rate and its
 # ratio to the sink, the goal of issue 22 and whether each device backend meets it (and
 # is at least as fast as the cpu backend); every run's result is
-# checked by fedagg-loadgen. After each backend run, the server's staging and pinning metrics, its peak
+# checked by fedagg-loadgen. Each server (the sink's too) serves --rounds aggregations one after
+# the other, each of every update of the row, and the table gives the last round's rate: a
+# node serves round after round, and a fresh process's first round also pays one-time
+# costs (the first mappings of the ingest window, pinning them, a device's first kernel
+# launches and handles), which a second table, of the first rounds, shows apart. After
+# each backend run, the server's staging and pinning metrics, its peak
 # RSS and its threads: how many, and CPU seconds by thread name (work serialized, or
-# callbacks blocking), and the run's length.
+# callbacks blocking), and each round's length.
 # The GPU bundle's run.sh runs it (scripts/gpu-bundle.sh copies it beside run.sh); CI runs
 # it small, with the cpu backend only (tests/e2e/gpu_bundle_test.sh).
 #   service-table.sh BIN_DIR [--backends=cpu,cuda] [--scale=1] [--workloads=dense,small,...]
 #                    [--server_cpus=0-3] [--server_flags='--heap_arenas=1 ...'] [--profile_dir=DIR]
-#                    [--records=FILE] [--loadgens=1]
+#                    [--records=FILE] [--loadgens=1] [--rounds=2]
 #   BIN_DIR: fedagg-server, fedagg-loadgen, fedagg-raw-sink; --scale multiplies the update
 #   counts; --workloads keeps the rows whose name starts with one of the words (dense,
 #   sparse, row_sparse, small); --server_cpus runs the servers (fedagg's and the sink) on
@@ -23,8 +28,10 @@
 #   libprofiler.so.0, found beside BIN_DIR in profiler/ or installed; read it with
 #   google-pprof and the unstripped fedagg-server of the same build); --records appends
 #   one JSON line per backend run to FILE (workload, measure, backend, the sink's rate and
-#   the backend's, the cpu backend's of the same row, whether the result checked out), as
-#   bench/service_bench.sh's table case reads them; --loadgens runs that many
+#   the backend's, the cpu backend's of the same row, the same three of the first round,
+#   whether the results checked out), as
+#   bench/service_bench.sh's table case reads them; --rounds: aggregations per server
+#   (1: the first round alone, as the tables before 2026-11-27's last ones); --loadgens runs that many
 #   fedagg-loadgen processes at once, each with its share of the clients and of the
 #   concurrency and an aggregation of its own, and sums their rates (one load generator
 #   on 16 cores tops out near the sink's ~22,000 small updates a second).
@@ -33,7 +40,7 @@
 # from BIN_DIR.
 set -uo pipefail
 BIN=${1:?usage: service-table.sh BIN_DIR [--backends=cpu,cuda] [--scale=1]}; shift
-BACKENDS=cpu,cuda SCALE=1 ONLY="" PIN=() PROFILES="" SERVER_FLAGS=() RECORDS="" LOADGENS=1
+BACKENDS=cpu,cuda SCALE=1 ONLY="" PIN=() PROFILES="" SERVER_FLAGS=() RECORDS="" LOADGENS=1 ROUNDS=2
 for arg in "$@"; do
   case $arg in
     --backends=*) BACKENDS=${arg#*=} ;;
@@ -44,6 +51,7 @@ for arg in "$@"; do
     --profile_dir=*) PROFILES=$(mkdir -p "${arg#*=}" && cd "${arg#*=}" && pwd) ;;
     --records=*) RECORDS=${arg#*=} ;;
     --loadgens=*) LOADGENS=${arg#*=} ;;
+    --rounds=*) ROUNDS=${arg#*=} ;;
     *) echo "service-table: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -102,7 +110,8 @@ print(f"threads {sum(threads.values())} live, CPU seconds {total:.2f} (live thre
 PY
 }
 
-run() {  # run NAME metrics|- LOADGEN_ARGS SERVER_COMMAND...: prints "rate updates_per_s passed"
+run() {  # run NAME metrics|- LOADGEN_ARGS SERVER_COMMAND...: prints "rate updates_per_s passed
+        #   first_rate first_updates_per_s" (the last round's rates, then the first's)
   local name=$1 metrics=$2 args=$3; shift 3
   local profile=()
   if [ -n "$PROFILES" ] && [ "$(basename "$1")" = fedagg-server ]; then
@@ -121,7 +130,7 @@ run() {  # run NAME metrics|- LOADGEN_ARGS SERVER_COMMAND...: prints "rate updat
     echo "service-table: $name did not start:" >&2
     cat "$LOGS/$name.server.log" >&2
     kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
-    echo 0 0 no
+    echo 0 0 no 0 0
     return
   fi
   [ "$metrics" = - ] || metrics_port=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$LOGS/$name.server.log" | head -n 1)
@@ -136,7 +145,8 @@ args, n = sys.argv[1], int(sys.argv[2])
 print(re.sub(r'--(clients|concurrency)=(\d+)', lambda m: f'--{m.group(1)}={max(1, int(m.group(2)) // n)}', args))" \
         "$args" "$LOADGENS")
     # shellcheck disable=SC2086
-    timeout 300 "$BIN/fedagg-loadgen" --control="127.0.0.1:$port" --channels=16 --id_prefix="loadgen$i" --json $share \
+    timeout 300 "$BIN/fedagg-loadgen" --control="127.0.0.1:$port" --channels=16 --id_prefix="loadgen$i" \
+        --rounds="$ROUNDS" --json $share \
         >"$LOGS/$name.$i.json" 2>"$LOGS/$name.$i.err" &
     loadgens+=($!)
   done
@@ -144,30 +154,42 @@ print(re.sub(r'--(clients|concurrency)=(\d+)', lambda m: f'--{m.group(1)}={max(1
   if [ -n "$metrics_port" ]; then
     http_get "$metrics_port" /metrics | grep -E '^fedagg_(staging|pinned_host|host_pin)' | grep -v '_bucket' >"$LOGS/$name.staging" || true
     server_threads "$server" >>"$LOGS/$name.staging"
-    # The run's length, to read the CPU and staging seconds above against.
+    # The rounds' lengths, to read the CPU and staging seconds above against.
     python3 -c "
 import json, sys
-print(f'load generator seconds {max(json.load(open(p))[\"throughput\"][\"seconds\"] for p in sys.argv[1:]):.2f}')" \
+runs = [json.load(open(p))['round_throughput'] for p in sys.argv[1:]]
+print('load generator seconds per round ' + ', '.join(f'{max(r[k][\"seconds\"] for r in runs):.2f}' for k in range(len(runs[0]))))" \
         "$LOGS/$name".*.json >>"$LOGS/$name.staging" 2>/dev/null || true
   fi
   kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
-  # The load generators' sums over the longest one's time (they start together).
+  # Per round, the load generators' sums over the longest one's time (they start together).
   python3 - "$LOGS/$name".*.json <<'PY'
 import json, sys
+def rates(rounds):
+    seconds = max(r["seconds"] for r in rounds)
+    return (sum(r["payload_bytes_per_s"] * r["seconds"] for r in rounds) / seconds,
+            sum(r["updates_per_s"] * r["seconds"] for r in rounds) / seconds)
 try:
     runs = [json.load(open(path)) for path in sys.argv[1:]]
-    seconds = max(r["throughput"]["seconds"] for r in runs)
-    payload = sum(r["throughput"]["payload_bytes_per_s"] * r["throughput"]["seconds"] for r in runs)
-    updates = sum(r["throughput"]["updates_per_s"] * r["throughput"]["seconds"] for r in runs)
-    print(payload / seconds, updates / seconds, "yes" if all(r["passed"] for r in runs) else "no")
+    last, first = rates([r["round_throughput"][-1] for r in runs]), rates([r["round_throughput"][0] for r in runs])
+    print(*last, "yes" if all(r["passed"] for r in runs) else "no", *first)
 except Exception:
-    print(0, 0, "no")
+    print(0, 0, "no", 0, 0)
 PY
 }
 
-failed=0
-printf '| workload | sink | %s | goal |\n' "$(sed 's/,/ | /g' <<<"$BACKENDS")"
-printf '|---|---|%s---|\n' "$(sed 's/[^,]*/---|/g; s/,//g' <<<"$BACKENDS")"
+figure() {  # figure MEASURE VALUE [SINK]: "1,234 MB/s" or "1,234 upd/s", and its % of SINK
+  python3 -c "
+import sys
+m, v, s = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 0
+text = f'{v:,.0f} upd/s' if m == 'updates' else f'{v / 1e6:,.0f} MB/s'
+print(f'{text} ({100 * v / s:.0f}%)' if s else text)" "$@"
+}
+
+failed=0 first_rows=()
+header="| workload | sink | $(sed 's/,/ | /g' <<<"$BACKENDS") | goal |
+|---|---|$(sed 's/[^,]*/---|/g; s/,//g' <<<"$BACKENDS")---|"
+echo "$header"
 for workload in "${WORKLOADS[@]}"; do
   IFS='|' read -r name goal measure args <<<"$workload"
   if [ -n "$ONLY" ]; then
@@ -176,31 +198,30 @@ for workload in "${WORKLOADS[@]}"; do
     [ "$keep" = yes ] || continue
   fi
   slug=$(tr 'A-Z' 'a-z' <<<"$name" | tr -cs 'a-z0-9' '_')
-  read -r sink_rate sink_ups sink_ok < <(run "$slug-sink" - "--sink $args" "$BIN/fedagg-raw-sink")
+  read -r sink_rate sink_ups sink_ok sink_first_rate sink_first_ups < <(run "$slug-sink" - "--sink $args" "$BIN/fedagg-raw-sink")
   [ "$sink_ok" = yes ] || failed=1
-  sink=$([ "$measure" = updates ] && echo "$sink_ups" || echo "$sink_rate")
-  row="| $name | $(python3 -c "import sys; m, v = sys.argv[1], float(sys.argv[2]); print(f'{v:,.0f} upd/s' if m == 'updates' else f'{v / 1e6:,.0f} MB/s')" "$measure" "$sink")"
-  verdicts="" cpu_value=""
+  if [ "$measure" = updates ]; then sink=$sink_ups sink_first=$sink_first_ups; else sink=$sink_rate sink_first=$sink_first_rate; fi
+  row="| $name | $(figure "$measure" "$sink")" first_row="| $name | $(figure "$measure" "$sink_first")"
+  verdicts="" cpu_value="" cpu_first=""
   for backend in ${BACKENDS//,/ }; do
-    read -r rate ups ok < <(run "$slug-$backend" metrics "$args" "$BIN/fedagg-server" \
+    read -r rate ups ok first_rate first_ups < <(run "$slug-$backend" metrics "$args" "$BIN/fedagg-server" \
         --backend="$backend" "${SERVER_FLAGS[@]}")
     [ "$ok" = yes ] || failed=1
-    value=$([ "$measure" = updates ] && echo "$ups" || echo "$rate")
-    row+=" | $(python3 -c "
-import sys
-m, v, s, ok = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-figure = f'{v:,.0f} upd/s' if m == 'updates' else f'{v / 1e6:,.0f} MB/s'
-print(f'{figure} ({100 * v / s:.0f}%)' + ('' if ok == 'yes' else ' RESULT CHECK FAILED') if s else figure)" "$measure" "$value" "$sink" "$ok")"
+    if [ "$measure" = updates ]; then value=$ups first=$first_ups; else value=$rate first=$first_rate; fi
+    row+=" | $(figure "$measure" "$value" "$sink")$([ "$ok" = yes ] || echo ' RESULT CHECK FAILED')"
+    first_row+=" | $(figure "$measure" "$first" "$sink_first")"
     if [ -n "$RECORDS" ]; then
       python3 -c "
 import json, sys
-name, measure, backend, sink, value, cpu, ok = sys.argv[1:]
-print(json.dumps({'workload': name, 'measure': measure, 'backend': backend, 'sink': float(sink),
-                  'value': float(value), 'cpu': float(cpu) if cpu else None, 'checked': ok == 'yes'}))" \
-        "$name" "$measure" "$backend" "$sink" "$value" "$cpu_value" "$ok" >>"$RECORDS"
+name, measure, backend, ok = sys.argv[1:5]
+sink, value, cpu, first_sink, first_value, first_cpu = (float(x) if x else None for x in sys.argv[5:])
+print(json.dumps({'workload': name, 'measure': measure, 'backend': backend, 'sink': sink, 'value': value,
+                  'cpu': cpu, 'first_round_sink': first_sink, 'first_round_value': first_value,
+                  'first_round_cpu': first_cpu, 'rounds': $ROUNDS, 'checked': ok == 'yes'}))" \
+        "$name" "$measure" "$backend" "$ok" "$sink" "$value" "$cpu_value" "$sink_first" "$first" "$cpu_first" >>"$RECORDS"
     fi
     if [ "$backend" = cpu ]; then
-      cpu_value=$value
+      cpu_value=$value cpu_first=$first
     elif [ "$backend" != thrust-omp ]; then
       verdicts+=" $backend $(python3 -c "
 import sys
@@ -210,7 +231,13 @@ print(verdict + (f', {\"at least\" if v >= float(cpu) else \"below\"} cpu' if cp
     fi
   done
   echo "$row | >= $(python3 -c "print(f'{100 * float(\"$goal\"):.0f}')")% of the sink:${verdicts:- (device backends only)} |"
+  first_rows+=("$first_row | (reported) |")
 done
+if [ "$ROUNDS" -gt 1 ]; then
+  echo "first rounds (each server fresh, its one-time costs included):"
+  echo "$header"
+  printf '%s\n' "${first_rows[@]}"
+fi
 for staging in "$LOGS"/*.staging; do
   [ -s "$staging" ] || continue
   echo "staging metrics after $(basename "$staging" .staging):"

@@ -201,6 +201,7 @@ int Run() {
     }
     const RunStats stats = runner.Run(id, *pool);
     Accumulate(stats, report.totals);
+    report.round_throughput.push_back({stats.elapsed, stats.counted(), stats.payload_bytes});
     if (sink) continue;
     if (absl::GetFlag(FLAGS_seal)) {
       absl::StatusOr<v1::AggregationStatus> sealed = control.Seal(id);

@@ -104,6 +104,14 @@ std::string JsonReport(const LoadReport& r) {
   for (const std::string& id : r.aggregation_ids) ids.push_back(JsonString(id));
   for (const std::string& s : r.servers) servers.push_back(JsonString(s));
   for (const auto& [code, n] : t.refused_by_code) codes.push_back(absl::StrCat(JsonString(code), ": ", n));
+  std::vector<std::string> rounds;
+  for (const LoadReport::RoundThroughput& round : r.round_throughput) {
+    const double seconds = std::max(1e-9, absl::ToDoubleSeconds(round.elapsed));
+    rounds.push_back(absl::StrCat("{\"seconds\": ", JsonNumber(absl::ToDoubleSeconds(round.elapsed)),
+                                  ", \"updates_per_s\": ", JsonNumber(static_cast<double>(round.counted) / seconds),
+                                  ", \"payload_bytes_per_s\": ",
+                                  JsonNumber(static_cast<double>(round.payload_bytes) / seconds), "}"));
+  }
   for (const CheckReport& c : r.checks) {
     std::vector<std::string> fields;
     for (const FieldCheck& f : c.fields) {
@@ -127,6 +135,7 @@ std::string JsonReport(const LoadReport& r) {
       ",\n \"throughput\": {\"seconds\": ", JsonNumber(absl::ToDoubleSeconds(t.elapsed)), ", \"updates_per_s\": ",
       JsonNumber(static_cast<double>(t.counted()) / Seconds(t)), ", \"payload_bytes_per_s\": ",
       JsonNumber(static_cast<double>(t.payload_bytes) / Seconds(t)), "}",
+      ",\n \"round_throughput\": [", absl::StrJoin(rounds, ", "), "]",
       ",\n \"latency_ms\": {\"p50\": ", JsonNumber(Percentile(t.latencies_ms, 50)), ", \"p90\": ",
       JsonNumber(Percentile(t.latencies_ms, 90)), ", \"p99\": ", JsonNumber(Percentile(t.latencies_ms, 99)), "}",
       ",\n \"round_ms\": {\"median\": ", JsonNumber(Percentile(r.round_ms, 50)), ", \"p99\": ",

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "client_stub/loadgen/load_runner.h"
 #include "client_stub/loadgen/result_check.h"
 
@@ -21,6 +22,14 @@ struct LoadReport {
   int64_t clients_per_round = 0;
   int64_t payload_bytes_per_update = 0;      // the largest of the generated updates
   RunStats totals;                           // summed over rounds (elapsed: sending time)
+  // Each round's sending time and what it counted: the first round of a fresh server
+  // pays its one-time costs (mappings, a device's first launches), later rounds do not.
+  struct RoundThroughput {
+    absl::Duration elapsed;
+    int64_t counted = 0;
+    int64_t payload_bytes = 0;
+  };
+  std::vector<RoundThroughput> round_throughput;
   std::vector<double> round_ms;              // create to result, per round
   bool sink = false;                         // the servers were bare sinks: nothing to check
   std::vector<CheckReport> checks;           // one per round

@@ -1,7 +1,8 @@
 // The staging ring on the CPU copy engine: reductions in submission order, each seeing
 // its own slot's bytes after the copy; back pressure when every slot is busy; a failed
-// copy skipping only its own reduction; allocation failures; shutdown with slots in
-// flight (reductions not started are cancelled, Acquire waiters released).
+// copy skipping only its own reduction; allocation failures, on first use and all at once
+// (AllocateSlots); shutdown with slots in flight (reductions not started are cancelled,
+// Acquire waiters released).
 #include "portable/staging_ring.h"
 
 #include <atomic>
@@ -278,6 +279,42 @@ TEST(StagingRingTest, NoFirstSlotIsResourceExhaustedAndALaterFailureKeepsTheSlot
   for (int b = 0; b < 10; ++b) SubmitFilled(ring, 7, 8, [&](absl::StatusOr<const void*> data) { reduced += data.ok(); });
   while (reduced.load() < 10) std::this_thread::yield();
   EXPECT_EQ(ring.host_bytes(), 4096u);  // the one slot that could be allocated served all
+}
+
+TEST(StagingRingTest, AllocateSlotsAllocatesEverySlotBeforeTheFirstBatch) {
+  auto engine = std::make_unique<FaultyEngine>();
+  FaultyEngine* faulty = engine.get();
+  StagingRing ring(std::move(engine), Options(3));
+  EXPECT_EQ(ring.host_bytes(), 0u);
+  ASSERT_TRUE(ring.AllocateSlots().ok());
+  EXPECT_EQ(ring.host_bytes(), 3 * 4096u);
+  EXPECT_EQ(ring.slots_in_use(), 0);
+  faulty->allocations_before_failing = 0;  // no allocation from here on: the slots are there
+  std::atomic<int> reduced{0};
+  for (int b = 0; b < 6; ++b) SubmitFilled(ring, 3, 8, [&](absl::StatusOr<const void*> data) { reduced += data.ok(); });
+  while (reduced.load() < 6) std::this_thread::yield();
+  EXPECT_TRUE(ring.AllocateSlots().ok()) << "every slot is allocated: nothing more to do";
+  EXPECT_EQ(ring.host_bytes(), 3 * 4096u);
+}
+
+TEST(StagingRingTest, AllocateSlotsReportsTheFirstFailureAndTheRingRunsOnWhatItGot) {
+  {
+    auto engine = std::make_unique<FaultyEngine>();
+    engine->allocations_before_failing = 0;
+    StagingRing ring(std::move(engine), Options(4));
+    EXPECT_EQ(ring.AllocateSlots().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(ring.Acquire().status().code(), absl::StatusCode::kResourceExhausted);
+  }
+  auto engine = std::make_unique<FaultyEngine>();
+  engine->allocations_before_failing = 2;
+  StagingRing ring(std::move(engine), Options(4));
+  const absl::Status allocated = ring.AllocateSlots();
+  EXPECT_EQ(allocated.code(), absl::StatusCode::kResourceExhausted) << allocated;
+  EXPECT_EQ(ring.host_bytes(), 2 * 4096u);
+  std::atomic<int> reduced{0};
+  for (int b = 0; b < 10; ++b) SubmitFilled(ring, 5, 8, [&](absl::StatusOr<const void*> data) { reduced += data.ok(); });
+  while (reduced.load() < 10) std::this_thread::yield();
+  EXPECT_EQ(ring.host_bytes(), 2 * 4096u);  // the two slots served every batch
 }
 
 TEST(StagingRingTest, ShutdownWithSlotsInFlightCancelsWhatHasNotStarted) {
