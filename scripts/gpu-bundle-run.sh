@@ -10,7 +10,8 @@
 #      with --backend=auto (which must find the device and load the plugin), fedagg-demo's
 #      clients through the intermediate, the result checked against the float64 reference.
 #   6. the service table (service-table.sh beside this script): fedagg-loadgen against the
-#      cpu and cuda backends and the bare gRPC sink, five workloads, ratios and goals;
+#      cpu and cuda backends and the bare gRPC sink, five workloads, two rounds on each
+#      server: the second's ratios and goals, then the first's apart;
 #   7. how small updates scale with the node's cores: the small row again (cpu backend and
 #      sink, 30,000 updates) with the servers on 2, 4 and 8 of the machine's CPUs, then on
 #      all of them with four load generators at once;
