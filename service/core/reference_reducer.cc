@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
-#include <set>
+#include <tuple>
+#include <vector>
 
 #include "service/core/cpu_kernels.h"
 
@@ -54,43 +54,65 @@ ReferenceField ReduceField(const FieldSpec& field, size_t f, absl::Span<const Up
   }
   const int64_t width = field.row_width;
   const bool weighted = intrinsic == Intrinsic::kSparseWeightedMean;
-  std::map<int64_t, std::vector<double>> sums;  // row -> row_width sums
-  std::map<int64_t, int64_t> counts;
-  std::map<int64_t, double> weights;
-  for (size_t u = 0; u < updates.size(); ++u) {
-    const UpdateView& update = updates[u];
-    const int64_t m = copies(u);
-    if (m == 0) continue;
-    const FieldValue& value = update.fields[f];
-    const double w = (weighted ? *update.weight : 1.0) * static_cast<double>(m);
-    std::set<int64_t> touched;
-    for (size_t k = 0; k < value.indices.size(); ++k) {
-      const int64_t row = value.indices[k];
-      std::vector<double>& sum = sums[row];
-      sum.resize(width, 0.0);
-      for (int64_t e = 0; e < width; ++e) sum[e] += w * ElementAt(value, k * width + e);
-      touched.insert(row);
+  // Every entry of every counted update, ordered by row, then update, then position: each
+  // row's sums then add in the updates' order, as a reduction of them one by one would.
+  struct Entry {
+    int64_t row;
+    size_t update;
+    size_t k;
+    bool operator<(const Entry& other) const {
+      return std::tie(row, update, k) < std::tie(other.row, other.update, other.k);
     }
-    for (int64_t row : touched) {
-      counts[row] += m;
-      weights[row] += w;
+  };
+  std::vector<Entry> entries;
+  for (size_t u = 0; u < updates.size(); ++u) {
+    if (copies(u) == 0) continue;
+    const absl::Span<const int64_t> indices = updates[u].fields[f].indices;
+    for (size_t k = 0; k < indices.size(); ++k) entries.push_back(Entry{indices[k], u, k});
+  }
+  std::sort(entries.begin(), entries.end());
+  auto weight_of = [&](size_t u) {
+    return (weighted ? *updates[u].weight : 1.0) * static_cast<double>(copies(u));
+  };
+  std::vector<int64_t> rows;     // the rows any counted update holds, ascending
+  std::vector<double> sums;      // row_width sums per row
+  std::vector<int64_t> counts;   // per row: the updates holding it, each once
+  std::vector<double> weights;   // per row: their weights' sum
+  for (size_t i = 0; i < entries.size();) {
+    const int64_t row = entries[i].row;
+    rows.push_back(row);
+    sums.resize(sums.size() + static_cast<size_t>(width), 0.0);
+    counts.push_back(0);
+    weights.push_back(0);
+    double* sum = sums.data() + sums.size() - static_cast<size_t>(width);
+    size_t counted_update = updates.size();  // the last update counted for this row: none yet
+    for (; i < entries.size() && entries[i].row == row; ++i) {
+      const Entry& entry = entries[i];
+      const double w = weight_of(entry.update);
+      for (int64_t e = 0; e < width; ++e) sum[e] += w * ElementAt(updates[entry.update].fields[f], entry.k * width + e);
+      if (entry.update != counted_update) {  // an update repeating the row counts once
+        counts.back() += copies(entry.update);
+        weights.back() += w;
+        counted_update = entry.update;
+      }
     }
   }
-  if (intrinsic == Intrinsic::kSparseSumSparse) {
-    for (const auto& [index, sum] : sums) {
-      out.indices.push_back(index);
-      out.values.push_back(sum[0]);
-      out.counts.push_back(counts[index]);
-    }
+  if (intrinsic == Intrinsic::kSparseSumSparse) {  // one element per index
+    out.indices = std::move(rows);
+    out.values = std::move(sums);
+    out.counts = std::move(counts);
     return out;
   }
   const bool mean = intrinsic == Intrinsic::kSparseMean || intrinsic == Intrinsic::kRowSparseMean || weighted;
   out.values.assign(n, 0.0);
   out.counts.assign(field.rows, 0);
-  for (const auto& [row, sum] : sums) {
-    const double divisor = weighted ? weights[row] : static_cast<double>(counts[row]);
-    for (int64_t e = 0; e < width; ++e) out.values[row * width + e] = mean ? sum[e] / divisor : sum[e];
-    out.counts[row] = counts[row];
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const double divisor = weighted ? weights[r] : static_cast<double>(counts[r]);
+    for (int64_t e = 0; e < width; ++e) {
+      const double sum = sums[r * static_cast<size_t>(width) + static_cast<size_t>(e)];
+      out.values[rows[r] * width + e] = mean ? sum / divisor : sum;
+    }
+    out.counts[rows[r]] = counts[r];
   }
   return out;
 }

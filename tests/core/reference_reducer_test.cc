@@ -1,5 +1,7 @@
-// The float64 reference with multiplicities: counting an update m times must give what
-// repeating it m times gives, for every intrinsic (the load generator's check relies on it).
+// The float64 reference: the sparse family against sums worked out by hand (an update
+// repeating an index adds both values and counts once); and with multiplicities, counting
+// an update m times must give what repeating it m times gives, for every intrinsic (the
+// load generator's check relies on it).
 #include "service/core/reference_reducer.h"
 
 #include <string>
@@ -41,6 +43,33 @@ void ExpectSameReference(const std::vector<ReferenceField>& a, const std::vector
     ASSERT_EQ(a[f].values.size(), b[f].values.size());
     for (size_t i = 0; i < a[f].values.size(); ++i) EXPECT_DOUBLE_EQ(a[f].values[i], b[f].values[i]) << "field " << f;
   }
+}
+
+// Update 0 (weight 1) holds index 2 twice and comes unsorted; update 1 (weight 3).
+std::vector<Update> RepeatingUpdates() {
+  std::vector<Update> updates(2);
+  updates[0].Sparse<float>({2, 0, 2}, Values<float>({1, 2, 4})).Weight(1);
+  updates[1].Sparse<float>({2, 3}, Values<float>({8, 16})).Weight(3);
+  return updates;
+}
+
+ReferenceField ReduceOne(Intrinsic intrinsic, const std::vector<Update>& updates) {
+  auto spec = testing::OneFieldSpec(DType::kFloat32, {4}, intrinsic, /*report_counts=*/true);
+  return ReferenceReduce(*spec, testing::Views(updates)).at(0);
+}
+
+TEST(ReferenceReduceTest, SparseFamilyAgainstSumsWorkedOutByHand) {
+  const std::vector<Update> updates = RepeatingUpdates();
+  const ReferenceField sum = ReduceOne(Intrinsic::kSparseSum, updates);
+  EXPECT_EQ(sum.values, (std::vector<double>{2, 0, 13, 16}));
+  EXPECT_EQ(sum.counts, (std::vector<int64_t>{1, 0, 2, 1}));
+  const ReferenceField union_sum = ReduceOne(Intrinsic::kSparseSumSparse, updates);
+  EXPECT_EQ(union_sum.indices, (std::vector<int64_t>{0, 2, 3}));
+  EXPECT_EQ(union_sum.values, (std::vector<double>{2, 13, 16}));
+  EXPECT_EQ(union_sum.counts, (std::vector<int64_t>{1, 2, 1}));
+  EXPECT_EQ(ReduceOne(Intrinsic::kSparseMean, updates).values, (std::vector<double>{2, 0, 6.5, 16}));
+  // Weighted: index 2 is (1 + 4) * 1 + 8 * 3 over weights 1 + 3.
+  EXPECT_EQ(ReduceOne(Intrinsic::kSparseWeightedMean, updates).values, (std::vector<double>{2, 0, 7.25, 16}));
 }
 
 TEST(ReferenceReduceTest, MultiplicitiesEqualRepetitionForEveryIntrinsic) {
