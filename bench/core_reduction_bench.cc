@@ -154,8 +154,9 @@ void RunReduction(benchmark::State& state, Intrinsic intrinsic, std::vector<int6
   for (int b = 0; b < distinct; ++b) {
     batches.push_back(MakeBatch(field.encoding, field.rows, field.row_width, nnz, IsWeighted(intrinsic), kBatch,
                                 42 + static_cast<uint64_t>(b)));
-    if (ascending) {
+    if (ascending) {  // sorted, and marked so, as the service's validation marks them
       for (std::vector<int64_t>& ids : batches.back().indices) std::sort(ids.begin(), ids.end());
+      for (UpdateView& view : batches.back().views) view.fields[0].ascending = true;
     }
   }
 

@@ -68,8 +68,7 @@ BatchPacker::Plan BatchPacker::PlanDense(const HostBatch& batch, size_t slot_byt
 
 absl::StatusOr<BatchPacker::Plan> BatchPacker::PlanEntries(const HostBatch& batch, size_t slot_bytes) const {
   const size_t usable = Usable(slot_bytes);
-  const size_t per_entry =
-      static_cast<size_t>(EntryWidth()) * InTypeBytes(spec_.in) + sizeof(int64_t) + sizeof(int32_t);
+  const size_t per_entry = static_cast<size_t>(EntryWidth()) * InTypeBytes(spec_.in) + sizeof(int64_t);
   const size_t per_update = sizeof(int64_t) + sizeof(double);  // its offset and weight
   if (usable < per_entry + per_update + sizeof(int64_t)) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -148,6 +147,7 @@ BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, 
   for (const Piece& piece : part.pieces) entries += piece.count;
   const size_t k = part.pieces.size();
   layout.with_entries = true;
+  layout.updates_ascend = true;
   layout.updates = static_cast<int64_t>(k);
   layout.entries = entries;
   layout.values_at = 0;
@@ -167,6 +167,8 @@ BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, 
     const size_t values_to = layout.values_at + static_cast<size_t>(e) * entry_bytes;
     offsets[p] = e;
     weights[p] = batch.weights[piece.update];
+    const bool ascends = piece.order != nullptr || (batch.ascending != nullptr && batch.ascending[piece.update]);
+    layout.updates_ascend = layout.updates_ascend && ascends;
     if (piece.order == nullptr) {  // a run of the update as received
       copy(from_indices + piece.first, indices_to, static_cast<size_t>(piece.count) * sizeof(int64_t));
       copy(from_values + static_cast<size_t>(piece.first) * entry_bytes, values_to,
@@ -189,7 +191,7 @@ BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, 
   return layout;
 }
 
-StagedBatch BatchPacker::Locate(const Layout& layout, const void* base) {
+StagedBatch BatchPacker::Locate(const Layout& layout, const void* base, const void* host_base) {
   const std::byte* at = static_cast<const std::byte*>(base);
   StagedBatch batch;
   batch.updates = layout.updates;
@@ -201,6 +203,11 @@ StagedBatch BatchPacker::Locate(const Layout& layout, const void* base) {
   if (layout.with_entries) {
     batch.indices = reinterpret_cast<const int64_t*>(at + layout.indices_at);
     batch.update_offsets = reinterpret_cast<const int64_t*>(at + layout.update_offsets_at);
+    if (host_base != nullptr) {
+      batch.host_update_offsets =
+          reinterpret_cast<const int64_t*>(static_cast<const std::byte*>(host_base) + layout.update_offsets_at);
+    }
+    batch.updates_ascend = layout.updates_ascend;
   }
   return batch;
 }

@@ -58,6 +58,7 @@ class BatchPacker {
     size_t values_at = 0, indices_at = 0, update_offsets_at = 0, weights_at = 0;
     size_t bytes = 0;  // of the slot used
     bool with_entries = false;  // kScatter / kUnion
+    bool updates_ascend = false;  // every piece's indices ascend (as received, or ordered here)
   };
 
   explicit BatchPacker(const ReducerSpec& spec) : spec_(spec) {}
@@ -70,8 +71,9 @@ class BatchPacker {
   // moves into the slot's device memory (spans that point into `batch`'s updates, which
   // must then stay unchanged until the copy is done), and returns the layout.
   Layout Pack(const HostBatch& batch, const Part& part, void* slot_host, std::vector<CopySpan>* spans) const;
-  // The part's batch once the slot's bytes are at `base` (device memory).
-  static StagedBatch Locate(const Layout& layout, const void* base);
+  // The part's batch once the slot's bytes are at `base` (device memory); `host_base`, the
+  // slot's host memory Pack wrote (null: none), gives the reducer the offsets on the host.
+  static StagedBatch Locate(const Layout& layout, const void* base, const void* host_base = nullptr);
 
  private:
   int64_t EntryWidth() const { return spec_.kind == ReducerKind::kScatter ? spec_.row_width : 1; }

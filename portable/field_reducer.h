@@ -63,6 +63,8 @@ struct HostBatch {
   const int64_t* entries = nullptr;
   const void* const* values = nullptr;
   const double* weights = nullptr;  // one per update
+  // Per update: its indices ascend (repeats allowed), as validation found; null: not known.
+  const bool* ascending = nullptr;
 };
 
 // One batch (or a slot-sized part of one, see batch_packer.h) in the system's memory, as
@@ -79,6 +81,9 @@ struct StagedBatch {
   const int64_t* indices = nullptr;         // [entries]
   const int64_t* update_offsets = nullptr;  // [updates + 1]: first entry of each update, then entries
   const double* weights = nullptr;        // [updates]
+  // The same offsets in host memory, unchanged while Accumulate runs; null: not at hand.
+  const int64_t* host_update_offsets = nullptr;
+  bool updates_ascend = false;  // every update's indices ascend (repeats allowed)
 };
 
 // The state copied to the host, laid out as the partial aggregate format stores it:

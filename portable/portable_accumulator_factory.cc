@@ -57,14 +57,16 @@ class PortableAccumulator final : public FieldAccumulator {
     std::vector<const int64_t*> indices(n);
     std::vector<int64_t> entries(n);
     std::vector<const void*> data(n);
+    std::unique_ptr<bool[]> ascending(new bool[n]);
     for (size_t i = 0; i < n; ++i) {
+      ascending[i] = values[i]->ascending;
       indices[i] = values[i]->indices.data();
       entries[i] = kind_ == ReducerKind::kDense ? field_.row_width
                                                 : static_cast<int64_t>(values[i]->indices.size());
       data[i] = values[i]->values.data();
     }
     const portable::HostBatch batch{static_cast<int64_t>(n), indices.data(), entries.data(),
-                                    data.data(), weights.data()};
+                                    data.data(), weights.data(), ascending.get()};
     return ToStatus(reducer_->Accumulate(batch), field_);
   }
 

@@ -67,10 +67,11 @@ class RingFieldReducer final : public FieldReducer<Acc> {
         MutexLock lock(&mu_);
         ++pending_;
       }
-      StagingRing::Reduction reduce = [this, layout](absl::StatusOr<const void*> data) {
+      // The slot's host memory stays as Pack wrote it until its reduction has run.
+      StagingRing::Reduction reduce = [this, layout, host = lease->host()](absl::StatusOr<const void*> data) {
         // A part submitted before an earlier one's failure was known is not applied.
         const Outcome outcome = !FailureSoFar().ok() ? Outcome{}
-                                : data.ok()          ? reducer_->Accumulate(BatchPacker::Locate(layout, *data))
+                                : data.ok()          ? reducer_->Accumulate(BatchPacker::Locate(layout, *data, host))
                                                      : OutcomeOf(data.status());
         const uint64_t host_bytes = reducer_->HostBytes();
         MutexLock lock(&mu_);

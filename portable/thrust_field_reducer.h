@@ -12,9 +12,11 @@
 //   scatter  sparse_sum / sparse_mean / sparse_weighted_mean / row_sparse_*: into a
 //            floating-point accumulator with rows of one element, the batch as a CSR
 //            matrix and the system's SpMV (csr_scatter.h, whose Applies() is the rule);
-//            otherwise a stable sort of the entries by row and one segmented reduction per
-//            (row, element) adding into the dense table in batch order; per-row counts of
-//            distinct updates (and their weight sums) either way;
+//            otherwise, when every update's indices ascend (validation found it) and the
+//            updates are large, one pass per update in batch order (no two entries of one
+//            pass touch the same row); else a stable sort of the entries by row and one
+//            segmented reduction per (row, element) adding into the dense table in batch
+//            order; per-row counts of distinct updates (and their weight sums) each way;
 //   union    sparse_sum_sparse: stable sort by index, reduce_by_key (values, and counts of
 //            distinct updates), then merge_by_key + reduce_by_key with the running state.
 // Thrust reports failures by exceptions; they never leave this file: out of memory
@@ -193,6 +195,63 @@ struct ScatterSegment {
       }
       for (int64_t i = 0; i < n; ++i) target[i] = running[i];
     });
+  }
+};
+
+// One update's entries, whose indices ascend (a repeated index's entries adjacent), added
+// into the table: a work item per (entry, run of its row's elements); the first entry of
+// each index adds that index's entries in entry order, the others do nothing. Over the
+// updates of a batch in turn, the table's elements see the additions ScatterSegment makes
+// of the same batch, in the same order: the sums are the same, bit for bit. The row's
+// count (once per update) and weight sum are added by its first work item.
+template <bool kWeighted, typename Acc, typename In, int64_t kRun>
+struct ScatterUpdateRuns {
+  static constexpr int64_t kPrefetchItems = 8;  // as ScatterSegment's
+
+  Acc* table;
+  int64_t* counts;      // null when not kept
+  double* weight_sums;  // null when not kept
+  int64_t width;
+  int64_t runs_per_row;
+  int64_t entries;       // of the update
+  const int64_t* ids;    // its indices
+  const In* values;      // its values, width per entry
+  const Acc* weight;     // its weight as Acc (read when kWeighted)
+  const double* weight_term;  // its weight (read when weight sums are kept)
+
+  FEDAGG_HOST_DEVICE void operator()(int64_t t) const {
+    const int64_t k = t / runs_per_row;
+#if !defined(__CUDA_ARCH__)
+    if (t + kPrefetchItems < entries * runs_per_row) {
+      const int64_t ahead = (t + kPrefetchItems) / runs_per_row;
+      const int64_t ahead_first = (t + kPrefetchItems - ahead * runs_per_row) * kRun;
+      const int64_t ahead_bytes = (width - ahead_first < kRun ? width - ahead_first : kRun) * sizeof(Acc);
+      const char* run = reinterpret_cast<const char*>(table + ids[ahead] * width + ahead_first);
+      for (int64_t offset = 0; offset < ahead_bytes; offset += 64) __builtin_prefetch(run + offset, 1);
+    }
+#endif
+    if (k > 0 && ids[k] == ids[k - 1]) return;  // added by the index's first entry
+    const int64_t row = ids[k];
+    const int64_t first = (t - k * runs_per_row) * kRun;
+    Acc* target = table + row * width + first;
+    ForRun<kRun>(width - first, [&](auto n) {
+      Acc running[kRun];
+      for (int64_t i = 0; i < n; ++i) running[i] = target[i];
+      for (int64_t j = k; j < entries && ids[j] == row; ++j) {
+        const In* x = values + j * width + first;
+        if constexpr (kWeighted) {
+          const Acc w = *weight;
+          for (int64_t i = 0; i < n; ++i) running[i] += w * Widen<Acc>(x[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i) running[i] = Add(running[i], Widen<Acc>(x[i]));
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) target[i] = running[i];
+    });
+    if (first == 0) {
+      if (counts != nullptr) counts[row] += 1;
+      if (weight_sums != nullptr) weight_sums[row] += *weight_term;
+    }
   }
 };
 
@@ -416,6 +475,7 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
                          std::to_string(spec_.rows) + " rows; nothing of the part of the batch that holds them was added"};
     }
     const bool csr = CsrScatter<System, Acc>::Applies(spec_, batch.updates);
+    if (!csr && spec_.kind == ReducerKind::kScatter && AddsUpdateByUpdate(batch)) return ScatterUpdates(values, batch);
     // Each entry's update, where the path reads it (the CSR matrix's rows, the union's
     // counts, the segments' weights and counts; not an unweighted row_sparse_sum's
     // segments), from the offsets (the packer sends no per-entry owners): entry k belongs
@@ -445,6 +505,45 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     thrust::stable_sort_by_key(System::policy(), sorted_ids_.begin(), sorted_ids_.end(), order_.begin());
     if (spec_.kind == ReducerKind::kUnion) return UnionBatch(values, batch);
     return ScatterBatch(values, batch);
+  }
+
+  // Whether to add the batch's updates one by one (ScatterUpdates) rather than sort its
+  // entries: when every update's indices ascend, their offsets are at hand on the host,
+  // and each pass has enough work to be worth its launch.
+  bool AddsUpdateByUpdate(const StagedBatch& batch) const {
+    return batch.updates_ascend && batch.host_update_offsets != nullptr &&
+           batch.entries * spec_.row_width >= kMinElementsPerUpdatePass * batch.updates;
+  }
+  static constexpr int64_t kMinElementsPerUpdatePass = 4096;
+
+  // Each update by a pass of its own, in batch order (functors::ScatterUpdateRuns): no
+  // sort, no segments, and the same sums as ScatterBatch's.
+  template <typename In>
+  Outcome ScatterUpdates(const In* values, const StagedBatch& batch) {
+    const int64_t width = spec_.row_width;
+    const int64_t runs_per_row = RunsOf(width);
+    const thrust::counting_iterator<int64_t> first(0);
+    int64_t* counts = spec_.keeps_counts ? Raw(counts_) : nullptr;
+    double* weight_sums = spec_.keeps_weight_sums ? Raw(weight_sums_) : nullptr;
+    for (int64_t u = 0; u < batch.updates; ++u) {
+      const int64_t begin = batch.host_update_offsets[u];
+      const int64_t entries = batch.host_update_offsets[u + 1] - begin;
+      if (entries == 0) continue;
+      const int64_t items = entries * runs_per_row;
+      const In* update_values = values + begin * width;
+      if (spec_.op == ReducerOp::kWeightedSum) {
+        thrust::for_each(System::policy(), first, first + items,
+                         functors::ScatterUpdateRuns<true, Acc, In, kRun>{
+                             Raw(acc_), counts, weight_sums, width, runs_per_row, entries, batch.indices + begin,
+                             update_values, Raw(acc_weights_) + u, batch.weights + u});
+      } else {
+        thrust::for_each(System::policy(), first, first + items,
+                         functors::ScatterUpdateRuns<false, Acc, In, kRun>{
+                             Raw(acc_), counts, weight_sums, width, runs_per_row, entries, batch.indices + begin,
+                             update_values, Raw(acc_weights_) + u, batch.weights + u});
+      }
+    }
+    return Outcome{};
   }
 
   template <typename In>

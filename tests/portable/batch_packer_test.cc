@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -43,6 +44,7 @@ struct OwnedBatch {
   std::vector<double> weights;
   std::vector<const int64_t*> index_ptrs;
   std::vector<const void*> value_ptrs;
+  std::unique_ptr<bool[]> ascending;  // per update, as validation marks it; null: not known
 
   HostBatch View() {
     index_ptrs.clear();
@@ -52,7 +54,7 @@ struct OwnedBatch {
       value_ptrs.push_back(f32.empty() ? static_cast<const void*>(f64[u].data()) : f32[u].data());
     }
     return HostBatch{static_cast<int64_t>(entries.size()), index_ptrs.data(), entries.data(), value_ptrs.data(),
-                     weights.data()};
+                     weights.data(), ascending.get()};
   }
 };
 
@@ -239,7 +241,7 @@ TEST(BatchPackerTest, EntriesGoWholeUpdateByUpdateIntoSlots) {
   OwnedBatch owned = EntriesBatch({30, 0, 500, 7, 200}, 1000, 2, 1);
   const HostBatch batch = owned.View();
   const BatchPacker packer(EntriesSpec(ReducerKind::kScatter, 1000, 2));
-  constexpr size_t kSlot = 16 * 1024;  // 28 bytes an entry: 500 entries fit, not all 737
+  constexpr size_t kSlot = 16 * 1024;  // 24 bytes an entry: 500 entries fit, not all 737
   absl::StatusOr<BatchPacker::Plan> plan = packer.MakePlan(batch, kSlot);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->parts.size(), 2u);
@@ -257,10 +259,10 @@ TEST(BatchPackerTest, AnUpdateLargerThanASlotIsCutBetweenRunsOfOneIndex) {
   OwnedBatch owned = EntriesBatch({40, 3000, 40}, 50, 1, 2);
   const HostBatch batch = owned.View();
   const BatchPacker packer(EntriesSpec(ReducerKind::kUnion, 50, 1));
-  constexpr size_t kSlot = 8 * 1024;  // 20 bytes an entry: ~340 a part
+  constexpr size_t kSlot = 8 * 1024;  // 16 bytes an entry: ~500 a part
   absl::StatusOr<BatchPacker::Plan> plan = packer.MakePlan(batch, kSlot);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_GE(plan->parts.size(), 9u);
+  EXPECT_GE(plan->parts.size(), 7u);
   const Unpacked got = UnpackEntries(packer, batch, *plan, kSlot, 1);
   const Unpacked want = Expected(owned, 1);
   // Within an index the values keep the update's order (the sort was stable).
@@ -278,6 +280,43 @@ TEST(BatchPackerTest, IndicesGoToTheDeviceAsTheyCame) {
   absl::StatusOr<BatchPacker::Plan> plan = packer.MakePlan(owned.View(), 1 << 16);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(UnpackEntries(packer, owned.View(), *plan, 1 << 16, 1).values, Expected(owned, 1).values);
+}
+
+// A part says whether the indices of every update in it ascend: as validation marked the
+// updates received as they are, and always for an update the packer ordered itself; and
+// with the slot's host memory, the staged batch has the offsets on the host too.
+TEST(BatchPackerTest, APartSaysWhetherEveryUpdateInItAscends) {
+  OwnedBatch owned = EntriesBatch({30, 20, 3000}, 1000, 1, 5);
+  const BatchPacker packer(EntriesSpec(ReducerKind::kScatter, 1000, 1));
+  constexpr size_t kSlot = 8 * 1024;  // updates 0 and 1 in one part; update 2 cut into parts
+  auto ascend_in_parts = [&](const HostBatch& batch) {
+    absl::StatusOr<BatchPacker::Plan> plan = packer.MakePlan(batch, kSlot);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    std::vector<bool> ascend;
+    for (const BatchPacker::Part& part : plan->parts) {
+      std::vector<std::byte> host(kSlot);
+      std::vector<CopySpan> spans;
+      const BatchPacker::Layout layout = packer.Pack(batch, part, host.data(), &spans);
+      const StagedBatch staged = BatchPacker::Locate(layout, /*base=*/nullptr, host.data());
+      EXPECT_EQ(staged.updates_ascend, layout.updates_ascend);
+      EXPECT_EQ(std::vector<int64_t>(staged.host_update_offsets, staged.host_update_offsets + staged.updates + 1),
+                std::vector<int64_t>(reinterpret_cast<const int64_t*>(host.data() + layout.update_offsets_at),
+                                     reinterpret_cast<const int64_t*>(host.data() + layout.update_offsets_at) +
+                                         staged.updates + 1));
+      ascend.push_back(layout.updates_ascend);
+    }
+    return ascend;
+  };
+  // Not known (no marks): only the parts of the update ordered here ascend.
+  std::vector<bool> got = ascend_in_parts(owned.View());
+  ASSERT_GE(got.size(), 3u);
+  EXPECT_FALSE(got[0]);
+  for (size_t p = 1; p < got.size(); ++p) EXPECT_TRUE(got[p]) << "part " << p << " of the ordered update";
+  owned.ascending.reset(new bool[3]{true, false, false});
+  EXPECT_FALSE(ascend_in_parts(owned.View())[0]) << "update 1 is not known to ascend";
+  owned.ascending.reset(new bool[3]{true, true, false});
+  EXPECT_TRUE(ascend_in_parts(owned.View())[0]);
+  EXPECT_EQ(BatchPacker::Locate(BatchPacker::Layout{}, nullptr).host_update_offsets, nullptr);
 }
 
 TEST(BatchPackerTest, ARunOfOneIndexLargerThanASlotIsResourceExhaustedNamingTheFlag) {

@@ -3,10 +3,12 @@
 // index outside [0, rows) adds nothing — and each entry's update, which the reducer finds
 // from the batch's offsets (updates without entries included), for each kind of entries
 // and each path (the CSR SpMV of sparse_sum, the sort and segment of row-sparse sums and
-// integer sums, the union of sparse_sum_sparse).
+// integer sums, the union of sparse_sum_sparse); and updates whose indices ascend, added
+// one by one with the sort and segment path's sums.
 #include "portable/thrust_field_reducer.h"
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <string>
 #include <utility>
@@ -156,6 +158,88 @@ TEST(ThrustFieldReducerTest, UpdatesWithoutEntriesOwnNone) {
   spec.keeps_counts = false;
   spec.kind = ReducerKind::kUnion;
   ExpectEntriesOfTheirOwnUpdates<double>(spec, "sparse_sum_sparse (union)");
+}
+
+// A batch of four updates over `rows` rows of `width` values (the second update empty),
+// each update's indices ascending with some repeated, values not exact in binary.
+struct AscendingBatch {
+  std::vector<int64_t> indices;
+  std::vector<float> floats;
+  std::vector<int32_t> integers;
+  std::vector<int64_t> update_offsets = {0};
+  std::vector<double> weights = {1, 2, 3, 4};
+
+  explicit AscendingBatch(const ReducerSpec& spec) {
+    for (int64_t u = 0; u < 4; ++u) {
+      for (int64_t r = 0; u != 1 && r < spec.rows; ++r) {
+        if ((r * 7 + u) % 4 == 0) continue;
+        const int copies = r % 13 == u ? 2 : 1;  // an update may repeat an index
+        for (int c = 0; c < copies; ++c) indices.push_back(r);
+      }
+      update_offsets.push_back(static_cast<int64_t>(indices.size()));
+    }
+    for (size_t i = 0; i < indices.size() * static_cast<size_t>(spec.row_width); ++i) {
+      floats.push_back(0.1f * static_cast<float>(i % 1000) - 7.3f);
+      integers.push_back(static_cast<int32_t>(i % 101) - 50);
+    }
+  }
+  StagedBatch View(const ReducerSpec& spec, bool ascend) const {
+    StagedBatch batch;
+    batch.updates = 4;
+    batch.entries = static_cast<int64_t>(indices.size());
+    batch.values = spec.in == InType::kI32 ? static_cast<const void*>(integers.data()) : floats.data();
+    batch.indices = indices.data();
+    batch.update_offsets = update_offsets.data();
+    batch.weights = weights.data();
+    batch.host_update_offsets = update_offsets.data();
+    batch.updates_ascend = ascend;
+    return batch;
+  }
+};
+
+// Updates whose indices ascend are added one by one, with no sort: the state is that of
+// the sort and segment path, bit for bit (values, counts, weight sums), over two batches.
+template <typename Acc>
+void ExpectOneByOneAsTheSort(const ReducerSpec& spec, const char* what) {
+  const AscendingBatch batch(spec);
+  ThrustFieldReducer<OmpSystem, Acc> one_by_one(spec), sorted(spec);
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(one_by_one.Accumulate(batch.View(spec, true)).ok()) << what;
+    ASSERT_TRUE(sorted.Accumulate(batch.View(spec, false)).ok()) << what;
+  }
+  // The sort's buffers (ids, order, segments) are made only on its path.
+  EXPECT_LT(one_by_one.HostBytes(), sorted.HostBytes()) << what << ": the batch was sorted";
+  HostState<Acc> got, want;
+  ASSERT_TRUE(one_by_one.Save(&got).ok()) << what;
+  ASSERT_TRUE(sorted.Save(&want).ok()) << what;
+  ASSERT_EQ(got.values.size(), want.values.size()) << what;
+  for (size_t i = 0; i < got.values.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&got.values[i], &want.values[i], sizeof(Acc)), 0)
+        << what << ": element " << i << " is " << got.values[i] << ", the sort's " << want.values[i];
+  }
+  EXPECT_EQ(got.counts, want.counts) << what;
+  EXPECT_EQ(got.weight_sums, want.weight_sums) << what;
+  EXPECT_NE(want.values, std::vector<Acc>(want.values.size(), Acc{0})) << what << ": nothing was added";
+}
+
+TEST(ThrustFieldReducerTest, UpdatesWhoseIndicesAscendAreAddedOneByOneWithTheSortsSums) {
+  ReducerSpec spec;
+  spec.kind = ReducerKind::kScatter;
+  spec.in = InType::kF32;
+  spec.rows = 128;
+  spec.row_width = 96;  // not a whole number of a CPU work item's runs
+  ExpectOneByOneAsTheSort<float>(spec, "row_sparse_sum");
+  spec.keeps_counts = true;
+  ExpectOneByOneAsTheSort<double>(spec, "row_sparse_mean, float64 accumulation");
+  spec.in = InType::kI32;
+  spec.rows = 20000;
+  spec.row_width = 1;
+  spec.op = ReducerOp::kWeightedSum;
+  spec.keeps_weight_sums = true;
+  ExpectOneByOneAsTheSort<int64_t>(spec, "integer sparse_weighted_mean");
+  spec.op = ReducerOp::kSum;
+  spec.keeps_weight_sums = false;
+  ExpectOneByOneAsTheSort<int64_t>(spec, "integer sparse_mean");
 }
 
 }  // namespace
