@@ -222,6 +222,7 @@ struct ScatterUpdateRuns {
   FEDAGG_HOST_DEVICE void operator()(int64_t t) const {
     const int64_t k = t / runs_per_row;
 #if !defined(__CUDA_ARCH__)
+    // As ScatterSegment's, written out for the same reason.
     if (t + kPrefetchItems < entries * runs_per_row) {
       const int64_t ahead = (t + kPrefetchItems) / runs_per_row;
       const int64_t ahead_first = (t + kPrefetchItems - ahead * runs_per_row) * kRun;
