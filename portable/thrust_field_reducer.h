@@ -206,7 +206,11 @@ struct ScatterSegment {
 // count (once per update) and weight sum are added by its first work item.
 template <bool kWeighted, typename Acc, typename In, int64_t kRun>
 struct ScatterUpdateRuns {
-  static constexpr int64_t kPrefetchItems = 8;  // as ScatterSegment's
+  // Work items of prefetch ahead: a row of many elements, as ScatterSegment's; a narrow
+  // row's item is a few adds, and needs more to hide the miss.
+  static constexpr int64_t kPrefetchItems = 8;
+  static constexpr int64_t kNarrowRowPrefetchItems = 48;
+  static constexpr int64_t kNarrowRow = 16;  // elements
 
   Acc* table;
   int64_t* counts;      // null when not kept
@@ -223,9 +227,10 @@ struct ScatterUpdateRuns {
     const int64_t k = t / runs_per_row;
 #if !defined(__CUDA_ARCH__)
     // As ScatterSegment's, written out for the same reason.
-    if (t + kPrefetchItems < entries * runs_per_row) {
-      const int64_t ahead = (t + kPrefetchItems) / runs_per_row;
-      const int64_t ahead_first = (t + kPrefetchItems - ahead * runs_per_row) * kRun;
+    const int64_t distance = width < kNarrowRow ? kNarrowRowPrefetchItems : kPrefetchItems;
+    if (t + distance < entries * runs_per_row) {
+      const int64_t ahead = (t + distance) / runs_per_row;
+      const int64_t ahead_first = (t + distance - ahead * runs_per_row) * kRun;
       const int64_t ahead_bytes = (width - ahead_first < kRun ? width - ahead_first : kRun) * sizeof(Acc);
       const char* run = reinterpret_cast<const char*>(table + ids[ahead] * width + ahead_first);
       for (int64_t offset = 0; offset < ahead_bytes; offset += 64) __builtin_prefetch(run + offset, 1);
