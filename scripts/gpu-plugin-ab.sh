@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A/B on a lent GPU, in one call: the GPU bundle's own build (B) against A — another
-# build's cuda plugin (e.g. the bundle of the last commit measured), or the same build
-# with other server flags — on chosen rows of the service table, alternating A and B run
-# by run, after the selftest and the cuda tests of B. Both sides run the bundle's
+# build's cuda plugin (e.g. the bundle of the last commit measured, or a branch's), or the
+# same build with other server flags — on chosen rows of the service table, alternating A
+# and B run by run, after the selftest and the cuda tests of B and the selftest of A's
+# plugin. Both sides run the bundle's
 # fedagg-server (`--cuda_plugin` names A's plugin), so a change to the cuda backend, or a
 # flag, is measured alone. scripts/gpu-bundle.sh copies it beside run.sh as ab.sh.
 #   ab.sh A_PLUGIN[.gz]|- OUT_DIR [--workloads=sparse,row_sparse] [--backends=cuda]
@@ -56,6 +57,14 @@ esac
 for check in fedagg_cuda_test fedagg_cuda_conformance_test; do
   if "$DIR/bin/$check" >"$OUT/$check.log" 2>&1; then say "PASS $check (B)"; else say "FAIL $check (B)"; failed=1; fi
 done
+if [ "$A_PLUGIN" != - ]; then
+  if "$DIR/bin/fedagg-selftest" --backend=cuda --cuda_plugin="$DIR/a-plugin.so" >"$OUT/fedagg-selftest-a.log" 2>&1; then
+    say "PASS fedagg-selftest --backend=cuda (A's plugin)"
+  else
+    say "FAIL fedagg-selftest --backend=cuda (A's plugin; fedagg-selftest-a.log)"
+    failed=1
+  fi
+fi
 names=()
 for run in $(seq "$RUNS"); do
   for side in A B; do

@@ -18,6 +18,9 @@
 ABSL_FLAG(std::string, backend, "cpu", "backend to check: cpu, thrust-omp or cuda");
 ABSL_FLAG(std::string, devices, "all",
           "devices of the backend: all, or ids such as 0,1 (thrust-omp: that many simulated devices)");
+ABSL_FLAG(std::string, cuda_plugin, "",
+          "cuda: the plugin to check (libfedagg_backend_cuda.so of this or another build of the "
+          "same interface); empty: the one beside this program");
 ABSL_FLAG(uint64_t, seed, 0, "random seed (0: a fresh one, printed)");
 ABSL_FLAG(int, rounds, 3, "random data sets per intrinsic and dtype");
 
@@ -28,8 +31,8 @@ constexpr int kSkipped = 77;
 int main(int argc, char** argv) {
   fedagg::TurnOffAbseilDeadlockDetection();
   fedagg::SetProgramUsage(
-      "fedagg-selftest --backend=cpu|thrust-omp|cuda [--devices=all|0,1,...]: every intrinsic "
-      "of one backend against the float64 reference, as a pass/fail table");
+      "fedagg-selftest --backend=cpu|thrust-omp|cuda [--devices=all|0,1,...] [--cuda_plugin=PATH]: "
+      "every intrinsic of one backend against the float64 reference, as a pass/fail table");
   absl::ParseCommandLine(argc, argv);
   const std::string name = absl::GetFlag(FLAGS_backend);
   if (name == "auto") {
@@ -42,7 +45,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fedagg-selftest: %s\n", std::string(devices.status().message()).c_str());
     return 2;
   }
-  absl::StatusOr<fedagg::BackendChoice> choice = fedagg::ChooseBackend(name, fedagg::BackendOptions{.devices = *devices});
+  absl::StatusOr<fedagg::BackendChoice> choice = fedagg::ChooseBackend(
+      name, fedagg::BackendOptions{.devices = *devices, .cuda_plugin = absl::GetFlag(FLAGS_cuda_plugin)});
   if (!choice.ok()) {
     const std::string message(choice.status().message());
     if (choice.status().code() == absl::StatusCode::kInvalidArgument) {
