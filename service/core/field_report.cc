@@ -110,4 +110,22 @@ FEDAGG_INSTANTIATE_FIELD_REPORT(double)
 FEDAGG_INSTANTIATE_FIELD_REPORT(int64_t)
 #undef FEDAGG_INSTANTIATE_FIELD_REPORT
 
+uint64_t ReportHostBytes(const ReductionSpec& spec) {
+  constexpr uint64_t kIndex = sizeof(int64_t), kCount = sizeof(int64_t), kWeightSum = sizeof(double);
+  uint64_t bytes = 0;
+  for (const FieldSpec& field : spec.fields()) {
+    const uint64_t elements = static_cast<uint64_t>(field.type.num_elements());
+    const uint64_t rows = static_cast<uint64_t>(field.rows);
+    const uint64_t result = DTypeSize(field.result_dtype), state = DTypeSize(field.accumulation_dtype);
+    if (field.intrinsic == Intrinsic::kSparseSumSparse) {
+      bytes += elements * (kIndex + result + kCount) + elements * (kIndex + state + kCount);
+    } else if (field.encoding == Encoding::kDense) {
+      bytes += elements * (result + state);
+    } else {
+      bytes += elements * (result + state) + rows * (kCount + kWeightSum) + (field.report_counts ? rows * kCount : 0);
+    }
+  }
+  return bytes;
+}
+
 }  // namespace fedagg

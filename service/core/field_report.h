@@ -28,6 +28,12 @@ template <typename Acc>
 ReportedField ReportScatter(const FieldSpec& field, absl::Span<const Acc> acc,
                             absl::Span<const int64_t> counts, absl::Span<const double> weight_sums);
 
+// At most the host bytes a report of an aggregate of `spec` allocates: for each field its
+// result (values, and indices and counts where it has them; sparse_sum_sparse as if every
+// coordinate were held) and the copy of the state a device backend reports from (values,
+// counts, weight sums).
+uint64_t ReportHostBytes(const ReductionSpec& spec);
+
 // sparse_sum_sparse: the coalesced state in pieces whose indices increase from one piece
 // to the next (the CPU accumulator's shards, or one piece).
 template <typename Acc>

@@ -116,6 +116,20 @@ class MappingCache {
     for (const Mapping& unmapped : evicted) Unmap(unmapped);
   }
 
+  // Unmaps the oldest cached mappings until `bytes` of them are unmapped or none is left.
+  void Trim(size_t bytes) {
+    std::vector<Mapping> evicted;
+    {
+      MutexLock lock(&mu_);
+      for (size_t freed = 0; freed < bytes && !entries_.empty(); freed += evicted.back().bytes) {
+        cached_bytes_ -= entries_.front().bytes;
+        evicted.push_back(std::move(entries_.front()));
+        entries_.pop_front();
+      }
+    }
+    for (const Mapping& unmapped : evicted) Unmap(unmapped);
+  }
+
   struct Pinning {
     std::shared_ptr<HostMemoryPinner> pinner;
     size_t capacity = 0;
@@ -172,7 +186,7 @@ LargeAllocation::LargeAllocation(size_t bytes) : size_(bytes) {
   memory_.reset(static_cast<std::byte*>(memory));
 }
 
-void LargeAllocation::TrimCache() { MappingCache::Instance().Clear(); }
+void LargeAllocation::TrimCache(size_t bytes) { MappingCache::Instance().Trim(bytes); }
 
 void LargeAllocation::PinMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes) {
   MappingCache::Instance().Clear(MappingCache::Pinning{std::move(pinner), std::max(cached_bytes, kCachedBytes)});

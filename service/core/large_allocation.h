@@ -11,8 +11,9 @@
 // kept for the next buffer of its size (updates of one model all have one size), which
 // skips the kernel's faults and zeroing of fresh pages (a 1 MiB update took 256 of them
 // on every receive while such buffers came from the heap); at most kCachedBytes are kept
-// (or one larger mapping alone), the oldest unmapped first, and TrimCache gives them all
-// back (an aggregation that finalizes makes room for its result that way). Smaller
+// (or one larger mapping alone), the oldest unmapped first, and TrimCache gives back as
+// many bytes of them as asked (an aggregation that finalizes makes room for its result
+// that way, and keeps the rest for the next round's updates). Smaller
 // buffers, and a buffer below a huge page whose mapping the kernel refuses (too many
 // mappings), are cache-line-aligned heap memory.
 // With a device backend that reads updates straight from host memory, PinMappings makes
@@ -23,6 +24,7 @@
 #define FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
 
 #include <cstddef>
+#include <limits>
 #include <memory>
 #include <utility>
 
@@ -57,8 +59,9 @@ class LargeAllocation {
     return *this;
   }
 
-  // Unmaps every released mapping kept for reuse.
-  static void TrimCache();
+  // Unmaps released mappings kept for reuse, the oldest first, until `bytes` of them are
+  // unmapped or none is left (by default, all of them).
+  static void TrimCache(size_t bytes = std::numeric_limits<size_t>::max());
   // From now on, new mappings are pinned with `pinner` (null: no longer pinned), and up to
   // max(cached_bytes, kCachedBytes) of released ones are kept. Process-wide; the cache is
   // emptied first. Mappings pinned before are unpinned by their own pinner when unmapped.

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_accumulator_factory.h"
+#include "service/core/field_report.h"
+#include "service/core/large_allocation.h"
 #include "service/core/status_macros.h"
 #include "service/core/update_validator.h"
 
@@ -574,8 +576,10 @@ void Aggregation::MaybeFinalize() {
                             std::max<int64_t>(1, config_.min_contributions), " required");
     } else {
       // The released update buffers kept for reuse would sit beside the accumulator and
-      // the result: give them back first, so the result takes their place.
-      LargeAllocation::TrimCache();
+      // the result: give back as many bytes of them as the report may take, so that the
+      // result takes their place; the rest serve the next round's updates (with a device
+      // backend, pinned already).
+      LargeAllocation::TrimCache(ReportHostBytes(hold.partial().spec()));
       absl::StatusOr<AggregateResult> report = hold.partial().Report();
       if (report.ok()) {
         result = std::make_shared<const AggregateResult>(*std::move(report));

@@ -127,6 +127,26 @@ TEST(LargeAllocationTest, TrimCacheUnmapsTheReleasedMappings) {
   EXPECT_EQ(errno, ENOMEM);
 }
 
+TEST(LargeAllocationTest, TrimCacheOfSomeBytesUnmapsTheOldestAndKeepsTheRest) {
+  LargeAllocation::TrimCache();
+  const size_t huge = LargeAllocation::kHugePageBytes;
+  std::byte* oldest;
+  std::byte* middle;
+  std::byte* newest;
+  {
+    LargeAllocation c(3 * huge), b(2 * huge), a(huge);
+    oldest = a.data();
+    middle = b.data();
+    newest = c.data();
+  }  // released a, b, c in that order (destroyed in reverse of construction)
+  std::vector<unsigned char> pages(3 * huge / 4096);
+  LargeAllocation::TrimCache(huge + 1);  // more than the oldest: the next goes too
+  EXPECT_EQ(mincore(oldest, huge, pages.data()), -1);
+  EXPECT_EQ(mincore(middle, 2 * huge, pages.data()), -1);
+  EXPECT_EQ(mincore(newest, 3 * huge, pages.data()), 0) << "the newest is kept for the next update";
+  LargeAllocation next(3 * huge);
+  EXPECT_EQ(next.data(), newest);
+}
 
 constexpr size_t kMiB = size_t{1} << 20;
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "service/core/cpu_kernels.h"
+#include "service/core/field_report.h"
 #include "service/core/reference_reducer.h"
 #include "service/core/thread_pool.h"
 #include "service/core/update_validator.h"
@@ -1096,6 +1097,38 @@ TEST(PartialAggregateTest, ResultIndependentOfThreadCount) {
   EXPECT_LT(MaxRelativeError(expected, Reported(parallel)), 1e-5);
   const std::vector<double> maxima = AsDoubles(Reported(parallel).fields[2].value);
   EXPECT_EQ(maxima, expected[2].values);
+}
+
+// ReportHostBytes (what an aggregation makes room for before it reports) is at least what
+// a report's result holds, for every kind of field, counts included.
+TEST(PartialAggregateTest, ReportHostBytesBoundsTheResult) {
+  auto spec = MakeSpec(ValueType::Struct({{"d", T(DType::kFloat32, {300})},
+                                          {"s", T(DType::kInt32, {5000})},
+                                          {"r", T(DType::kFloat16, {40, 8})},
+                                          {"u", T(DType::kFloat64, {6000})}}),
+                       {{Intrinsic::kFederatedMean},
+                        {Intrinsic::kSparseSum, /*report_counts=*/true},
+                        {Intrinsic::kRowSparseMean, /*report_counts=*/true},
+                        {Intrinsic::kSparseSumSparse, /*report_counts=*/true}});
+  auto filled = [](size_t n, auto x) { return std::vector<decltype(x)>(n, x); };
+  std::vector<Update> updates(2);
+  for (int u = 0; u < 2; ++u) {
+    std::vector<int64_t> ids;
+    for (int64_t i = u; i < 5000; i += 3) ids.push_back(i);
+    updates[u].Dense(filled(300, 0.5f + static_cast<float>(u)));
+    updates[u].Sparse(ids, filled(ids.size(), int32_t{2}));
+    updates[u].RowSparse<Float16>({u, 7, 39}, filled(24, FromDouble<Float16>(1.5)));
+    updates[u].Sparse(ids, filled(ids.size(), 0.25));
+  }
+  PartialAggregate partial(spec);
+  ASSERT_TRUE(IsOk(partial.AccumulateBatch(Views(updates))));
+  const AggregateResult result = Reported(partial);
+  uint64_t held = 0;
+  for (const ReportedField& field : result.fields) {
+    held += field.value.bytes.size() + (field.indices.size() + field.counts.size()) * sizeof(int64_t);
+  }
+  EXPECT_GT(held, 0u);
+  EXPECT_LE(held, ReportHostBytes(*spec));
 }
 
 }  // namespace
