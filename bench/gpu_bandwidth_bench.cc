@@ -242,7 +242,7 @@ absl::Status Run() {
                           ReductionSpec::Create(ValueType::Tensor(DType::kFloat32, {kColumns}),
                                                 {{Intrinsic::kFederatedSum, false}}));
   const size_t update_bytes = static_cast<size_t>(kColumns) * sizeof(float);
-  const PinnedMappings pinned_mappings(backend->host_memory_pinner(), batch_bytes);
+  const ReleasedMappings pinned_mappings(backend->host_memory_pinner(), batch_bytes);
   std::vector<LargeAllocation> received;
   for (int64_t r = 0; r < kRows; ++r) {
     received.emplace_back(update_bytes);

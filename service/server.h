@@ -142,7 +142,7 @@ class FedaggServer {
   // The backend's pinning of received updates' memory (cuda), counted for the metrics,
   // for the server's life: declared before everything that holds update buffers.
   std::shared_ptr<const MeasuredHostMemoryPinner> host_pinner_;  // null: the backend pins nothing
-  PinnedMappings pinned_mappings_;
+  ReleasedMappings released_mappings_;
   MemoryReservation staging_reservation_;  // the backend's staging slots, for the server's life
   // Declared before registry_: the update buffers of its aggregations hold tickets in it.
   std::unique_ptr<IngestWindow> ingest_window_;

@@ -36,7 +36,7 @@ class AccumulatorFactory {
   // reduces straight from the received updates. Live as long as the factory.
   virtual std::vector<const StagingRingStats*> staging_rings() const { return {}; }
   // What pins the host memory updates are received into, so that the backend's copies to
-  // its devices read it at full speed (LargeAllocation::PinMappings); null (the default)
+  // its devices read it at full speed (LargeAllocation::KeepReleasedMappings); null (the default)
   // for a backend that needs no pinned memory.
   virtual std::shared_ptr<HostMemoryPinner> host_memory_pinner() const { return nullptr; }
 };

@@ -68,7 +68,7 @@ void Unmap(const Mapping& mapping) {
 // page faults and the kernel's zeroing of every page (and pinning, with a pinner); updates
 // of one model all have the same size, so the next one can take the memory the last one
 // left, already resident. At most `capacity_` bytes are kept (LargeAllocation::kCachedBytes,
-// or what PinMappings asks), or one larger mapping alone; the oldest are unmapped first.
+// or what KeepReleasedMappings asks), or one larger mapping alone; the oldest are unmapped first.
 // A mapping pinned otherwise than new ones are (the pinner changed) is unmapped, not kept.
 class MappingCache {
  public:
@@ -188,25 +188,25 @@ LargeAllocation::LargeAllocation(size_t bytes) : size_(bytes) {
 
 void LargeAllocation::TrimCache(size_t bytes) { MappingCache::Instance().Trim(bytes); }
 
-void LargeAllocation::PinMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes) {
+void LargeAllocation::KeepReleasedMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes) {
   MappingCache::Instance().Clear(MappingCache::Pinning{std::move(pinner), std::max(cached_bytes, kCachedBytes)});
 }
 
-PinnedMappings::PinnedMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes)
-    : active_(pinner != nullptr) {
-  if (active_) LargeAllocation::PinMappings(std::move(pinner), cached_bytes);
+ReleasedMappings::ReleasedMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes)
+    : active_(true) {
+  LargeAllocation::KeepReleasedMappings(std::move(pinner), cached_bytes);
 }
 
-PinnedMappings& PinnedMappings::operator=(PinnedMappings&& other) noexcept {
+ReleasedMappings& ReleasedMappings::operator=(ReleasedMappings&& other) noexcept {
   if (this != &other) {
-    if (active_) LargeAllocation::PinMappings(nullptr, 0);
+    if (active_) LargeAllocation::KeepReleasedMappings(nullptr, 0);
     active_ = std::exchange(other.active_, false);
   }
   return *this;
 }
 
-PinnedMappings::~PinnedMappings() {
-  if (active_) LargeAllocation::PinMappings(nullptr, 0);
+ReleasedMappings::~ReleasedMappings() {
+  if (active_) LargeAllocation::KeepReleasedMappings(nullptr, 0);
 }
 
 void LargeAllocationRelease::operator()(std::byte* memory) const {

@@ -16,10 +16,11 @@
 // that way, and keeps the rest for the next round's updates). Smaller
 // buffers, and a buffer below a huge page whose mapping the kernel refuses (too many
 // mappings), are cache-line-aligned heap memory.
-// With a device backend that reads updates straight from host memory, PinMappings makes
-// every mapping pinned once, when mapped (HostMemoryPinner), and unpinned before it is
-// unmapped, and the cache holds as much as the ingest window, so that in the steady
-// state no update pays for pinning.
+// A server keeps as many bytes of released mappings as its ingest window admits
+// (KeepReleasedMappings), so that in the steady state no update pays for fresh pages; with
+// a device backend that reads updates straight from host memory, every mapping is also
+// pinned once, when mapped (HostMemoryPinner), and unpinned before it is unmapped, so no
+// update pays for pinning either.
 #ifndef FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
 #define FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
 
@@ -65,7 +66,7 @@ class LargeAllocation {
   // From now on, new mappings are pinned with `pinner` (null: no longer pinned), and up to
   // max(cached_bytes, kCachedBytes) of released ones are kept. Process-wide; the cache is
   // emptied first. Mappings pinned before are unpinned by their own pinner when unmapped.
-  static void PinMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes);
+  static void KeepReleasedMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes);
   // Whether this allocation's memory is pinned.
   bool pinned() const { return memory_.get_deleter().pinned_by != nullptr; }
 
@@ -77,15 +78,16 @@ class LargeAllocation {
   size_t size_ = 0;
 };
 
-// Mappings pinned with a pinner (LargeAllocation::PinMappings) while it lives, unpinned
-// ones again after: a server whose backend pins holds one for its life.
-class PinnedMappings {
+// How released mappings are kept while it lives (LargeAllocation::KeepReleasedMappings: up
+// to `cached_bytes`, pinned with `pinner` unless it is null), the defaults again after
+// (kCachedBytes, unpinned): a server holds one for its life.
+class ReleasedMappings {
  public:
-  PinnedMappings() = default;  // pins nothing
-  PinnedMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes);
-  PinnedMappings(PinnedMappings&& other) noexcept : active_(std::exchange(other.active_, false)) {}
-  PinnedMappings& operator=(PinnedMappings&& other) noexcept;
-  ~PinnedMappings();
+  ReleasedMappings() = default;  // changes nothing
+  ReleasedMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes);
+  ReleasedMappings(ReleasedMappings&& other) noexcept : active_(std::exchange(other.active_, false)) {}
+  ReleasedMappings& operator=(ReleasedMappings&& other) noexcept;
+  ~ReleasedMappings();
 
  private:
   bool active_ = false;

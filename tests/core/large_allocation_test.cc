@@ -1,7 +1,8 @@
 // LargeAllocation: sizes, alignment (2 MiB for huge-page mappings, 64 bytes otherwise),
 // memory that holds what is written to every byte of it, reuse of released mappings, and
-// giving them back (TrimCache); with a pinner (PinMappings), mappings pinned once while
-// they are cached and unpinned, by the pinner that pinned them, before they are unmapped.
+// giving them back (TrimCache); kept up to what a server asks (ReleasedMappings), and with a
+// pinner, pinned once while they are cached and unpinned, by the pinner that pinned them,
+// before they are unmapped.
 #include "service/core/large_allocation.h"
 
 #include <sys/mman.h>
@@ -196,7 +197,7 @@ class FakePinner final : public HostMemoryPinner {
 
 TEST(LargeAllocationPinningTest, AMappingIsPinnedOnceAndStaysPinnedWhileCached) {
   auto pinner = std::make_shared<FakePinner>();
-  PinnedMappings scope(pinner, 64 * kMiB);
+  ReleasedMappings scope(pinner, 64 * kMiB);
   std::byte* first;
   {
     LargeAllocation allocation(3 * kMiB);
@@ -219,7 +220,7 @@ TEST(LargeAllocationPinningTest, AMappingIsPinnedOnceAndStaysPinnedWhileCached) 
 
 TEST(LargeAllocationPinningTest, BuffersBelowAHugePageArePinnedFromTheMinimumUp) {
   auto pinner = std::make_shared<FakePinner>();
-  PinnedMappings scope(pinner, 0);
+  ReleasedMappings scope(pinner, 0);
   {
     LargeAllocation small(100 << 10);
     EXPECT_TRUE(small.pinned());
@@ -235,7 +236,7 @@ TEST(LargeAllocationPinningTest, BuffersBelowAHugePageArePinnedFromTheMinimumUp)
 
 TEST(LargeAllocationPinningTest, MemoryThePinnerRefusedIsUsedUnpinned) {
   auto pinner = std::make_shared<FakePinner>(/*refuse=*/true);
-  PinnedMappings scope(pinner, 0);
+  ReleasedMappings scope(pinner, 0);
   LargeAllocation allocation(5 * kMiB);
   EXPECT_FALSE(allocation.pinned());
   ExpectWritableEverywhere(allocation);
@@ -243,7 +244,7 @@ TEST(LargeAllocationPinningTest, MemoryThePinnerRefusedIsUsedUnpinned) {
 
 TEST(LargeAllocationPinningTest, TheCacheKeepsWhatItWasAskedToKeep) {
   auto pinner = std::make_shared<FakePinner>();
-  PinnedMappings scope(pinner, 64 * kMiB);
+  ReleasedMappings scope(pinner, 64 * kMiB);
   for (int round = 0; round < 3; ++round) {
     std::vector<LargeAllocation> window;  // 48 MiB at once: more than the default cache
     for (int i = 0; i < 6; ++i) window.emplace_back(8 * kMiB);
@@ -255,19 +256,44 @@ TEST(LargeAllocationPinningTest, TheCacheKeepsWhatItWasAskedToKeep) {
 TEST(LargeAllocationPinningTest, AMappingIsUnpinnedByThePinnerThatPinnedIt) {
   auto first = std::make_shared<FakePinner>();
   auto second = std::make_shared<FakePinner>();
-  PinnedMappings outer(first, 0);
+  ReleasedMappings outer(first, 0);
   {
     LargeAllocation pinned_by_first(2 * kMiB);
     EXPECT_TRUE(pinned_by_first.pinned());
-    PinnedMappings scope(second, 0);
+    ReleasedMappings scope(second, 0);
     LargeAllocation pinned_by_second(2 * kMiB);
     EXPECT_NE(second->pinned_bytes(pinned_by_second.data()), 0u);
   }  // both released: the first one's mapping is not kept, its pinner changed
   EXPECT_EQ(first->pins(), 1);
   EXPECT_EQ(first->unpins(), 1);
   EXPECT_EQ(second->unpins(), 1);  // the scope's end emptied the cache
-  outer = PinnedMappings();
+  outer = ReleasedMappings();
   EXPECT_EQ(first->unpins(), 1);
+}
+
+// A server without a pinner keeps as many released bytes as its window too (unpinned):
+// beyond the default of 32 MiB, every buffer of a round is there for the next.
+TEST(LargeAllocationTest, ReleasedMappingsKeepsAsManyBytesAsAskedWithoutAPinner) {
+  auto mapped_after_a_round = [] {
+    std::vector<std::byte*> at;
+    {
+      std::vector<LargeAllocation> window;  // 48 MiB at once
+      for (int i = 0; i < 6; ++i) at.push_back(window.emplace_back(8 * kMiB).data());
+    }
+    std::vector<unsigned char> pages(8 * kMiB / 4096);
+    int mapped = 0;
+    for (std::byte* memory : at) mapped += mincore(memory, 8 * kMiB, pages.data()) == 0;
+    return mapped;
+  };
+  LargeAllocation::TrimCache();
+  EXPECT_EQ(mapped_after_a_round(), 4) << "the default keeps 32 MiB";
+  {
+    ReleasedMappings scope(nullptr, 64 * kMiB);
+    EXPECT_EQ(mapped_after_a_round(), 6);
+    EXPECT_FALSE(LargeAllocation(8 * kMiB).pinned());
+  }
+  EXPECT_EQ(mapped_after_a_round(), 4) << "the default again once the scope ends";
+  LargeAllocation::TrimCache();
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ class SlowPinner final : public HostMemoryPinner {
 TEST(MeasuredHostMemoryPinnerTest, CountsPinsBytesPinnedNowAndTime) {
   auto measured = std::make_shared<MeasuredHostMemoryPinner>(
       std::make_shared<SlowPinner>(/*refuse=*/false, absl::Milliseconds(2)));
-  PinnedMappings scope(measured, 64 * kMiB);
+  ReleasedMappings scope(measured, 64 * kMiB);
   {
     LargeAllocation first(3 * kMiB);  // a 4 MiB mapping: whole 2 MiB pages from a huge page up
     LargeAllocation second(100 << 10);  // 128 KiB: whole 64 KiB granules below one
@@ -56,7 +56,7 @@ TEST(MeasuredHostMemoryPinnerTest, CountsPinsBytesPinnedNowAndTime) {
 
 TEST(MeasuredHostMemoryPinnerTest, RefusalsAreCountedApartAndPinNothing) {
   auto measured = std::make_shared<MeasuredHostMemoryPinner>(std::make_shared<SlowPinner>(/*refuse=*/true));
-  PinnedMappings scope(measured, 0);
+  ReleasedMappings scope(measured, 0);
   LargeAllocation allocation(5 * kMiB);
   EXPECT_FALSE(allocation.pinned());
   EXPECT_EQ(measured->failures(), 1u);
