@@ -15,8 +15,9 @@ namespace fedagg::cuda {
 
 // y[a.columns] += Aᵀ x[a.rows] on the calling thread's reduction stream
 // (reduction_stream.h), where the reducer's Thrust kernels run too (so it is ordered
-// after the CSR is built and before the state is read). Bitwise reproducible with 32-bit indices; with 64-bit ones cuSPARSE
-// offers only the transposed product, whose additions are not in a fixed order.
+// after the CSR is built and before the state is read). Bitwise reproducible with 32-bit
+// indices; with 64-bit ones cuSPARSE offers only the transposed product, whose additions
+// are not in a fixed order.
 template <typename Index, typename T>
 portable::Outcome SpmvTransposeOnDevice(const portable::CsrMatrix<Index, T>& a, const T* x, T* y);
 
