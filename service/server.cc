@@ -79,16 +79,16 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   options.retain_finished = config.retain_finished;
   server->memory_budget_ = std::make_unique<MemoryBudget>(config.memory_budget_bytes);
   options.batching.memory_budget = server->memory_budget_.get();
-  // Released update buffers are kept for as many bytes as the window admits at once, so the
-  // next round's updates find their pages; with a backend whose copies read host memory at
-  // full speed only when it is pinned, they are pinned once, and kept pinned.
+  // With a backend whose copies read host memory at full speed only when it is pinned,
+  // received updates land in mappings pinned once and kept (pinned) for as many bytes as the
+  // window admits at once. Other backends keep the default (kCachedBytes): kept buffers of
+  // sizes no update takes any more would otherwise hold up to a window of their own.
   std::shared_ptr<HostMemoryPinner> pinner = config.backend != nullptr ? config.backend->host_memory_pinner() : nullptr;
   if (pinner != nullptr) {
     auto measured = std::make_shared<MeasuredHostMemoryPinner>(std::move(pinner));
     server->host_pinner_ = measured;
-    pinner = std::move(measured);
+    server->released_mappings_ = ReleasedMappings(std::move(measured), config.ingest_window_bytes);
   }
-  server->released_mappings_ = ReleasedMappings(std::move(pinner), config.ingest_window_bytes);
   if (config.backend != nullptr) {
     // The staging rings' slots may all be allocated at once: the budget holds them first.
     uint64_t staging_bytes = 0;

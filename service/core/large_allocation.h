@@ -16,11 +16,10 @@
 // that way, and keeps the rest for the next round's updates). Smaller
 // buffers, and a buffer below a huge page whose mapping the kernel refuses (too many
 // mappings), are cache-line-aligned heap memory.
-// A server keeps as many bytes of released mappings as its ingest window admits
-// (KeepReleasedMappings), so that in the steady state no update pays for fresh pages; with
-// a device backend that reads updates straight from host memory, every mapping is also
-// pinned once, when mapped (HostMemoryPinner), and unpinned before it is unmapped, so no
-// update pays for pinning either.
+// With a device backend that reads updates straight from host memory, a server has every
+// mapping pinned once, when mapped (HostMemoryPinner), and unpinned before it is unmapped,
+// and keeps as many bytes of released ones as its ingest window admits
+// (KeepReleasedMappings), so that in the steady state no update pays for pinning.
 #ifndef FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
 #define FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
 
