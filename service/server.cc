@@ -79,17 +79,16 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   options.retain_finished = config.retain_finished;
   server->memory_budget_ = std::make_unique<MemoryBudget>(config.memory_budget_bytes);
   options.batching.memory_budget = server->memory_budget_.get();
-  // With a backend whose copies read host memory at full speed only when it is pinned,
-  // received updates land in mappings pinned once and kept (pinned) for as many bytes as the
-  // window admits at once. Other backends keep the default (kCachedBytes): kept buffers of
-  // sizes no update takes any more would otherwise hold up to a window of their own.
-  std::shared_ptr<HostMemoryPinner> pinner = config.backend != nullptr ? config.backend->host_memory_pinner() : nullptr;
-  if (pinner != nullptr) {
-    auto measured = std::make_shared<MeasuredHostMemoryPinner>(std::move(pinner));
-    server->host_pinner_ = measured;
-    server->released_mappings_ = ReleasedMappings(std::move(measured), config.ingest_window_bytes);
-  }
   if (config.backend != nullptr) {
+    // With a backend whose copies read host memory at full speed only when it is pinned,
+    // received updates land in mappings pinned once and kept (pinned) for as many bytes as
+    // the window admits at once. Other backends keep the default (kCachedBytes): kept
+    // buffers of sizes no update takes any more would otherwise hold a window of their own.
+    if (std::shared_ptr<HostMemoryPinner> pinner = config.backend->host_memory_pinner(); pinner != nullptr) {
+      auto measured = std::make_shared<MeasuredHostMemoryPinner>(std::move(pinner));
+      server->host_pinner_ = measured;
+      server->released_mappings_ = ReleasedMappings(std::move(measured), config.ingest_window_bytes);
+    }
     // The staging rings' slots may all be allocated at once: the budget holds them first.
     uint64_t staging_bytes = 0;
     for (const StagingRingStats* ring : config.backend->staging_rings()) {

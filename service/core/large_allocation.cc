@@ -104,11 +104,7 @@ class MappingCache {
       } else {
         // A mapping larger than the cap is kept too, alone: the next update of that model
         // takes it (the ingest window receives such updates one at a time).
-        while (!entries_.empty() && cached_bytes_ + mapping.bytes > capacity_) {
-          cached_bytes_ -= entries_.front().bytes;
-          evicted.push_back(std::move(entries_.front()));
-          entries_.pop_front();
-        }
+        while (!entries_.empty() && cached_bytes_ + mapping.bytes > capacity_) EvictOldest(evicted);
         cached_bytes_ += mapping.bytes;
         entries_.push_back(std::move(mapping));
       }
@@ -122,9 +118,7 @@ class MappingCache {
     {
       MutexLock lock(&mu_);
       for (size_t freed = 0; freed < bytes && !entries_.empty(); freed += evicted.back().bytes) {
-        cached_bytes_ -= entries_.front().bytes;
-        evicted.push_back(std::move(entries_.front()));
-        entries_.pop_front();
+        EvictOldest(evicted);
       }
     }
     for (const Mapping& unmapped : evicted) Unmap(unmapped);
@@ -151,6 +145,13 @@ class MappingCache {
   }
 
  private:
+  // Moves the oldest kept mapping to `evicted` (to be unmapped outside the lock).
+  void EvictOldest(std::vector<Mapping>& evicted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    cached_bytes_ -= entries_.front().bytes;
+    evicted.push_back(std::move(entries_.front()));
+    entries_.pop_front();
+  }
+
   mutable Mutex mu_;
   std::deque<Mapping> entries_ ABSL_GUARDED_BY(mu_);  // oldest first
   size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
