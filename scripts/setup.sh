@@ -15,7 +15,7 @@ PACKAGES=(
   python3 openssl
   python3-venv python3-pip python3-setuptools python3-wheel
   python3-grpcio python3-protobuf python3-numpy python3-scipy python3-crc32c python3-pytest
-  prometheus nginx curl
+  prometheus nginx curl google-perftools
   clang libclang-rt-14-dev
 )
 
