@@ -54,9 +54,17 @@ struct CudaSystem {
   // Elements of a row one work item of an elementwise reduction covers: one, so that
   // consecutive threads of a warp read consecutive elements.
   static constexpr int64_t kElementsPerWorkItem = 1;
+  // Whether a float sum of one-element rows whose updates' indices ascend goes update by
+  // update (ThrustFieldReducer::ScatterUpdates) rather than through CSR + SpMV: yes — no
+  // CSR build, no transposition, no SpMV; the sparse_sum row's reductions took half the
+  // time on an H200 (docs/BENCHMARKS.md item 52).
+  static constexpr bool kUpdatePassesBeforeSpmv = true;
 
   // Thrust's policy on this thread's reduction stream, with stream-ordered temporaries
-  // (the allocator lives as long as the thread; the policy refers to it).
+  // (the allocator lives as long as the thread; the policy refers to it). Each algorithm
+  // waits for its stream before it returns. par_nosync, which does not, cut the sparse
+  // rows' reduction time on an H200 but is not adopted until a GPU run says whether it
+  // slowed dense 1 MiB updates (docs/BENCHMARKS.md item 52).
   static auto policy() {
     thread_local StreamOrderedAllocator allocator;
     allocator.stream = cuda::CurrentReductionStream();

@@ -26,6 +26,11 @@ struct OmpSystem {
   // over a run of them, vectorised (one element per item would spend more on the item's
   // index arithmetic than on the add).
   static constexpr int64_t kElementsPerWorkItem = 64;
+  // Whether a float sum of one-element rows whose updates' indices ascend goes update by
+  // update (ThrustFieldReducer::ScatterUpdates) rather than through CSR + SpMV: not here,
+  // where the SpMV works one block of y per thread and the passes' scattered adds miss the
+  // cache entry by entry (docs/BENCHMARKS.md item 49).
+  static constexpr bool kUpdatePassesBeforeSpmv = false;
 
   static auto policy() { return thrust::omp::par; }
   static void ToDevice(void* dst, const void* src, size_t bytes) {

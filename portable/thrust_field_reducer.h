@@ -9,16 +9,21 @@
 //            a work item takes a run of System::kElementsPerWorkItem columns (a GPU thread
 //            one, a CPU thread a vectorised run; the scatter's work items likewise take
 //            runs of a row's elements);
-//   scatter  sparse_sum / sparse_mean / sparse_weighted_mean / row_sparse_*: into a
-//            floating-point accumulator with rows of one element, the batch as a CSR
-//            matrix and the system's SpMV (csr_scatter.h, whose Applies() is the rule);
-//            otherwise, when every update's indices ascend (validation found it) and the
-//            updates are large, one pass per update in batch order (no two entries of one
-//            pass touch the same row); else a stable sort of the entries by row and one
+//   scatter  sparse_sum / sparse_mean / sparse_weighted_mean / row_sparse_*: when every
+//            update's indices ascend (validation found it) and the updates are large, one
+//            pass per update in batch order (no two entries of one pass touch the same
+//            row) — except, on a system whose SpMV beats those passes
+//            (System::kUpdatePassesBeforeSpmv false: the CPU's), into a floating-point
+//            accumulator with rows of one element, where the batch goes as a CSR matrix
+//            through the system's SpMV (csr_scatter.h, whose Applies() is the rule), as
+//            it does on every system when the passes do not apply; else a stable sort of the entries by row and one
 //            segmented reduction per (row, element) adding into the dense table in batch
 //            order; per-row counts of distinct updates (and their weight sums) each way;
 //   union    sparse_sum_sparse: stable sort by index, reduce_by_key (values, and counts of
 //            distinct updates), then merge_by_key + reduce_by_key with the running state.
+// Each call (Accumulate, Merge, Save, Load, ViewState) waits, when it ends, failed or
+// not, for all it queued on the system (Guarded): a device's cuSPARSE calls run
+// asynchronously, and the staged batch's slot is reused once the call returns.
 // Thrust reports failures by exceptions; they never leave this file: out of memory
 // becomes Outcome kResourceExhausted, anything else kInternal.
 // Compiles as C++17 with nvcc and with g++ (-fopenmp, Thrust's OpenMP system).
@@ -324,11 +329,7 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
   explicit ThrustFieldReducer(const ReducerSpec& spec) : spec_(spec) {}
 
   Outcome Accumulate(const StagedBatch& batch) override {
-    return Guarded([&] {
-      const Outcome outcome = AccumulateNow(batch);
-      System::Finish();  // asynchronous calls (cuSPARSE) may still read the slot otherwise
-      return outcome;
-    });
+    return Guarded([&] { return AccumulateNow(batch); });
   }
   Outcome Merge(const StagedFieldReducer<Acc>& other_base) override {
     return Guarded([&] { return MergeNow(static_cast<const ThrustFieldReducer&>(other_base)); });
@@ -352,18 +353,36 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
   }
 
  private:
+  // Runs one call and waits for the work it queued (System::Finish), failed or not: a
+  // device system's asynchronous calls (cuSPARSE's; every algorithm under a policy that
+  // does not synchronise) may still read the staged batch's slot, which is reused once
+  // the call returns, and the next call may come from another lane's thread, on another
+  // stream.
   template <typename Fn>
   static Outcome Guarded(Fn&& fn) {
     try {
-      return fn();
+      const Outcome outcome = fn();
+      System::Finish();
+      return outcome;
     } catch (const std::bad_alloc& e) {
+      FinishAfterFailure();
       return Outcome{Outcome::Code::kResourceExhausted,
                      std::string("out of memory on the reduction device: ") + e.what()};
     } catch (const std::exception& e) {
+      FinishAfterFailure();
       const std::string what = e.what();
       const bool oom = what.find("out of memory") != std::string::npos;
       return Outcome{oom ? Outcome::Code::kResourceExhausted : Outcome::Code::kInternal,
                      std::string("reduction device error: ") + what};
+    }
+  }
+
+  // Waits for what a failed call queued before it failed; the failure reported is the
+  // call's own.
+  static void FinishAfterFailure() noexcept {
+    try {
+      System::Finish();
+    } catch (const std::exception&) {
     }
   }
 
@@ -481,7 +500,10 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
                          std::to_string(spec_.rows) + " rows; nothing of the part of the batch that holds them was added"};
     }
     const bool csr = CsrScatter<System, Acc>::Applies(spec_, batch.updates);
-    if (!csr && spec_.kind == ReducerKind::kScatter && AddsUpdateByUpdate(batch)) return ScatterUpdates(values, batch);
+    if ((!csr || System::kUpdatePassesBeforeSpmv) && spec_.kind == ReducerKind::kScatter &&
+        AddsUpdateByUpdate(batch)) {
+      return ScatterUpdates(values, batch);
+    }
     // Each entry's update, where the path reads it (the CSR matrix's rows, the union's
     // counts, the segments' weights and counts; not an unweighted row_sparse_sum's
     // segments), from the offsets (the packer sends no per-entry owners): entry k belongs
