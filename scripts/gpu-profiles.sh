@@ -40,5 +40,7 @@ with open(source, "rb") as f:
 with open(target, "wb") as f:
     f.write(data.replace(remote.encode(), local.encode()))
 PY
-  google-pprof --text --lib_prefix="$ROOT" "$ROOT/bin/fedagg-server" "$ROOT/profile" 2>/dev/null | head -n "$((TOP + 1))"
+  # awk reads to the end: a reader that stops early (head) ends the script with SIGPIPE.
+  google-pprof --text --lib_prefix="$ROOT" "$ROOT/bin/fedagg-server" "$ROOT/profile" 2>/dev/null |
+    awk -v lines="$((TOP + 1))" 'NR <= lines'
 done

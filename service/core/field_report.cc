@@ -122,7 +122,11 @@ uint64_t ReportHostBytes(const ReductionSpec& spec) {
     } else if (field.encoding == Encoding::kDense) {
       bytes += elements * (result + state);
     } else {
-      bytes += elements * (result + state) + rows * (kCount + kWeightSum) + (field.report_counts ? rows * kCount : 0);
+      // The state's per-row counts and weight sums, where the field keeps them, and the
+      // counts its result reports.
+      const uint64_t kept_per_row = (field.keeps_counts ? kCount : 0) +
+                                    (field.intrinsic == Intrinsic::kSparseWeightedMean ? kWeightSum : 0);
+      bytes += elements * (result + state) + rows * kept_per_row + (field.report_counts ? rows * kCount : 0);
     }
   }
   return bytes;

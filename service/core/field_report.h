@@ -30,8 +30,8 @@ ReportedField ReportScatter(const FieldSpec& field, absl::Span<const Acc> acc,
 
 // At most the host bytes a report of an aggregate of `spec` allocates: for each field its
 // result (values, and indices and counts where it has them; sparse_sum_sparse as if every
-// coordinate were held) and the copy of the state a device backend reports from (values,
-// counts, weight sums).
+// coordinate were held) and the copy of the state a device backend reports from (values;
+// per-row counts and weight sums where the field keeps them).
 uint64_t ReportHostBytes(const ReductionSpec& spec);
 
 // sparse_sum_sparse: the coalesced state in pieces whose indices increase from one piece

@@ -1131,5 +1131,23 @@ TEST(PartialAggregateTest, ReportHostBytesBoundsTheResult) {
   EXPECT_LE(held, ReportHostBytes(*spec));
 }
 
+// ReportHostBytes counts per-row counts and weight sums only where the field keeps them:
+// a sparse_sum without counts is its result and its state's values, nothing more (each
+// byte over makes a finalizing aggregation unmap, and with a device backend unpin, a
+// cached update mapping the next round maps again).
+TEST(PartialAggregateTest, ReportHostBytesCountsOnlyWhatAFieldKeeps) {
+  constexpr uint64_t kRows = 1000;
+  auto sum = MakeSpec(ValueType::Struct({{"s", T(DType::kFloat32, {kRows})}}), {{Intrinsic::kSparseSum}});
+  EXPECT_EQ(ReportHostBytes(*sum), kRows * (4 + 4));
+  auto mean = MakeSpec(ValueType::Struct({{"s", T(DType::kFloat32, {kRows})}}), {{Intrinsic::kSparseMean}});
+  EXPECT_EQ(ReportHostBytes(*mean), kRows * (4 + 4 + 8));
+  auto weighted =
+      MakeSpec(ValueType::Struct({{"s", T(DType::kFloat32, {kRows})}}), {{Intrinsic::kSparseWeightedMean}});
+  EXPECT_EQ(ReportHostBytes(*weighted), kRows * (4 + 4 + 8 + 8));
+  auto counted = MakeSpec(ValueType::Struct({{"s", T(DType::kFloat32, {kRows})}}),
+                          {{Intrinsic::kSparseSum, /*report_counts=*/true}});
+  EXPECT_EQ(ReportHostBytes(*counted), kRows * (4 + 4 + 8 + 8));
+}
+
 }  // namespace
 }  // namespace fedagg
