@@ -505,7 +505,11 @@ absl::Status Aggregation::Cancel(const std::string& reason) {
 
 bool Aggregation::ChildrenDoneLocked() const {
   for (const auto& [child_id, child] : children_) {
-    if (child.connected && !child.final_received) return false;
+    if (child.final_received || child.released) continue;
+    // A joined child may still push. One whose stream is gone but that holds claims it
+    // has not delivered acknowledged those updates to their clients: it is waited for
+    // too, until it rejoins and pushes them or the grace period gives it up.
+    if (child.connected || leases_.Holds(child_id)) return false;
   }
   return true;
 }

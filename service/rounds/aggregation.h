@@ -337,6 +337,9 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // Whether MaybeFinalize would finalize now.
   bool FinalizeDueLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SealLocked(std::vector<ChildNotifier>* to_notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether no child is left to wait for: each child that is joined, or whose stream is
+  // gone while it holds claims it has not delivered, has pushed its final partial or was
+  // given up as lost.
   bool ChildrenDoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NotifyWatchers();
   // Runs waiters outside the locks.

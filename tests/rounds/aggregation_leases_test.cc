@@ -97,6 +97,40 @@ TEST(AggregationLeasesTest, AChildThatRejoinsWithinTheGracePeriodKeepsItsClaims)
   EXPECT_EQ(root->BeginUpdate("alice").code(), absl::StatusCode::kAlreadyExists);
 }
 
+// A child's stream ends (a link that dropped) after it claimed a client and acknowledged
+// its update, and the aggregation is sealed before it rejoins: the seal waits for it
+// instead of finalizing without the update it acknowledged.
+TEST(AggregationLeasesTest, ASealWaitsForAChildWhoseStreamIsGoneWhileItHoldsClaims) {
+  std::shared_ptr<Aggregation> root = RootAggregation();
+  const uint64_t join = Join(*root, "edge@1");
+  ASSERT_TRUE(Claim(*root, "edge@1", "alice").ok());
+  Contribute(*root, "bob", 2);
+  root->ChildLeft("edge@1", join);
+  ASSERT_TRUE(root->Seal().ok());
+  root->Tick(absl::Now() + kGrace / 2);
+  EXPECT_EQ(root->state(), v1::SEALED);  // alice's update is still the child's to deliver
+
+  const absl::StatusOr<Aggregation::ChildRegistration> rejoined = root->ChildJoined("edge@1", nullptr);
+  ASSERT_TRUE(rejoined.ok()) << rejoined.status();
+  EXPECT_TRUE(rejoined->sealed);  // it learns of the seal as it joins, and pushes its final partial
+  ASSERT_TRUE(root->MergeChildPartial("edge@1", 1, true, ChildPartial(*root, 5), {"alice"}).ok());
+  EXPECT_EQ(root->state(), v1::FINALIZED);
+  EXPECT_EQ(ResultOf(*root), (std::vector<int64_t>{2, 7}));
+}
+
+// A child whose stream is gone and that holds no claim (it delivered everything) is not
+// waited for.
+TEST(AggregationLeasesTest, ASealDoesNotWaitForAGoneChildThatDeliveredEverything) {
+  std::shared_ptr<Aggregation> root = RootAggregation();
+  const uint64_t join = Join(*root, "edge@1");
+  ASSERT_TRUE(Claim(*root, "edge@1", "alice").ok());
+  ASSERT_TRUE(root->MergeChildPartial("edge@1", 1, false, ChildPartial(*root, 5), {"alice"}).ok());
+  root->ChildLeft("edge@1", join);
+  ASSERT_TRUE(root->Seal().ok());
+  EXPECT_EQ(root->state(), v1::FINALIZED);
+  EXPECT_EQ(ResultOf(*root), (std::vector<int64_t>{1, 5}));
+}
+
 TEST(AggregationLeasesTest, ANewerIncarnationOfTheSameNodeReleasesTheEarlierOnesClaimsAtOnce) {
   std::shared_ptr<Aggregation> root = RootAggregation();
   const uint64_t join = Join(*root, "edge-a@100");
