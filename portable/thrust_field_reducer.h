@@ -9,16 +9,17 @@
 //            a work item takes a run of System::kElementsPerWorkItem columns (a GPU thread
 //            one, a CPU thread a vectorised run; the scatter's work items likewise take
 //            runs of a row's elements);
-//   scatter  sparse_sum / sparse_mean / sparse_weighted_mean / row_sparse_*: when every
-//            update's indices ascend (validation found it) and the updates are large, one
-//            pass per update in batch order (no two entries of one pass touch the same
-//            row) — except, on a system whose SpMV beats those passes
-//            (System::kUpdatePassesBeforeSpmv false: the CPU's), into a floating-point
-//            accumulator with rows of one element, where the batch goes as a CSR matrix
-//            through the system's SpMV (csr_scatter.h, whose Applies() is the rule), as
-//            it does on every system when the passes do not apply; else a stable sort of the entries by row and one
-//            segmented reduction per (row, element) adding into the dense table in batch
-//            order; per-row counts of distinct updates (and their weight sums) each way;
+//   scatter  sparse_sum / sparse_mean / sparse_weighted_mean / row_sparse_*, by one of
+//            three paths: update by update, when every update's indices ascend
+//            (validation found it) and the updates are large: one pass per update in
+//            batch order (no two entries of one pass touch the same row); CSR + SpMV, into
+//            a floating-point accumulator with rows of one element: the batch as a CSR
+//            matrix through the system's SpMV (csr_scatter.h, whose Applies() is the rule);
+//            otherwise a stable sort of the entries by row and one segmented reduction per
+//            (row, element) adding into the dense table in batch order. The update passes
+//            go first where they apply, except on a system whose SpMV beats them
+//            (System::kUpdatePassesBeforeSpmv false: the CPU's); per-row counts of
+//            distinct updates (and their weight sums) each way;
 //   union    sparse_sum_sparse: stable sort by index, reduce_by_key (values, and counts of
 //            distinct updates), then merge_by_key + reduce_by_key with the running state.
 // Each call (Accumulate, Merge, Save, Load, ViewState) waits, when it ends, failed or
