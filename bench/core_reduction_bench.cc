@@ -2,7 +2,8 @@
 // baseline over the same bytes, so the ratio to the machine's limit is printed at the end;
 // the sparse family is also set beside a scatter baseline (the fastest plain scatter of
 // the same COO batch into a dense table). Beside them, the checksum every received update
-// pays (BM_Crc32cReceive), on one thread, as the receive path runs it. Where Thrust's
+// pays (BM_Crc32cReceive) and the validation of a sparse one (BM_ValidateSparseUpdate), on
+// one thread, as the receive path runs them. Where Thrust's
 // OpenMP system is built, the thrust-omp backend's rows (BM_ThrustOmp*) run the same
 // batches through the staged path the cuda backend runs (staging ring, CPU copy engine,
 // the portable reduction), to set beside the CPU backend's rows of the same name.
@@ -26,6 +27,7 @@
 #include "service/core/partial_aggregate.h"
 #include "service/core/reference_reducer.h"
 #include "service/core/thread_pool.h"
+#include "service/core/update_validator.h"
 #if defined(FEDAGG_BENCH_THRUST_OMP)
 #include "portable/omp_backend.h"
 #endif
@@ -279,6 +281,21 @@ void BM_Crc32cReceive(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(total));
 }
+
+// Validation of one sparse_sum update at 1% of 16 Mi coordinates (its indices sorted, as
+// most clients send them), as every received update pays it: one thread, the update in
+// cache (the receive path validates what it has just copied). Its indices are what it reads.
+void BM_ValidateSparseUpdate(benchmark::State& state) {
+  absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec = ReductionSpec::Create(
+      ValueType::Tensor(DType::kFloat32, {kSparseCoordinates}), {{Intrinsic::kSparseSum}});
+  if (!spec.ok()) return state.SkipWithError(std::string(spec.status().message()).c_str());
+  Batch batch = MakeBatch(Encoding::kSparse, kSparseCoordinates, 1, kSparseNnz, false, 1);
+  std::sort(batch.indices[0].begin(), batch.indices[0].end());
+  if (!ValidateUpdate(**spec, batch.views[0]).ok()) return state.SkipWithError("a valid update was refused");
+  for (auto _ : state) benchmark::DoNotOptimize(ValidateUpdate(**spec, batch.views[0]));
+  state.SetBytesProcessed(state.iterations() * PayloadBytes(batch));
+}
+BENCHMARK(BM_ValidateSparseUpdate)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // Update buffers as the receive path uses them: allocated, written whole, released, in
 // turn, 16 alive at once (a window's worth), their sizes spread by clients' data

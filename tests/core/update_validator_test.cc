@@ -170,6 +170,8 @@ TEST(UpdateValidatorTest, RejectsSparseIndexOutOfRange) {
            Case{{-1, 0}, "index -1 at position 0 is out of range [0, 6)"},
            Case{{1, 2, std::numeric_limits<int64_t>::max()}, "index 9223372036854775807 at position 2 is out of range [0, 6)"},
            Case{{std::numeric_limits<int64_t>::min()}, "index -9223372036854775808 at position 0 is out of range [0, 6)"},
+           // Several outside: the first is named (the check counts them all in one pass).
+           Case{{3, 9, 0, -2, 7}, "index 9 at position 1 is out of range [0, 6)"},
        }) {
     SCOPED_TRACE(c.message);
     Update u;
