@@ -48,15 +48,19 @@ struct IndexScan {
   size_t descents = 0;
 };
 
+// Whether `index` lies outside [0, rows): one unsigned compare, a negative index wraps to
+// beyond any row count.
+inline bool Outside(int64_t index, int64_t rows) {
+  return static_cast<uint64_t>(index) >= static_cast<uint64_t>(rows);
+}
+
 FEDAGG_VECTOR_CLONES IndexScan ScanIndices(absl::Span<const int64_t> indices, int64_t rows) {
   IndexScan scan;
   if (indices.empty()) return scan;
-  // One unsigned compare: a negative index wraps to beyond any row count.
-  const uint64_t limit = static_cast<uint64_t>(rows);
   const int64_t* index = indices.data();
-  scan.outside = static_cast<uint64_t>(index[0]) >= limit;
+  scan.outside = Outside(index[0], rows);
   for (size_t i = 1; i < indices.size(); ++i) {
-    scan.outside += static_cast<uint64_t>(index[i]) >= limit;
+    scan.outside += Outside(index[i], rows);
     scan.descents += index[i] < index[i - 1];
   }
   return scan;
@@ -64,7 +68,7 @@ FEDAGG_VECTOR_CLONES IndexScan ScanIndices(absl::Span<const int64_t> indices, in
 
 size_t FirstOutside(absl::Span<const int64_t> indices, int64_t rows) {
   size_t i = 0;
-  while (i < indices.size() && indices[i] >= 0 && indices[i] < rows) ++i;
+  while (i < indices.size() && !Outside(indices[i], rows)) ++i;
   return i;
 }
 
