@@ -111,6 +111,10 @@ class StagedFieldReducer {
   // Adds a reducer of the same spec and system.
   virtual Outcome Merge(const StagedFieldReducer& other) = 0;
   virtual Outcome Save(HostState<Acc>* out) const = 0;
+  // kDense / kScatter: copies only the state's values, `count` of them (rows × row_width),
+  // into `out` in host memory (a report's result, written in place); kInternal for a
+  // kUnion state or another count.
+  virtual Outcome SaveValues(Acc* out, size_t count) const = 0;
   // Replaces the state; `in` must be valid for the spec (the adapter checks it first).
   virtual Outcome Load(const HostState<Acc>& in) = 0;
   // Bytes of host memory the reducer holds (state and working memory), for the node's
@@ -133,6 +137,10 @@ class FieldReducer {
   // Adds a reducer of the same spec and system.
   virtual Outcome Merge(const FieldReducer& other) = 0;
   virtual Outcome Save(HostState<Acc>* out) const = 0;
+  // kDense / kScatter: copies only the state's values, `count` of them (rows × row_width),
+  // into `out` in host memory (a report's result, written in place); kInternal for a
+  // kUnion state or another count.
+  virtual Outcome SaveValues(Acc* out, size_t count) const = 0;
   // Replaces the state; `in` must be valid for the spec (the adapter checks it first).
   virtual Outcome Load(const HostState<Acc>& in) = 0;
   // Bytes of host memory the reducer holds (state and working memory), for the node's

@@ -1,8 +1,8 @@
 // MultiDeviceReducer: one field reduced on several devices of a node. It holds one child
 // FieldReducer per device (made by that device's maker); each batch goes whole to one
 // child, chosen by RoundRobinRouting; Merge merges child d with the other reducer's child
-// d; Save first adds every child into child 0 through a DeviceMerger (host or NCCL),
-// replaces the others with fresh, empty reducers and then saves child 0; Load loads into
+// d; Save (and SaveValues) first adds every child into child 0 through a DeviceMerger
+// (host or NCCL), replaces the others with fresh, empty reducers and then saves child 0; Load loads into
 // child 0 and replaces the others with fresh ones. So the saved state is the same sum as
 // one device's (byte-identical for exact arithmetic). MultiDeviceMakers composes the
 // makers: for one device it returns that device's makers as they are, no wrapper.
@@ -63,12 +63,11 @@ class MultiDeviceReducer final : public FieldReducer<Acc> {
 
   // Logically const: the sum over the children is unchanged, only where it lives moves.
   Outcome Save(HostState<Acc>* out) const override {
-    if (!failure_.ok()) return failure_;
-    if (Outcome merged = merger_->SumIntoFirst(spec_, children_); !merged.ok()) {
-      return Remember(std::move(merged));
-    }
-    FreshChildrenAfterFirst();
-    return Remember(children_[0]->Save(out));
+    return SaveFromFirst([&] { return children_[0]->Save(out); });
+  }
+
+  Outcome SaveValues(Acc* out, size_t count) const override {
+    return SaveFromFirst([&] { return children_[0]->SaveValues(out, count); });
   }
 
   Outcome Load(const HostState<Acc>& in) override {
@@ -89,6 +88,18 @@ class MultiDeviceReducer final : public FieldReducer<Acc> {
     return outcome;
   }
 
+  // Adds every child into child 0, replaces the others with fresh ones, then runs
+  // save_first() (a save of child 0).
+  template <typename SaveFirst>
+  Outcome SaveFromFirst(SaveFirst&& save_first) const {
+    if (!failure_.ok()) return failure_;
+    if (Outcome merged = merger_->SumIntoFirst(spec_, children_); !merged.ok()) {
+      return Remember(std::move(merged));
+    }
+    FreshChildrenAfterFirst();
+    return Remember(save_first());
+  }
+
   void FreshChildrenAfterFirst() const {
     for (size_t d = 1; d < children_.size(); ++d) children_[d] = devices_[d](spec_);
   }
@@ -97,7 +108,7 @@ class MultiDeviceReducer final : public FieldReducer<Acc> {
   const std::vector<ReducerMaker<Acc>> devices_;
   const std::shared_ptr<const DeviceMerger<Acc>> merger_;
   RoundRobinRouting routing_;
-  // Mutable because Save gathers the state into child 0 (see Save).
+  // Mutable because Save gathers the state into child 0 (see SaveFromFirst).
   mutable std::vector<std::unique_ptr<FieldReducer<Acc>>> children_;
   mutable Outcome failure_;  // the first failure; ok() while the reducer is sound
 };

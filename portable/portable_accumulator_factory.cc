@@ -100,8 +100,14 @@ class PortableAccumulator final : public FieldAccumulator {
     return ToStatus(reducer_->Load(state), field_);
   }
 
-  // From the state copied out of the device: one host copy of the field and the result.
+  // A result that is the state as kept is copied out of the device into the result
+  // itself; any other is made from a host copy of the state (two copies of the field).
   absl::StatusOr<ReportedField> Report(int64_t contributions, double weight_sum) const override {
+    if (field_.result_is_state) {
+      return ReportStateValues<Acc>(field_, [&](absl::Span<Acc> values) {
+        return ToStatus(reducer_->SaveValues(values.data(), values.size()), field_);
+      });
+    }
     HostState<Acc> state;
     FEDAGG_RETURN_IF_ERROR(ToStatus(reducer_->Save(&state), field_));
     switch (kind_) {
@@ -148,7 +154,7 @@ portable::ReducerSpec ReducerSpecOf(const FieldSpec& field) {
     spec.rows = field.rows;
     spec.row_width = field.row_width;
     spec.keeps_counts = field.keeps_counts;
-    spec.keeps_weight_sums = field.intrinsic == Intrinsic::kSparseWeightedMean;
+    spec.keeps_weight_sums = field.keeps_weight_sums;
   }
   return spec;
 }

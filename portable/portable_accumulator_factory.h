@@ -2,10 +2,12 @@
 // fed through a staging ring (staging_ring.h) — the thrust-omp backend (omp_backend.h) and
 // the cuda backend (cuda/cuda_backend.h) are two instances. Each accumulator keeps its
 // state in the reducer's memory (the GPU, for cuda), stages its batches through the
-// backend's ring (ring_field_reducer.h) and adapts it to FieldAccumulator: reducer outcomes become absl::Status (device out of
-// memory: RESOURCE_EXHAUSTED); serialized partials are checked and reports are computed
-// by the CPU accumulator of the same field over the copied-back state, so the format and
-// the final divisions are exactly the CPU backend's.
+// backend's ring (ring_field_reducer.h) and adapts it to FieldAccumulator: reducer
+// outcomes become absl::Status (device out of memory: RESOURCE_EXHAUSTED); serialized
+// partials are checked by the CPU accumulator of the same field, and reports are made by
+// the CPU backend's own report functions (field_report.h) — from the copied-back state,
+// or, for a result that is the state as kept (a sum), copied from the device straight
+// into the result — so the format and the final divisions are exactly the CPU backend's.
 #ifndef FEDAGG_PORTABLE_PORTABLE_ACCUMULATOR_FACTORY_H_
 #define FEDAGG_PORTABLE_PORTABLE_ACCUMULATOR_FACTORY_H_
 

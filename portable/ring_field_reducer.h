@@ -96,6 +96,11 @@ class RingFieldReducer final : public FieldReducer<Acc> {
     return reducer_->Save(out);
   }
 
+  Outcome SaveValues(Acc* out, size_t count) const override {
+    if (Outcome failed = Failure(); !failed.ok()) return failed;
+    return reducer_->SaveValues(out, count);
+  }
+
   Outcome Load(const HostState<Acc>& in) override {
     if (Outcome failed = Failure(); !failed.ok()) return failed;
     return Settle(reducer_->Load(in));

@@ -22,8 +22,8 @@
 //            distinct updates (and their weight sums) each way;
 //   union    sparse_sum_sparse: stable sort by index, reduce_by_key (values, and counts of
 //            distinct updates), then merge_by_key + reduce_by_key with the running state.
-// Each call (Accumulate, Merge, Save, Load, ViewState) waits, when it ends, failed or
-// not, for all it queued on the system (Guarded): a device's cuSPARSE calls run
+// Each call (Accumulate, Merge, Save, SaveValues, Load, ViewState) waits, when it ends,
+// failed or not, for all it queued on the system (Guarded): a device's cuSPARSE calls run
 // asynchronously, and the staged batch's slot is reused once the call returns.
 // Thrust reports failures by exceptions; they never leave this file: out of memory
 // becomes Outcome kResourceExhausted, anything else kInternal.
@@ -337,6 +337,9 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
   }
   Outcome Save(HostState<Acc>* out) const override {
     return Guarded([&] { return SaveNow(out); });
+  }
+  Outcome SaveValues(Acc* out, size_t count) const override {
+    return Guarded([&] { return SaveValuesNow(out, count); });
   }
   Outcome Load(const HostState<Acc>& in) override {
     return Guarded([&] { return LoadNow(in); });
@@ -700,6 +703,19 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     ToHost(out->counts, counts_);
     ToHost(out->weight_sums, weight_sums_);
     ToHost(out->indices, union_indices_);
+    return Outcome{};
+  }
+
+  Outcome SaveValuesNow(Acc* out, size_t count) const {
+    if (spec_.kind == ReducerKind::kUnion) {
+      return Outcome{Outcome::Code::kInternal, "a sparse_sum_sparse state's values have no fixed size to copy"};
+    }
+    EnsureState();
+    if (count != acc_.size()) {
+      return Outcome{Outcome::Code::kInternal, "asked for " + std::to_string(count) + " values of a state of " +
+                                                   std::to_string(acc_.size())};
+    }
+    System::ToHost(out, Raw(acc_), count * sizeof(Acc));
     return Outcome{};
   }
 

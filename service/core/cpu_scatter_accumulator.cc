@@ -24,7 +24,7 @@ CpuScatterAccumulator<Acc>::CpuScatterAccumulator(const FieldSpec& field, Thread
     counts_.assign(rows, 0);
     if (field.encoding == Encoding::kRowSparse) last_touch_.assign(rows, 0);
   }
-  if (weighted()) weight_sums_.assign(rows, 0.0);
+  if (field.keeps_weight_sums) weight_sums_.assign(rows, 0.0);
 }
 
 template <typename Acc>

@@ -31,14 +31,14 @@ class CpuScatterAccumulator final : public FieldAccumulator {
   uint64_t MemoryBytes() const override;
 
  private:
-  bool weighted() const { return field_.intrinsic == Intrinsic::kSparseWeightedMean; }
+  bool weighted() const { return IsWeighted(field_.intrinsic); }
   void AccumulateRows(absl::Span<const FieldValue* const> values);
 
   const FieldSpec& field_;
   ThreadPool& pool_;
   std::vector<Acc> acc_;              // rows * row_width
   std::vector<int64_t> counts_;       // per row, when field_.keeps_counts
-  std::vector<double> weight_sums_;   // per row, for sparse_weighted_mean
+  std::vector<double> weight_sums_;   // per row, when field_.keeps_weight_sums
   // Row-sparse fields with counts: per row, the serial of the last update that touched
   // it, so that an update with a repeated row id counts once (8 bytes a row of
   // row_width elements; the COO family dedupes per bucket instead). Working state only;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "absl/strings/str_cat.h"
 #include "service/core/cpu_kernels.h"
 #include "service/core/dtype.h"
 
@@ -58,7 +59,7 @@ template <typename Acc>
 ReportedField ReportScatter(const FieldSpec& field, absl::Span<const Acc> acc,
                             absl::Span<const int64_t> counts, absl::Span<const double> weight_sums) {
   ReportedField out = EmptyResult(field, field.type.shape, acc.size());
-  const bool weighted = field.intrinsic == Intrinsic::kSparseWeightedMean;
+  const bool weighted = field.keeps_weight_sums;
   const bool mean = weighted || field.intrinsic == Intrinsic::kSparseMean ||
                     field.intrinsic == Intrinsic::kRowSparseMean;
   const int64_t width = field.row_width;
@@ -84,6 +85,17 @@ ReportedField ReportScatter(const FieldSpec& field, absl::Span<const Acc> acc,
 }
 
 template <typename Acc>
+absl::StatusOr<ReportedField> ReportStateValues(const FieldSpec& field,
+                                                absl::FunctionRef<absl::Status(absl::Span<Acc>)> fill) {
+  if (!field.result_is_state || DTypeSize(field.result_dtype) != sizeof(Acc)) {
+    return absl::InternalError(absl::StrCat("field '", field.path, "': its result is not its state as kept"));
+  }
+  ReportedField out = EmptyResult(field, field.type.shape, static_cast<size_t>(field.type.num_elements()));
+  if (absl::Status filled = fill(out.value.mutable_values<Acc>()); !filled.ok()) return filled;
+  return out;
+}
+
+template <typename Acc>
 ReportedField ReportUnion(const FieldSpec& field, absl::Span<const UnionPiece<Acc>> pieces) {
   size_t nnz = 0;
   for (const UnionPiece<Acc>& piece : pieces) nnz += piece.indices.size();
@@ -104,6 +116,8 @@ ReportedField ReportUnion(const FieldSpec& field, absl::Span<const UnionPiece<Ac
   template ReportedField ReportDense<Acc>(const FieldSpec&, absl::Span<const Acc>, int64_t, double);     \
   template ReportedField ReportScatter<Acc>(const FieldSpec&, absl::Span<const Acc>,                     \
                                             absl::Span<const int64_t>, absl::Span<const double>);        \
+  template absl::StatusOr<ReportedField> ReportStateValues<Acc>(                                        \
+      const FieldSpec&, absl::FunctionRef<absl::Status(absl::Span<Acc>)>);                              \
   template ReportedField ReportUnion<Acc>(const FieldSpec&, absl::Span<const UnionPiece<Acc>>);
 FEDAGG_INSTANTIATE_FIELD_REPORT(float)
 FEDAGG_INSTANTIATE_FIELD_REPORT(double)
@@ -119,13 +133,15 @@ uint64_t ReportHostBytes(const ReductionSpec& spec) {
     const uint64_t result = DTypeSize(field.result_dtype), state = DTypeSize(field.accumulation_dtype);
     if (field.intrinsic == Intrinsic::kSparseSumSparse) {
       bytes += elements * (kIndex + result + kCount) + elements * (kIndex + state + kCount);
+    } else if (field.result_is_state) {
+      bytes += elements * result;
     } else if (field.encoding == Encoding::kDense) {
       bytes += elements * (result + state);
     } else {
       // The state's per-row counts and weight sums, where the field keeps them, and the
       // counts its result reports.
       const uint64_t kept_per_row = (field.keeps_counts ? kCount : 0) +
-                                    (field.intrinsic == Intrinsic::kSparseWeightedMean ? kWeightSum : 0);
+                                    (field.keeps_weight_sums ? kWeightSum : 0);
       bytes += elements * (result + state) + rows * kept_per_row + (field.report_counts ? rows * kCount : 0);
     }
   }

@@ -9,6 +9,9 @@
 
 #include <cstdint>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "service/core/aggregate_result.h"
 #include "service/core/reduction_spec.h"
@@ -28,10 +31,18 @@ template <typename Acc>
 ReportedField ReportScatter(const FieldSpec& field, absl::Span<const Acc> acc,
                             absl::Span<const int64_t> counts, absl::Span<const double> weight_sums);
 
+// A field whose result is its state as kept (`field.result_is_state`; Acc is then the
+// result dtype): the result tensor, its values written by `fill` — a device backend's copy
+// straight out of the device, so the report holds no host copy of the state beside it.
+template <typename Acc>
+absl::StatusOr<ReportedField> ReportStateValues(const FieldSpec& field,
+                                                absl::FunctionRef<absl::Status(absl::Span<Acc>)> fill);
+
 // At most the host bytes a report of an aggregate of `spec` allocates: for each field its
 // result (values, and indices and counts where it has them; sparse_sum_sparse as if every
-// coordinate were held) and the copy of the state a device backend reports from (values;
-// per-row counts and weight sums where the field keeps them).
+// coordinate were held) and, unless the result is the state as kept, the copy of the
+// state a device backend reports from (values; per-row counts and weight sums where the
+// field keeps them).
 uint64_t ReportHostBytes(const ReductionSpec& spec);
 
 // sparse_sum_sparse: the coalesced state in pieces whose indices increase from one piece

@@ -1131,14 +1131,19 @@ TEST(PartialAggregateTest, ReportHostBytesBoundsTheResult) {
   EXPECT_LE(held, ReportHostBytes(*spec));
 }
 
-// ReportHostBytes counts per-row counts and weight sums only where the field keeps them:
-// a sparse_sum without counts is its result and its state's values, nothing more (each
-// byte over makes a finalizing aggregation unmap, and with a device backend unpin, a
-// cached update mapping the next round maps again).
+// ReportHostBytes counts per-row counts and weight sums only where the field keeps them,
+// and a state copy only where the result is not the state as kept: a sparse_sum or a
+// federated_sum without counts is its result, nothing more (each byte over makes a
+// finalizing aggregation unmap, and with a device backend unpin, a cached update mapping
+// the next round maps again).
 TEST(PartialAggregateTest, ReportHostBytesCountsOnlyWhatAFieldKeeps) {
   constexpr uint64_t kRows = 1000;
   auto sum = MakeSpec(ValueType::Struct({{"s", T(DType::kFloat32, {kRows})}}), {{Intrinsic::kSparseSum}});
-  EXPECT_EQ(ReportHostBytes(*sum), kRows * (4 + 4));
+  EXPECT_EQ(ReportHostBytes(*sum), kRows * 4);
+  auto dense_sum = MakeSpec(ValueType::Struct({{"d", T(DType::kInt32, {kRows})}}), {{Intrinsic::kFederatedSum}});
+  EXPECT_EQ(ReportHostBytes(*dense_sum), kRows * 8);  // int64 sums
+  auto dense_mean = MakeSpec(ValueType::Struct({{"d", T(DType::kInt32, {kRows})}}), {{Intrinsic::kFederatedMean}});
+  EXPECT_EQ(ReportHostBytes(*dense_mean), kRows * (8 + 8));  // float64 result, int64 state
   auto mean = MakeSpec(ValueType::Struct({{"s", T(DType::kFloat32, {kRows})}}), {{Intrinsic::kSparseMean}});
   EXPECT_EQ(ReportHostBytes(*mean), kRows * (4 + 4 + 8));
   auto weighted =

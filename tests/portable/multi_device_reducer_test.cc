@@ -3,6 +3,7 @@
 // turn, the merge at Save through the host merger, Merge and Load, and one device failing.
 #include "portable/multi_device_reducer.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,13 @@ class FakeReducer final : public FieldReducer<double> {
       return Outcome{code, "saving device " + std::to_string(device_) + " failed"};
     }
     out->values = sum_;
+    return Outcome{};
+  }
+  Outcome SaveValues(double* out, size_t count) const override {
+    HostState<double> state;
+    if (Outcome saved = Save(&state); !saved.ok()) return saved;
+    if (count != state.values.size()) return Outcome{Outcome::Code::kInternal, "another count"};
+    std::copy(state.values.begin(), state.values.end(), out);
     return Outcome{};
   }
   Outcome Load(const HostState<double>& in) override {
@@ -114,6 +122,21 @@ TEST_F(MultiDeviceReducerTest, SaveCountsEveryDeviceOnceHoweverOftenItRuns) {
   ASSERT_TRUE(Add(*reducer, 16.0).ok());
   ASSERT_TRUE(Add(*reducer, 32.0).ok());
   EXPECT_EQ(Saved(*reducer), All(63.0));
+}
+
+// A report's copy of the values alone gathers the devices as Save does, once.
+TEST_F(MultiDeviceReducerTest, SaveValuesCountsEveryDeviceOnce) {
+  const std::unique_ptr<FieldReducer<double>> reducer = Make(3);
+  for (double value : {1.0, 2.0, 4.0, 8.0}) ASSERT_TRUE(Add(*reducer, value).ok());
+  std::vector<double> values(kWidth, -1.0);
+  ASSERT_TRUE(reducer->SaveValues(values.data(), values.size()).ok());
+  EXPECT_EQ(values, All(15.0));
+  EXPECT_EQ(Saved(*reducer), All(15.0)) << "SaveValues counted a device twice";
+  devices_.fail_save[0] = Outcome::Code::kInternal;
+  EXPECT_EQ(reducer->SaveValues(values.data(), values.size()).code, Outcome::Code::kInternal);
+  devices_.fail_save[0] = Outcome::Code::kOk;
+  EXPECT_EQ(reducer->SaveValues(values.data(), values.size()).code, Outcome::Code::kInternal)
+      << "a failed reducer went on";
 }
 
 TEST_F(MultiDeviceReducerTest, LoadReplacesEveryDevicesStateThenAccumulates) {

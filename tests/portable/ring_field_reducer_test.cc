@@ -4,6 +4,7 @@
 // batch leaves nothing behind; a batch cut into parts sums exactly as a whole one.
 #include "portable/ring_field_reducer.h"
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -42,6 +43,11 @@ class FakeDeviceReducer final : public StagedFieldReducer<double> {
   Outcome Merge(const StagedFieldReducer<double>&) override { return Outcome{}; }
   Outcome Save(HostState<double>* out) const override {
     out->values = sums_;
+    return Outcome{};
+  }
+  Outcome SaveValues(double* out, size_t count) const override {
+    if (count != sums_.size()) return Outcome{Outcome::Code::kInternal, "another count"};
+    std::copy(sums_.begin(), sums_.end(), out);
     return Outcome{};
   }
   Outcome Load(const HostState<double>& in) override {
@@ -140,6 +146,29 @@ TEST(RingFieldReducerTest, DenseValuesGoToTheDeviceStraightFromTheUpdates) {
   EXPECT_EQ(ring.bytes_packed(), 8 * sizeof(double));
 }
 
+// SaveValues, like Save, waits for the reductions submitted so far.
+TEST(RingFieldReducerTest, SaveValuesWaitsForTheReductions) {
+  StagingRing ring(std::make_unique<CpuCopyEngine>(), Slots(1 << 20));
+  auto device = std::make_unique<FakeDeviceReducer>(64);
+  FakeDeviceReducer* fake = device.get();
+  RingFieldReducer<double> reducer(ring, Spec(64), std::move(device));
+  {
+    MutexLock lock(&fake->mu);
+    fake->held = true;
+  }
+  Rows rows = MakeRows(3, 64);
+  ASSERT_TRUE(reducer.Accumulate(rows.View()).ok());
+  std::thread release([fake] {
+    absl::SleepFor(absl::Milliseconds(50));
+    MutexLock lock(&fake->mu);
+    fake->held = false;
+  });
+  std::vector<double> values(64);
+  EXPECT_TRUE(reducer.SaveValues(values.data(), values.size()).ok());
+  release.join();
+  EXPECT_EQ(values, Expected(MakeRows(3, 64), 64));
+}
+
 TEST(RingFieldReducerTest, AccumulateDoesNotWaitForEarlierBatchesReductions) {
   StagingRing ring(std::make_unique<CpuCopyEngine>(), Slots(1 << 20));  // two slots
   auto device = std::make_unique<FakeDeviceReducer>(64);
@@ -197,6 +226,8 @@ TEST(RingFieldReducerTest, AFailedReductionIsReturnedByEveryLaterCall) {
   EXPECT_EQ(next.code, Outcome::Code::kInternal);
   EXPECT_EQ(next.message, "the device fell over (test)");
   EXPECT_EQ(reducer.Load(state).code, Outcome::Code::kInternal);
+  std::vector<double> values(8);
+  EXPECT_EQ(reducer.SaveValues(values.data(), values.size()).code, Outcome::Code::kInternal);
   MutexLock lock(&fake->mu);
   EXPECT_EQ(fake->parts, 1) << "nothing was reduced after the failure";
 }
