@@ -79,16 +79,18 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   options.retain_finished = config.retain_finished;
   server->memory_budget_ = std::make_unique<MemoryBudget>(config.memory_budget_bytes);
   options.batching.memory_budget = server->memory_budget_.get();
+  // Released update buffers are kept for the next updates, as many bytes as the window
+  // admits at once (kept and in-use buffers together: service/core/large_allocation.h);
+  // with a backend whose copies read host memory at full speed only when it is pinned,
+  // they are mappings pinned once.
+  std::shared_ptr<HostMemoryPinner> pinner = config.backend != nullptr ? config.backend->host_memory_pinner() : nullptr;
+  if (pinner != nullptr) {
+    auto measured = std::make_shared<MeasuredHostMemoryPinner>(std::move(pinner));
+    server->host_pinner_ = measured;
+    pinner = std::move(measured);
+  }
+  server->released_mappings_ = ReleasedMappings(std::move(pinner), config.ingest_window_bytes);
   if (config.backend != nullptr) {
-    // With a backend whose copies read host memory at full speed only when it is pinned,
-    // received updates land in mappings pinned once and kept (pinned) for as many bytes as
-    // the window admits at once. Other backends keep the default (kCachedBytes): kept
-    // buffers of sizes no update takes any more would otherwise hold a window of their own.
-    if (std::shared_ptr<HostMemoryPinner> pinner = config.backend->host_memory_pinner(); pinner != nullptr) {
-      auto measured = std::make_shared<MeasuredHostMemoryPinner>(std::move(pinner));
-      server->host_pinner_ = measured;
-      server->released_mappings_ = ReleasedMappings(std::move(measured), config.ingest_window_bytes);
-    }
     // The staging rings' slots may all be allocated at once: the budget holds them first.
     uint64_t staging_bytes = 0;
     for (const StagingRingStats* ring : config.backend->staging_rings()) {
@@ -314,6 +316,15 @@ void FedaggServer::RegisterStateGauges() {
       "fedagg_updates_in_flight",
       "Updates whose header was accepted and that are not yet counted or discarded (all aggregations).", {},
       node_total(&Aggregation::updates_in_flight));
+  metrics_registry_->AddGaugeCallback(
+      "fedagg_update_buffer_bytes",
+      "Host memory of the process's mapped buffers of 64 KiB and more (received updates, reduction "
+      "working buffers): in use, and released but kept for the next updates.",
+      {"state"}, [] {
+        const LargeAllocation::MappedBytes mapped = LargeAllocation::Mapped();
+        return MetricsRegistry::GaugeSamples{{{"in_use"}, static_cast<double>(mapped.in_use)},
+                                             {{"kept"}, static_cast<double>(mapped.cached)}};
+      });
   if (device_monitor_ != nullptr) RegisterDeviceGauges(*device_monitor_);
   if (!staging_rings_.empty()) RegisterStagingMetrics(staging_rings_);
   if (host_pinner_ != nullptr) RegisterPinningMetrics(host_pinner_);

@@ -67,9 +67,12 @@ void Unmap(const Mapping& mapping) {
 // Released mappings kept for the next allocation of the same size. A fresh mapping costs
 // page faults and the kernel's zeroing of every page (and pinning, with a pinner); updates
 // of one model all have the same size, so the next one can take the memory the last one
-// left, already resident. At most `capacity_` bytes are kept (LargeAllocation::kCachedBytes,
-// or what KeepReleasedMappings asks), or one larger mapping alone; the oldest are unmapped first.
-// A mapping pinned otherwise than new ones are (the pinner changed) is unmapped, not kept.
+// left, already resident. The kept bytes and the bytes of mappings in use together stay
+// within `capacity_` (LargeAllocation::kCachedBytes, or what KeepReleasedMappings asks):
+// a new mapping makes room among the kept ones first, the oldest unmapped first, so kept
+// mappings of sizes no update takes any more never add to what is in use beyond the
+// capacity; the newest released one is kept even alone beyond it. A mapping pinned
+// otherwise than new ones are (the pinner changed) is unmapped, not kept.
 class MappingCache {
  public:
   static MappingCache& Instance() {
@@ -82,34 +85,56 @@ class MappingCache {
     return pinner_;
   }
 
-  // A cached mapping of exactly `bytes`, pinned as new ones are, or none.
-  std::optional<Mapping> Take(size_t bytes) {
-    MutexLock lock(&mu_);
-    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
-      if (it->bytes != bytes || it->pinned_by != pinner_) continue;
-      Mapping mapping = std::move(*it);
-      cached_bytes_ -= bytes;
-      entries_.erase(std::next(it).base());
-      return mapping;
+  // A cached mapping of exactly `bytes`, pinned as new ones are, now in use; or none, and
+  // then `bytes` are counted in use for a new mapping, the oldest kept ones unmapped first
+  // as far as needed to stay within the capacity (Forget undoes that if no mapping comes).
+  std::optional<Mapping> TakeOrMakeRoom(size_t bytes) {
+    std::vector<Mapping> evicted;
+    {
+      MutexLock lock(&mu_);
+      in_use_bytes_ += bytes;
+      for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+        if (it->bytes != bytes || it->pinned_by != pinner_) continue;
+        Mapping mapping = std::move(*it);
+        cached_bytes_ -= bytes;
+        entries_.erase(std::next(it).base());
+        return mapping;
+      }
+      while (!entries_.empty() && cached_bytes_ + in_use_bytes_ > capacity_) EvictOldest(evicted);
     }
+    for (const Mapping& unmapped : evicted) Unmap(unmapped);
     return std::nullopt;
   }
 
+  // `bytes` counted in use by TakeOrMakeRoom that no mapping took (the kernel refused one).
+  void Forget(size_t bytes) {
+    MutexLock lock(&mu_);
+    in_use_bytes_ -= bytes;
+  }
+
+  // A mapping no longer in use: kept while the kept and in-use bytes stay within the
+  // capacity, the oldest kept ones unmapped first; the newest is kept even alone beyond
+  // it (the next update of that model takes it: the ingest window receives an update
+  // larger than half of it alone).
   void Give(Mapping mapping) {
     std::vector<Mapping> evicted;
     {
       MutexLock lock(&mu_);
+      in_use_bytes_ -= mapping.bytes;
       if (mapping.pinned_by != pinner_) {
         evicted.push_back(std::move(mapping));
       } else {
-        // A mapping larger than the cap is kept too, alone: the next update of that model
-        // takes it (the ingest window receives such updates one at a time).
-        while (!entries_.empty() && cached_bytes_ + mapping.bytes > capacity_) EvictOldest(evicted);
         cached_bytes_ += mapping.bytes;
         entries_.push_back(std::move(mapping));
+        while (entries_.size() > 1 && cached_bytes_ + in_use_bytes_ > capacity_) EvictOldest(evicted);
       }
     }
     for (const Mapping& unmapped : evicted) Unmap(unmapped);
+  }
+
+  LargeAllocation::MappedBytes Bytes() const {
+    MutexLock lock(&mu_);
+    return LargeAllocation::MappedBytes{in_use_bytes_, cached_bytes_};
   }
 
   // Unmaps the oldest cached mappings until `bytes` of them are unmapped or none is left.
@@ -155,6 +180,7 @@ class MappingCache {
   mutable Mutex mu_;
   std::deque<Mapping> entries_ ABSL_GUARDED_BY(mu_);  // oldest first
   size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t in_use_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // mappings handed out and not yet given back
   size_t capacity_ ABSL_GUARDED_BY(mu_) = LargeAllocation::kCachedBytes;
   std::shared_ptr<HostMemoryPinner> pinner_ ABSL_GUARDED_BY(mu_);
 };
@@ -167,10 +193,18 @@ LargeAllocation::LargeAllocation(size_t bytes) : size_(bytes) {
     MappingCache& cache = MappingCache::Instance();
     const bool huge = bytes >= kHugePageBytes;
     const size_t mapped = RoundUp(bytes, huge ? kHugePageBytes : kMappedGranule);
-    std::optional<Mapping> mapping = cache.Take(mapped);
+    std::optional<Mapping> mapping = cache.TakeOrMakeRoom(mapped);
     if (!mapping.has_value()) {
-      std::byte* memory = huge ? MapAligned(mapped) : MapPages(mapped);
-      if (memory != nullptr) {
+      std::byte* memory = nullptr;
+      try {
+        memory = huge ? MapAligned(mapped) : MapPages(mapped);
+      } catch (const std::bad_alloc&) {
+        cache.Forget(mapped);
+        throw;
+      }
+      if (memory == nullptr) {
+        cache.Forget(mapped);
+      } else {
         mapping = Mapping{memory, mapped, nullptr};
         std::shared_ptr<HostMemoryPinner> pinner = cache.pinner();
         if (pinner != nullptr && pinner->Pin(memory, mapped)) mapping->pinned_by = std::move(pinner);
@@ -188,6 +222,8 @@ LargeAllocation::LargeAllocation(size_t bytes) : size_(bytes) {
 }
 
 void LargeAllocation::TrimCache(size_t bytes) { MappingCache::Instance().Trim(bytes); }
+
+LargeAllocation::MappedBytes LargeAllocation::Mapped() { return MappingCache::Instance().Bytes(); }
 
 void LargeAllocation::KeepReleasedMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes) {
   MappingCache::Instance().Clear(MappingCache::Pinning{std::move(pinner), std::max(cached_bytes, kCachedBytes)});

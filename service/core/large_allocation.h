@@ -10,16 +10,21 @@
 // a no-op where THP is off), below that in whole 64 KiB granules. A released mapping is
 // kept for the next buffer of its size (updates of one model all have one size), which
 // skips the kernel's faults and zeroing of fresh pages (a 1 MiB update took 256 of them
-// on every receive while such buffers came from the heap); at most kCachedBytes are kept
-// (or one larger mapping alone), the oldest unmapped first, and TrimCache gives back as
-// many bytes of them as asked (an aggregation that finalizes makes room for its result
-// that way, and keeps the rest for the next round's updates). Smaller
+// on every receive while such buffers came from the heap). Kept and in-use mappings
+// together stay within the cache's capacity (kCachedBytes, or what a server asks: its
+// ingest window): a new mapping makes room among the kept ones first, the oldest
+// unmapped first, so kept buffers of sizes no update takes any more never hold memory
+// beside the updates in use beyond it; the newest released mapping is kept even alone
+// beyond it. TrimCache gives back as many bytes of kept ones as asked (an aggregation that
+// finalizes makes room for its result that way, and keeps the rest for the next round's
+// updates). Smaller
 // buffers, and a buffer below a huge page whose mapping the kernel refuses (too many
 // mappings), are cache-line-aligned heap memory.
-// With a device backend that reads updates straight from host memory, a server has every
-// mapping pinned once, when mapped (HostMemoryPinner), and unpinned before it is unmapped,
-// and keeps as many bytes of released ones as its ingest window admits
-// (KeepReleasedMappings), so that in the steady state no update pays for pinning.
+// A server keeps mappings up to its ingest window (KeepReleasedMappings), so that in the
+// steady state no update pays for fresh pages; with a device backend that reads updates
+// straight from host memory, every mapping is pinned once, when mapped
+// (HostMemoryPinner), and unpinned before it is unmapped, so no update pays for pinning
+// either.
 #ifndef FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
 #define FEDAGG_SERVICE_CORE_LARGE_ALLOCATION_H_
 
@@ -62,9 +67,16 @@ class LargeAllocation {
   // Unmaps released mappings kept for reuse, the oldest first, until `bytes` of them are
   // unmapped or none is left (by default, all of them).
   static void TrimCache(size_t bytes = std::numeric_limits<size_t>::max());
-  // From now on, new mappings are pinned with `pinner` (null: no longer pinned), and up to
-  // max(cached_bytes, kCachedBytes) of released ones are kept. Process-wide; the cache is
-  // emptied first. Mappings pinned before are unpinned by their own pinner when unmapped.
+  // Bytes of mappings, process-wide: in use (held by LargeAllocations) and kept for reuse.
+  struct MappedBytes {
+    size_t in_use = 0;
+    size_t cached = 0;
+  };
+  static MappedBytes Mapped();
+  // From now on, new mappings are pinned with `pinner` (null: no longer pinned), and the
+  // kept and in-use mappings together stay within max(cached_bytes, kCachedBytes).
+  // Process-wide; the cache is emptied first. Mappings pinned before are unpinned by their
+  // own pinner when unmapped.
   static void KeepReleasedMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes);
   // Whether this allocation's memory is pinned.
   bool pinned() const { return memory_.get_deleter().pinned_by != nullptr; }

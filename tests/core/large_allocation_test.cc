@@ -1,12 +1,14 @@
 // LargeAllocation: sizes, alignment (2 MiB for huge-page mappings, 64 bytes otherwise),
 // memory that holds what is written to every byte of it, reuse of released mappings, and
-// giving them back (TrimCache); kept up to what a server asks (ReleasedMappings), and with a
+// giving them back (TrimCache); kept, with those in use, within what a server asks
+// (ReleasedMappings), a new one making room among the kept ones first; and with a
 // pinner, pinned once while they are cached and unpinned, by the pinner that pinned them,
 // before they are unmapped.
 #include "service/core/large_allocation.h"
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -112,6 +114,60 @@ TEST(LargeAllocationTest, AMappingLargerThanTheCacheIsKeptAloneForTheNextOfItsSi
   LargeAllocation same_size(bytes);
   EXPECT_EQ(same_size.data(), released);
   ExpectWritableEverywhere(same_size);
+}
+
+bool Mapped(const std::byte* memory, size_t bytes) {
+  std::vector<unsigned char> pages(bytes / 4096);
+  return mincore(const_cast<std::byte*>(memory), bytes, pages.data()) == 0;
+}
+
+// A buffer of a size nothing kept serves makes room first: kept and in-use mappings
+// together stay within the cache's capacity (32 MiB by default), the oldest kept unmapped.
+TEST(LargeAllocationTest, ANewMappingMakesRoomAmongTheKeptOnesOldestFirst) {
+  LargeAllocation::TrimCache();
+  constexpr size_t kTen = 5 * LargeAllocation::kHugePageBytes;
+  std::vector<LargeAllocation> held;
+  for (int i = 0; i < 3; ++i) held.emplace_back(kTen);
+  std::vector<std::byte*> released;
+  for (LargeAllocation& allocation : held) {
+    released.push_back(allocation.data());
+    allocation = LargeAllocation();  // released in order: the first is the oldest kept
+  }
+  EXPECT_EQ(LargeAllocation::Mapped().cached, 3 * kTen);
+  LargeAllocation other(8 * LargeAllocation::kHugePageBytes);  // 16 MiB: 30 + 16 > 32
+  const LargeAllocation::MappedBytes mapped = LargeAllocation::Mapped();
+  EXPECT_EQ(mapped.in_use, 8 * LargeAllocation::kHugePageBytes);
+  EXPECT_EQ(mapped.cached, kTen) << "not just as much unmapped as the new buffer needed";
+  EXPECT_TRUE(Mapped(released[2], kTen));
+  LargeAllocation kept(kTen);
+  EXPECT_EQ(kept.data(), released[2]) << "the newest was not the one kept";
+  LargeAllocation::TrimCache();
+}
+
+// Updates of one size fill the window, then updates of another: the first size's kept
+// buffers give way, so the process never maps more than the window (a cache bounded on
+// its own would hold the first window beside the second).
+TEST(LargeAllocationTest, KeptBuffersOfAnOldSizeNeverHoldMemoryBesideTheUpdatesInUse) {
+  constexpr size_t kWindow = 64 * (size_t{1} << 20);
+  ReleasedMappings scope(nullptr, kWindow);
+  {
+    std::vector<LargeAllocation> round;
+    for (int i = 0; i < 8; ++i) round.emplace_back(4 * LargeAllocation::kHugePageBytes);  // 8 MiB each
+  }
+  EXPECT_EQ(LargeAllocation::Mapped().cached, kWindow);
+  size_t most = 0;
+  {
+    std::vector<LargeAllocation> round;
+    for (int i = 0; i < 10; ++i) {
+      round.emplace_back(3 * LargeAllocation::kHugePageBytes);  // 6 MiB each
+      const LargeAllocation::MappedBytes mapped = LargeAllocation::Mapped();
+      most = std::max(most, mapped.in_use + mapped.cached);
+    }
+  }
+  EXPECT_LE(most, kWindow);
+  const LargeAllocation::MappedBytes after = LargeAllocation::Mapped();
+  EXPECT_EQ(after.in_use, 0u);
+  EXPECT_LE(after.cached, kWindow);
 }
 
 TEST(LargeAllocationTest, TrimCacheUnmapsTheReleasedMappings) {

@@ -240,6 +240,11 @@ TEST(MetricsTest, PinningOfReceivedUpdatesIsCounted) {
   EXPECT_GE(MetricSample(metrics_port, "fedagg_host_pins_total").value_or(0), 1.0) << body;
   EXPECT_GE(MetricSample(metrics_port, "fedagg_pinned_host_bytes").value_or(0), 262144.0 * 4) << body;
   EXPECT_TRUE(HasLine(body, "fedagg_host_pin_failures_total 0")) << body;
+  // The update's buffer, in use or kept for the next update of its size.
+  EXPECT_GE(MetricSample(metrics_port, "fedagg_update_buffer_bytes{state=\"in_use\"}").value_or(0) +
+                MetricSample(metrics_port, "fedagg_update_buffer_bytes{state=\"kept\"}").value_or(0),
+            262144.0 * 4)
+      << body;
   EXPECT_TRUE(HasLine(body, "# TYPE fedagg_host_pin_seconds_total counter")) << body;
   if (const std::optional<Lint> lint = PromtoolCheck(body); lint.has_value()) {
     EXPECT_TRUE(lint->passed) << lint->output;
