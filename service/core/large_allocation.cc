@@ -68,7 +68,8 @@ void Unmap(const Mapping& mapping) {
 // page faults and the kernel's zeroing of every page (and pinning, with a pinner); updates
 // of one model all have the same size, so the next one can take the memory the last one
 // left, already resident. The kept bytes and the bytes of mappings in use together stay
-// within `capacity_` (LargeAllocation::kCachedBytes, or what KeepReleasedMappings asks):
+// within `capacity_` (LargeAllocation::kCachedBytes, beyond what KeepReleasedMappings
+// asks):
 // a new mapping makes room among the kept ones first, the oldest unmapped first, so kept
 // mappings of sizes no update takes any more never add to what is in use beyond the
 // capacity; the newest released one is kept even alone beyond it. A mapping pinned
@@ -226,7 +227,7 @@ void LargeAllocation::TrimCache(size_t bytes) { MappingCache::Instance().Trim(by
 LargeAllocation::MappedBytes LargeAllocation::Mapped() { return MappingCache::Instance().Bytes(); }
 
 void LargeAllocation::KeepReleasedMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes) {
-  MappingCache::Instance().Clear(MappingCache::Pinning{std::move(pinner), std::max(cached_bytes, kCachedBytes)});
+  MappingCache::Instance().Clear(MappingCache::Pinning{std::move(pinner), cached_bytes + kCachedBytes});
 }
 
 ReleasedMappings::ReleasedMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes)

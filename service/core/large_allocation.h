@@ -11,7 +11,7 @@
 // kept for the next buffer of its size (updates of one model all have one size), which
 // skips the kernel's faults and zeroing of fresh pages (a 1 MiB update took 256 of them
 // on every receive while such buffers came from the heap). Kept and in-use mappings
-// together stay within the cache's capacity (kCachedBytes, or what a server asks: its
+// together stay within the cache's capacity (kCachedBytes, beyond what a server asks: its
 // ingest window): a new mapping makes room among the kept ones first, the oldest
 // unmapped first, so kept buffers of sizes no update takes any more never hold memory
 // beside the updates in use beyond it; the newest released mapping is kept even alone
@@ -47,7 +47,8 @@ struct LargeAllocationRelease {
 class LargeAllocation {
  public:
   static constexpr size_t kHugePageBytes = size_t{2} << 20;
-  // Released mappings kept for reuse, process-wide (resident: they show in the RSS).
+  // Mappings kept for reuse and in use together, process-wide, beyond what a server asks
+  // (ReleasedMappings); resident: kept ones show in the RSS.
   static constexpr size_t kCachedBytes = size_t{32} << 20;
   // Buffers from this size up are mappings (pinned ones, with a pinner).
   static constexpr size_t kMinMappedBytes = size_t{64} << 10;
@@ -74,7 +75,9 @@ class LargeAllocation {
   };
   static MappedBytes Mapped();
   // From now on, new mappings are pinned with `pinner` (null: no longer pinned), and the
-  // kept and in-use mappings together stay within max(cached_bytes, kCachedBytes).
+  // kept and in-use mappings together stay within cached_bytes + kCachedBytes (the
+  // kCachedBytes beyond it leave room for the mappings' rounding: a window of updates in
+  // use maps a little more than its payload bytes).
   // Process-wide; the cache is emptied first. Mappings pinned before are unpinned by their
   // own pinner when unmapped.
   static void KeepReleasedMappings(std::shared_ptr<HostMemoryPinner> pinner, size_t cached_bytes);
