@@ -11,7 +11,7 @@
 # node serves round after round, and a fresh process's first round also pays one-time
 # costs (the first mappings of the ingest window, pinning them, a device's first kernel
 # launches and handles), which a second table, of the first rounds, shows apart. After
-# each backend run, the server's staging and pinning metrics, its peak
+# each backend run, the server's staging, pinning and update-buffer metrics, its peak
 # RSS and its threads: how many, and CPU seconds by thread name (work serialized, or
 # callbacks blocking), and each round's length.
 # The GPU bundle's run.sh runs it (scripts/gpu-bundle.sh copies it beside run.sh); CI runs
@@ -152,7 +152,7 @@ print(re.sub(r'--(clients|concurrency)=(\d+)', lambda m: f'--{m.group(1)}={max(1
   done
   wait "${loadgens[@]}"
   if [ -n "$metrics_port" ]; then
-    http_get "$metrics_port" /metrics | grep -E '^fedagg_(staging|pinned_host|host_pin)' | grep -v '_bucket' >"$LOGS/$name.staging" || true
+    http_get "$metrics_port" /metrics | grep -E '^fedagg_(staging|pinned_host|host_pin|update_buffer)' | grep -v '_bucket' >"$LOGS/$name.staging" || true
     server_threads "$server" >>"$LOGS/$name.staging"
     # The rounds' lengths, to read the CPU and staging seconds above against.
     python3 -c "
