@@ -108,28 +108,48 @@ StagingRingOptions Slots(size_t slot_bytes) {
   return options;
 }
 
-TEST(RingFieldReducerTest, AccumulateReturnsBeforeTheReductionAndSaveWaitsForIt) {
-  StagingRing ring(std::make_unique<CpuCopyEngine>(), Slots(1 << 20));
-  auto device = std::make_unique<FakeDeviceReducer>(64);
-  FakeDeviceReducer* fake = device.get();
-  RingFieldReducer<double> reducer(ring, Spec(64), std::move(device));
-  {
-    MutexLock lock(&fake->mu);
-    fake->held = true;
-  }
-  Rows rows = MakeRows(5, 64);
-  EXPECT_TRUE(reducer.Accumulate(rows.View()).ok());  // returns while the device is held
-  rows.rows.clear();  // the caller's buffers may go at once: the batch was copied
-  std::thread release([fake] {
+// The fake device holds every reduction until a thread lets it go, 50 ms later.
+void Hold(FakeDeviceReducer* fake) {
+  MutexLock lock(&fake->mu);
+  fake->held = true;
+}
+std::thread ReleaseSoon(FakeDeviceReducer* fake) {
+  return std::thread([fake] {
     absl::SleepFor(absl::Milliseconds(50));
     MutexLock lock(&fake->mu);
     fake->held = false;
   });
+}
+
+// Save, and SaveValues (a report's copy of the values alone), wait for the reductions
+// submitted so far.
+TEST(RingFieldReducerTest, AccumulateReturnsBeforeTheReductionAndEverySaveWaitsForIt) {
+  StagingRing ring(std::make_unique<CpuCopyEngine>(), Slots(1 << 20));
+  auto device = std::make_unique<FakeDeviceReducer>(64);
+  FakeDeviceReducer* fake = device.get();
+  RingFieldReducer<double> reducer(ring, Spec(64), std::move(device));
+  Hold(fake);
+  Rows rows = MakeRows(5, 64);
+  EXPECT_TRUE(reducer.Accumulate(rows.View()).ok());  // returns while the device is held
+  rows.rows.clear();  // the caller's buffers may go at once: the batch was copied
+  std::thread release = ReleaseSoon(fake);
   HostState<double> state;
   EXPECT_TRUE(reducer.Save(&state).ok());
   release.join();
-  EXPECT_EQ(state.values, Expected(MakeRows(5, 64), 64));
+  std::vector<double> expected = Expected(MakeRows(5, 64), 64);
+  EXPECT_EQ(state.values, expected);
   EXPECT_EQ(reducer.HostBytes(), 64 * sizeof(double));
+
+  Hold(fake);
+  Rows more = MakeRows(3, 64);
+  EXPECT_TRUE(reducer.Accumulate(more.View()).ok());
+  release = ReleaseSoon(fake);
+  std::vector<double> values(64);
+  EXPECT_TRUE(reducer.SaveValues(values.data(), values.size()).ok());
+  release.join();
+  const std::vector<double> added = Expected(more, 64);
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] += added[i];
+  EXPECT_EQ(values, expected);
 }
 
 // The copies a dense batch costs after it was received: its values once, to the device,
@@ -146,38 +166,12 @@ TEST(RingFieldReducerTest, DenseValuesGoToTheDeviceStraightFromTheUpdates) {
   EXPECT_EQ(ring.bytes_packed(), 8 * sizeof(double));
 }
 
-// SaveValues, like Save, waits for the reductions submitted so far.
-TEST(RingFieldReducerTest, SaveValuesWaitsForTheReductions) {
-  StagingRing ring(std::make_unique<CpuCopyEngine>(), Slots(1 << 20));
-  auto device = std::make_unique<FakeDeviceReducer>(64);
-  FakeDeviceReducer* fake = device.get();
-  RingFieldReducer<double> reducer(ring, Spec(64), std::move(device));
-  {
-    MutexLock lock(&fake->mu);
-    fake->held = true;
-  }
-  Rows rows = MakeRows(3, 64);
-  ASSERT_TRUE(reducer.Accumulate(rows.View()).ok());
-  std::thread release([fake] {
-    absl::SleepFor(absl::Milliseconds(50));
-    MutexLock lock(&fake->mu);
-    fake->held = false;
-  });
-  std::vector<double> values(64);
-  EXPECT_TRUE(reducer.SaveValues(values.data(), values.size()).ok());
-  release.join();
-  EXPECT_EQ(values, Expected(MakeRows(3, 64), 64));
-}
-
 TEST(RingFieldReducerTest, AccumulateDoesNotWaitForEarlierBatchesReductions) {
   StagingRing ring(std::make_unique<CpuCopyEngine>(), Slots(1 << 20));  // two slots
   auto device = std::make_unique<FakeDeviceReducer>(64);
   FakeDeviceReducer* fake = device.get();
   RingFieldReducer<double> reducer(ring, Spec(64), std::move(device));
-  {
-    MutexLock lock(&fake->mu);
-    fake->held = true;
-  }
+  Hold(fake);
   Rows first = MakeRows(3, 64), second = MakeRows(4, 64);
   EXPECT_TRUE(reducer.Accumulate(first.View()).ok());
   // The second batch is packed into the other slot while the first one's reduction is
