@@ -37,8 +37,8 @@ class DeviceBoundReducer final : public portable::FieldReducer<Acc> {
   portable::Outcome Save(portable::HostState<Acc>* out) const override {
     return OnDevice([&] { return inner_->Save(out); });
   }
-  portable::Outcome SaveValues(Acc* out, size_t count) const override {
-    return OnDevice([&] { return inner_->SaveValues(out, count); });
+  portable::Outcome SaveResult(const portable::ResultRequest& request) const override {
+    return OnDevice([&] { return inner_->SaveResult(request); });
   }
   portable::Outcome Load(const portable::HostState<Acc>& in) override {
     return OnDevice([&] { return inner_->Load(in); });

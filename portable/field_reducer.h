@@ -86,6 +86,23 @@ struct StagedBatch {
   bool updates_ascend = false;  // every update's indices ascend (repeats allowed)
 };
 
+// A report's last step done where a kDense / kScatter state is (service/core/
+// field_report.h has the same step over host arrays): each value converted to the result
+// type — the state's type, or float64 (`to_float64`: an integer state's mean) — after a
+// division in the state's precision (float64 for an integer state) by nothing, by
+// `scalar`, or by its row's count or weight sum (a row whose divisor is 0 reports 0); the
+// results written to `values` (`count` of them, the state's rows × row_width) in host
+// memory, and the per-row counts to `counts` (rows of them) unless it is null.
+struct ResultRequest {
+  enum class Divide : uint8_t { kNone, kByScalar, kByRowCount, kByRowWeightSum };
+  Divide divide = Divide::kNone;
+  double scalar = 0;  // kByScalar
+  bool to_float64 = false;
+  void* values = nullptr;
+  size_t count = 0;
+  int64_t* counts = nullptr;
+};
+
 // The state copied to the host, laid out as the partial aggregate format stores it:
 // kDense: values; kScatter: values, counts, weight_sums; kUnion: indices, values, counts.
 template <typename Acc>
@@ -111,10 +128,10 @@ class StagedFieldReducer {
   // Adds a reducer of the same spec and system.
   virtual Outcome Merge(const StagedFieldReducer& other) = 0;
   virtual Outcome Save(HostState<Acc>* out) const = 0;
-  // kDense / kScatter: copies only the state's values, `count` of them (rows × row_width),
-  // into `out` in host memory (a report's result, written in place); kInternal for a
-  // kUnion state or another count.
-  virtual Outcome SaveValues(Acc* out, size_t count) const = 0;
+  // kDense / kScatter: writes the field's result as `request` says, made on the system
+  // from the state (no host copy of the state); kInternal for a kUnion state, or sizes
+  // other than the state's.
+  virtual Outcome SaveResult(const ResultRequest& request) const = 0;
   // Replaces the state; `in` must be valid for the spec (the adapter checks it first).
   virtual Outcome Load(const HostState<Acc>& in) = 0;
   // Bytes of host memory the reducer holds (state and working memory), for the node's
@@ -137,10 +154,10 @@ class FieldReducer {
   // Adds a reducer of the same spec and system.
   virtual Outcome Merge(const FieldReducer& other) = 0;
   virtual Outcome Save(HostState<Acc>* out) const = 0;
-  // kDense / kScatter: copies only the state's values, `count` of them (rows × row_width),
-  // into `out` in host memory (a report's result, written in place); kInternal for a
-  // kUnion state or another count.
-  virtual Outcome SaveValues(Acc* out, size_t count) const = 0;
+  // kDense / kScatter: writes the field's result as `request` says, made on the system
+  // from the state (no host copy of the state); kInternal for a kUnion state, or sizes
+  // other than the state's.
+  virtual Outcome SaveResult(const ResultRequest& request) const = 0;
   // Replaces the state; `in` must be valid for the spec (the adapter checks it first).
   virtual Outcome Load(const HostState<Acc>& in) = 0;
   // Bytes of host memory the reducer holds (state and working memory), for the node's

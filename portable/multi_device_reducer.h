@@ -1,7 +1,7 @@
 // MultiDeviceReducer: one field reduced on several devices of a node. It holds one child
 // FieldReducer per device (made by that device's maker); each batch goes whole to one
 // child, chosen by RoundRobinRouting; Merge merges child d with the other reducer's child
-// d; Save (and SaveValues) first adds every child into child 0 through a DeviceMerger
+// d; Save (and SaveResult) first adds every child into child 0 through a DeviceMerger
 // (host or NCCL), replaces the others with fresh, empty reducers and then saves child 0; Load loads into
 // child 0 and replaces the others with fresh ones. So the saved state is the same sum as
 // one device's (byte-identical for exact arithmetic). MultiDeviceMakers composes the
@@ -66,8 +66,8 @@ class MultiDeviceReducer final : public FieldReducer<Acc> {
     return SaveFromFirst([&] { return children_[0]->Save(out); });
   }
 
-  Outcome SaveValues(Acc* out, size_t count) const override {
-    return SaveFromFirst([&] { return children_[0]->SaveValues(out, count); });
+  Outcome SaveResult(const ResultRequest& request) const override {
+    return SaveFromFirst([&] { return children_[0]->SaveResult(request); });
   }
 
   Outcome Load(const HostState<Acc>& in) override {

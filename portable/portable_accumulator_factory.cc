@@ -45,6 +45,19 @@ absl::Status GetState(ByteReader& in, ReducerKind kind, HostState<Acc>* state) {
   return absl::OkStatus();
 }
 
+portable::ResultRequest RequestOf(const ResultDivision& division) {
+  using Divide = portable::ResultRequest::Divide;
+  portable::ResultRequest request;
+  switch (division.by) {
+    case ResultDivision::By::kNothing: request.divide = Divide::kNone; break;
+    case ResultDivision::By::kScalar: request.divide = Divide::kByScalar; break;
+    case ResultDivision::By::kRowCount: request.divide = Divide::kByRowCount; break;
+    case ResultDivision::By::kRowWeightSum: request.divide = Divide::kByRowWeightSum; break;
+  }
+  request.scalar = division.scalar;
+  return request;
+}
+
 template <typename Acc>
 class PortableAccumulator final : public FieldAccumulator {
  public:
@@ -100,25 +113,24 @@ class PortableAccumulator final : public FieldAccumulator {
     return ToStatus(reducer_->Load(state), field_);
   }
 
-  // A result that is the state as kept is copied out of the device into the result
-  // itself; any other is made from a host copy of the state (two copies of the field).
+  // A dense or scatter field's result is made on the device (divided there as
+  // DivisionOf says) and copied out into the result itself; sparse_sum_sparse's, whose
+  // size the state decides, from a host copy of the state.
   absl::StatusOr<ReportedField> Report(int64_t contributions, double weight_sum) const override {
-    if (field_.result_is_state) {
-      return ReportStateValues<Acc>(field_, [&](absl::Span<Acc> values) {
-        return ToStatus(reducer_->SaveValues(values.data(), values.size()), field_);
+    if (kind_ != ReducerKind::kUnion) {
+      return ReportWritten(field_, [&](ReportedField& out) {
+        portable::ResultRequest request = RequestOf(DivisionOf(field_, contributions, weight_sum));
+        request.to_float64 = field_.result_dtype == DType::kFloat64 && field_.accumulation_dtype != DType::kFloat64;
+        request.values = out.value.bytes.data();
+        request.count = static_cast<size_t>(field_.type.num_elements());
+        request.counts = field_.report_counts ? out.counts.data() : nullptr;
+        return ToStatus(reducer_->SaveResult(request), field_);
       });
     }
     HostState<Acc> state;
     FEDAGG_RETURN_IF_ERROR(ToStatus(reducer_->Save(&state), field_));
-    switch (kind_) {
-      case ReducerKind::kDense: return ReportDense<Acc>(field_, state.values, contributions, weight_sum);
-      case ReducerKind::kScatter: return ReportScatter<Acc>(field_, state.values, state.counts, state.weight_sums);
-      case ReducerKind::kUnion: {
-        const UnionPiece<Acc> whole{state.indices, state.values, state.counts};
-        return ReportUnion<Acc>(field_, absl::MakeConstSpan(&whole, 1));
-      }
-    }
-    return absl::InternalError(absl::StrCat("field '", field_.path, "': unknown reducer kind"));
+    const UnionPiece<Acc> whole{state.indices, state.values, state.counts};
+    return ReportUnion<Acc>(field_, absl::MakeConstSpan(&whole, 1));
   }
 
   uint64_t MemoryBytes() const override { return reducer_->HostBytes(); }

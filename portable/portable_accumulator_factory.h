@@ -4,10 +4,12 @@
 // state in the reducer's memory (the GPU, for cuda), stages its batches through the
 // backend's ring (ring_field_reducer.h) and adapts it to FieldAccumulator: reducer
 // outcomes become absl::Status (device out of memory: RESOURCE_EXHAUSTED); serialized
-// partials are checked by the CPU accumulator of the same field, and reports are made by
-// the CPU backend's own report functions (field_report.h) — from the copied-back state,
-// or, for a result that is the state as kept (a sum), copied from the device straight
-// into the result — so the format and the final divisions are exactly the CPU backend's.
+// partials are checked by the CPU accumulator of the same field; a report's result is
+// made on the device, divided as the CPU backend's report divides (field_report.h
+// DivisionOf, in the same precision), and copied out into the result itself, with no
+// host copy of the state (sparse_sum_sparse's from the copied-back state, by the CPU
+// backend's own ReportUnion), so the format and the results are the CPU backend's, to the
+// bit (backend_check.cc compares them).
 #ifndef FEDAGG_PORTABLE_PORTABLE_ACCUMULATOR_FACTORY_H_
 #define FEDAGG_PORTABLE_PORTABLE_ACCUMULATOR_FACTORY_H_
 

@@ -96,9 +96,9 @@ class RingFieldReducer final : public FieldReducer<Acc> {
     return reducer_->Save(out);
   }
 
-  Outcome SaveValues(Acc* out, size_t count) const override {
+  Outcome SaveResult(const ResultRequest& request) const override {
     if (Outcome failed = Failure(); !failed.ok()) return failed;
-    return reducer_->SaveValues(out, count);
+    return reducer_->SaveResult(request);
   }
 
   Outcome Load(const HostState<Acc>& in) override {

@@ -22,7 +22,7 @@
 //            distinct updates (and their weight sums) each way;
 //   union    sparse_sum_sparse: stable sort by index, reduce_by_key (values, and counts of
 //            distinct updates), then merge_by_key + reduce_by_key with the running state.
-// Each call (Accumulate, Merge, Save, SaveValues, Load, ViewState) waits, when it ends,
+// Each call (Accumulate, Merge, Save, SaveResult, Load, ViewState) waits, when it ends,
 // failed or not, for all it queued on the system (Guarded): a device's cuSPARSE calls run
 // asynchronously, and the staged batch's slot is reused once the call returns.
 // Thrust reports failures by exceptions; they never leave this file: out of memory
@@ -38,6 +38,8 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <thrust/copy.h>
@@ -89,6 +91,34 @@ struct Combine {
     if constexpr (kOp == ReducerOp::kMax) return Extreme<true>(a, b);
     if constexpr (kOp == ReducerOp::kMin) return Extreme<false>(a, b);
     return Add(a, b);
+  }
+};
+
+// A report's division is in the state's precision, float64 for an integer state (as
+// service/core/field_report.cc divides on the host).
+template <typename Acc>
+using DivisorOf = std::conditional_t<std::is_integral_v<Acc>, double, Acc>;
+
+// The result of one state value: converted, or divided by one divisor first.
+template <typename Acc, typename Out>
+struct ConvertResult {
+  FEDAGG_HOST_DEVICE Out operator()(Acc a) const { return static_cast<Out>(a); }
+};
+template <typename Acc, typename Out>
+struct DivideResult {
+  DivisorOf<Acc> divisor;
+  FEDAGG_HOST_DEVICE Out operator()(Acc a) const { return static_cast<Out>(static_cast<DivisorOf<Acc>>(a) / divisor); }
+};
+// The result of element i of a [rows, width] table: divided by its row's count or weight
+// sum; a row whose divisor is 0 (nobody touched it) reports 0.
+template <typename Acc, typename Out, typename PerRow>
+struct DivideByRow {
+  const Acc* acc;
+  const PerRow* per_row;
+  int64_t width;
+  FEDAGG_HOST_DEVICE Out operator()(int64_t i) const {
+    const DivisorOf<Acc> divisor = static_cast<DivisorOf<Acc>>(per_row[i / width]);
+    return divisor == 0 ? Out{0} : static_cast<Out>(static_cast<DivisorOf<Acc>>(acc[i]) / divisor);
   }
 };
 
@@ -338,8 +368,8 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
   Outcome Save(HostState<Acc>* out) const override {
     return Guarded([&] { return SaveNow(out); });
   }
-  Outcome SaveValues(Acc* out, size_t count) const override {
-    return Guarded([&] { return SaveValuesNow(out, count); });
+  Outcome SaveResult(const ResultRequest& request) const override {
+    return Guarded([&] { return SaveResultNow(request); });
   }
   Outcome Load(const HostState<Acc>& in) override {
     return Guarded([&] { return LoadNow(in); });
@@ -706,16 +736,61 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     return Outcome{};
   }
 
-  Outcome SaveValuesNow(Acc* out, size_t count) const {
+  Outcome SaveResultNow(const ResultRequest& request) const {
     if (spec_.kind == ReducerKind::kUnion) {
-      return Outcome{Outcome::Code::kInternal, "a sparse_sum_sparse state's values have no fixed size to copy"};
+      return Outcome{Outcome::Code::kInternal, "a sparse_sum_sparse state has no result of a fixed size"};
     }
     EnsureState();
-    if (count != acc_.size()) {
-      return Outcome{Outcome::Code::kInternal, "asked for " + std::to_string(count) + " values of a state of " +
-                                                   std::to_string(acc_.size())};
+    const size_t rows = static_cast<size_t>(spec_.rows);
+    const auto internal = [](std::string message) { return Outcome{Outcome::Code::kInternal, std::move(message)}; };
+    if (request.count != acc_.size()) {
+      return internal("asked for " + std::to_string(request.count) + " result values of a state of " +
+                      std::to_string(acc_.size()));
     }
-    System::ToHost(out, Raw(acc_), count * sizeof(Acc));
+    if ((request.counts != nullptr || request.divide == ResultRequest::Divide::kByRowCount) && counts_.size() != rows) {
+      return internal("per-row counts asked of a state that keeps none");
+    }
+    if (request.divide == ResultRequest::Divide::kByRowWeightSum && weight_sums_.size() != rows) {
+      return internal("per-row weight sums asked of a state that keeps none");
+    }
+    if (request.counts != nullptr) System::ToHost(request.counts, Raw(counts_), rows * sizeof(int64_t));
+    if (!request.to_float64) return WriteResult<Acc>(request);
+    if constexpr (std::is_integral_v<Acc>) return WriteResult<double>(request);
+    return internal("a float64 result asked of a floating-point state of another type");
+  }
+
+  // The result values, made on the system into a vector of Out (or, undivided in the
+  // state's own type, straight from the state) and copied to the request's host memory.
+  template <typename Out>
+  Outcome WriteResult(const ResultRequest& request) const {
+    using Divide = ResultRequest::Divide;
+    if constexpr (std::is_same_v<Out, Acc>) {
+      if (request.divide == Divide::kNone) {
+        System::ToHost(request.values, Raw(acc_), acc_.size() * sizeof(Acc));
+        return Outcome{};
+      }
+    }
+    Vec<Out> result(acc_.size());
+    const int64_t n = static_cast<int64_t>(acc_.size());
+    const thrust::counting_iterator<int64_t> first(0);
+    switch (request.divide) {
+      case Divide::kNone:
+        thrust::transform(System::policy(), acc_.begin(), acc_.end(), result.begin(), functors::ConvertResult<Acc, Out>{});
+        break;
+      case Divide::kByScalar:
+        thrust::transform(System::policy(), acc_.begin(), acc_.end(), result.begin(),
+                          functors::DivideResult<Acc, Out>{static_cast<functors::DivisorOf<Acc>>(request.scalar)});
+        break;
+      case Divide::kByRowCount:
+        thrust::transform(System::policy(), first, first + n, result.begin(),
+                          functors::DivideByRow<Acc, Out, int64_t>{Raw(acc_), Raw(counts_), spec_.row_width});
+        break;
+      case Divide::kByRowWeightSum:
+        thrust::transform(System::policy(), first, first + n, result.begin(),
+                          functors::DivideByRow<Acc, Out, double>{Raw(acc_), Raw(weight_sums_), spec_.row_width});
+        break;
+    }
+    System::ToHost(request.values, Raw(result), acc_.size() * sizeof(Out));
     return Outcome{};
   }
 

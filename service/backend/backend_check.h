@@ -7,8 +7,10 @@
 // exact and only a final division rounds. The updates go into two partial aggregates in
 // random batches; the second one travels through Serialize / Deserialize and is merged
 // into the first. The check passes when the report is within 1e-6 (relative to
-// max(1, |expected|)) of the reference with identical indices and counts, and the
-// serialized state is byte-identical to the CPU backend's on the same batches.
+// max(1, |expected|)) of the reference with identical indices and counts, the serialized
+// state is byte-identical to the CPU backend's on the same batches, and so is the result
+// (a device backend divides and converts on the device, as the CPU backend's report does
+// on the host).
 #ifndef FEDAGG_SERVICE_BACKEND_BACKEND_CHECK_H_
 #define FEDAGG_SERVICE_BACKEND_BACKEND_CHECK_H_
 

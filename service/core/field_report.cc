@@ -36,19 +36,31 @@ ReportedField EmptyResult(const FieldSpec& field, std::vector<int64_t> shape, si
 
 }  // namespace
 
+ResultDivision DivisionOf(const FieldSpec& field, int64_t contributions, double weight_sum) {
+  using By = ResultDivision::By;
+  switch (field.intrinsic) {
+    case Intrinsic::kFederatedMean:
+      return contributions == 0 ? ResultDivision{} : ResultDivision{By::kScalar, static_cast<double>(contributions)};
+    case Intrinsic::kFederatedWeightedMean:
+      return weight_sum == 0 ? ResultDivision{} : ResultDivision{By::kScalar, weight_sum};
+    case Intrinsic::kSparseMean:
+    case Intrinsic::kRowSparseMean: return ResultDivision{By::kRowCount, 0};
+    case Intrinsic::kSparseWeightedMean: return ResultDivision{By::kRowWeightSum, 0};
+    default: return ResultDivision{};
+  }
+}
+
 template <typename Acc>
 ReportedField ReportDense(const FieldSpec& field, absl::Span<const Acc> acc, int64_t contributions,
                           double weight_sum) {
   ReportedField out = EmptyResult(field, field.type.shape, acc.size());
-  double divisor = 0;  // 0: written as summed
-  if (field.intrinsic == Intrinsic::kFederatedMean) divisor = static_cast<double>(contributions);
-  if (field.intrinsic == Intrinsic::kFederatedWeightedMean) divisor = weight_sum;
+  const ResultDivision division = DivisionOf(field, contributions, weight_sum);
   WithResultValues(out.value, [&](auto dst) {
     using Out = typename decltype(dst)::value_type;
-    if (divisor == 0) {
+    if (division.by == ResultDivision::By::kNothing) {
       for (size_t i = 0; i < acc.size(); ++i) dst[i] = static_cast<Out>(acc[i]);
     } else {
-      const Divisor<Acc> d = static_cast<Divisor<Acc>>(divisor);
+      const Divisor<Acc> d = static_cast<Divisor<Acc>>(division.scalar);
       for (size_t i = 0; i < acc.size(); ++i) dst[i] = static_cast<Out>(static_cast<Divisor<Acc>>(acc[i]) / d);
     }
   });
@@ -59,21 +71,19 @@ template <typename Acc>
 ReportedField ReportScatter(const FieldSpec& field, absl::Span<const Acc> acc,
                             absl::Span<const int64_t> counts, absl::Span<const double> weight_sums) {
   ReportedField out = EmptyResult(field, field.type.shape, acc.size());
-  const bool weighted = field.keeps_weight_sums;
-  const bool mean = weighted || field.intrinsic == Intrinsic::kSparseMean ||
-                    field.intrinsic == Intrinsic::kRowSparseMean;
+  const ResultDivision::By by = DivisionOf(field, 0, 0).by;
   const int64_t width = field.row_width;
   WithResultValues(out.value, [&](auto dst) {
     using Out = typename decltype(dst)::value_type;
-    if (!mean) {
+    if (by == ResultDivision::By::kNothing) {
       for (size_t i = 0; i < acc.size(); ++i) dst[i] = static_cast<Out>(acc[i]);
       return;
     }
     for (int64_t row = 0; row < field.rows; ++row) {
       const size_t first = static_cast<size_t>(row * width);
       const auto r = static_cast<size_t>(row);
-      const Divisor<Acc> divisor = weighted ? static_cast<Divisor<Acc>>(weight_sums[r])
-                                            : static_cast<Divisor<Acc>>(counts[r]);
+      const Divisor<Acc> divisor = by == ResultDivision::By::kRowWeightSum ? static_cast<Divisor<Acc>>(weight_sums[r])
+                                                                           : static_cast<Divisor<Acc>>(counts[r]);
       // A coordinate nobody touched has mean 0: there is nothing to divide.
       for (int64_t e = 0; e < width; ++e) {
         dst[first + e] = divisor == 0 ? Out{0} : static_cast<Out>(static_cast<Divisor<Acc>>(acc[first + e]) / divisor);
@@ -84,14 +94,14 @@ ReportedField ReportScatter(const FieldSpec& field, absl::Span<const Acc> acc,
   return out;
 }
 
-template <typename Acc>
-absl::StatusOr<ReportedField> ReportStateValues(const FieldSpec& field,
-                                                absl::FunctionRef<absl::Status(absl::Span<Acc>)> fill) {
-  if (!field.result_is_state || DTypeSize(field.result_dtype) != sizeof(Acc)) {
-    return absl::InternalError(absl::StrCat("field '", field.path, "': its result is not its state as kept"));
+absl::StatusOr<ReportedField> ReportWritten(const FieldSpec& field,
+                                            absl::FunctionRef<absl::Status(ReportedField&)> write) {
+  if (field.intrinsic == Intrinsic::kSparseSumSparse) {
+    return absl::InternalError(absl::StrCat("field '", field.path, "': a sparse_sum_sparse result has no fixed size"));
   }
   ReportedField out = EmptyResult(field, field.type.shape, static_cast<size_t>(field.type.num_elements()));
-  if (absl::Status filled = fill(out.value.mutable_values<Acc>()); !filled.ok()) return filled;
+  if (field.report_counts) out.counts.resize(static_cast<size_t>(field.rows));
+  if (absl::Status written = write(out); !written.ok()) return written;
   return out;
 }
 
@@ -116,8 +126,6 @@ ReportedField ReportUnion(const FieldSpec& field, absl::Span<const UnionPiece<Ac
   template ReportedField ReportDense<Acc>(const FieldSpec&, absl::Span<const Acc>, int64_t, double);     \
   template ReportedField ReportScatter<Acc>(const FieldSpec&, absl::Span<const Acc>,                     \
                                             absl::Span<const int64_t>, absl::Span<const double>);        \
-  template absl::StatusOr<ReportedField> ReportStateValues<Acc>(                                        \
-      const FieldSpec&, absl::FunctionRef<absl::Status(absl::Span<Acc>)>);                              \
   template ReportedField ReportUnion<Acc>(const FieldSpec&, absl::Span<const UnionPiece<Acc>>);
 FEDAGG_INSTANTIATE_FIELD_REPORT(float)
 FEDAGG_INSTANTIATE_FIELD_REPORT(double)
@@ -125,24 +133,15 @@ FEDAGG_INSTANTIATE_FIELD_REPORT(int64_t)
 #undef FEDAGG_INSTANTIATE_FIELD_REPORT
 
 uint64_t ReportHostBytes(const ReductionSpec& spec) {
-  constexpr uint64_t kIndex = sizeof(int64_t), kCount = sizeof(int64_t), kWeightSum = sizeof(double);
+  constexpr uint64_t kIndex = sizeof(int64_t), kCount = sizeof(int64_t);
   uint64_t bytes = 0;
   for (const FieldSpec& field : spec.fields()) {
     const uint64_t elements = static_cast<uint64_t>(field.type.num_elements());
-    const uint64_t rows = static_cast<uint64_t>(field.rows);
     const uint64_t result = DTypeSize(field.result_dtype), state = DTypeSize(field.accumulation_dtype);
     if (field.intrinsic == Intrinsic::kSparseSumSparse) {
       bytes += elements * (kIndex + result + kCount) + elements * (kIndex + state + kCount);
-    } else if (field.result_is_state) {
-      bytes += elements * result;
-    } else if (field.encoding == Encoding::kDense) {
-      bytes += elements * (result + state);
     } else {
-      // The state's per-row counts and weight sums, where the field keeps them, and the
-      // counts its result reports.
-      const uint64_t kept_per_row = (field.keeps_counts ? kCount : 0) +
-                                    (field.keeps_weight_sums ? kWeightSum : 0);
-      bytes += elements * (result + state) + rows * kept_per_row + (field.report_counts ? rows * kCount : 0);
+      bytes += elements * result + (field.report_counts ? static_cast<uint64_t>(field.rows) * kCount : 0);
     }
   }
   return bytes;

@@ -31,18 +31,29 @@ template <typename Acc>
 ReportedField ReportScatter(const FieldSpec& field, absl::Span<const Acc> acc,
                             absl::Span<const int64_t> counts, absl::Span<const double> weight_sums);
 
-// A field whose result is its state as kept (`field.result_is_state`; Acc is then the
-// result dtype): the result tensor, its values written by `fill` — a device backend's copy
-// straight out of the device, so the report holds no host copy of the state beside it.
-template <typename Acc>
-absl::StatusOr<ReportedField> ReportStateValues(const FieldSpec& field,
-                                                absl::FunctionRef<absl::Status(absl::Span<Acc>)> fill);
+// How a dense or scatter field's result comes from its state: its values divided by
+// nothing, by one divisor (a dense mean: the contributions or the weight sum; none when
+// that is 0), or by their row's count or weight sum (the sparse family's means: a row
+// whose divisor is 0 reports 0); the division in the accumulation precision, float64 for
+// an integer state. ReportDense and ReportScatter follow it; a device backend passes it
+// to the device, which makes the result where the state is.
+struct ResultDivision {
+  enum class By : uint8_t { kNothing, kScalar, kRowCount, kRowWeightSum };
+  By by = By::kNothing;
+  double scalar = 0;  // kScalar
+};
+ResultDivision DivisionOf(const FieldSpec& field, int64_t contributions, double weight_sum);
+
+// A dense or scatter field's result made elsewhere (a device backend's, on the device):
+// the result tensor, and the counts where the field reports them, allocated here and
+// written by `write` — so the report holds no host copy of the state beside the result.
+absl::StatusOr<ReportedField> ReportWritten(const FieldSpec& field,
+                                            absl::FunctionRef<absl::Status(ReportedField&)> write);
 
 // At most the host bytes a report of an aggregate of `spec` allocates: for each field its
 // result (values, and indices and counts where it has them; sparse_sum_sparse as if every
-// coordinate were held) and, unless the result is the state as kept, the copy of the
-// state a device backend reports from (values; per-row counts and weight sums where the
-// field keeps them).
+// coordinate were held), and for sparse_sum_sparse the copy of the state a device backend
+// reports from (its other fields' results are made on the device: ReportWritten).
 uint64_t ReportHostBytes(const ReductionSpec& spec);
 
 // sparse_sum_sparse: the coalesced state in pieces whose indices increase from one piece

@@ -52,8 +52,6 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
     field.report_counts = choice.report_counts;
     field.keeps_counts = choice.report_counts || NeedsCoordinateCounts(choice.intrinsic);
     field.keeps_weight_sums = choice.intrinsic == Intrinsic::kSparseWeightedMean;
-    field.result_is_state = !IsMeanFamily(choice.intrinsic) && !IsWeighted(choice.intrinsic) &&
-                            choice.intrinsic != Intrinsic::kSparseSumSparse && !choice.report_counts;
     if (choice.report_counts && !IsSparseFamily(choice.intrinsic)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "field '", leaf.path, "' uses ", IntrinsicName(choice.intrinsic),

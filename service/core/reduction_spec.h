@@ -39,11 +39,6 @@ struct FieldSpec {
   bool report_counts;         // caller asked for counts
   bool keeps_counts;          // counts kept (asked for, or needed by the intrinsic)
   bool keeps_weight_sums;     // per-row weight sums kept (sparse_weighted_mean divides by them)
-  // The result's values are the state's values as kept: nothing is divided (a sum, max or
-  // min; the result dtype is then the accumulation dtype), no counts are reported, and
-  // the state is dense (not sparse_sum_sparse's coalesced one). A device backend copies
-  // such a result straight out of the device, with no host copy of the state between.
-  bool result_is_state;
   int64_t rows;               // row-sparse: shape[0]; sparse: num_elements; dense: 1
   int64_t row_width;          // row-sparse: elements per row; sparse: 1; dense: num_elements
   DType accumulation_dtype;   // float32, float64 or int64

@@ -1131,27 +1131,22 @@ TEST(PartialAggregateTest, ReportHostBytesBoundsTheResult) {
   EXPECT_LE(held, ReportHostBytes(*spec));
 }
 
-// ReportHostBytes counts per-row counts and weight sums only where the field keeps them,
-// and a state copy only where the result is not the state as kept: a sparse_sum or a
-// federated_sum without counts is its result, nothing more (each byte over makes a
-// finalizing aggregation unmap, and with a device backend unpin, a cached update mapping
-// the next round maps again).
-TEST(PartialAggregateTest, ReportHostBytesCountsOnlyWhatAFieldKeeps) {
+// ReportHostBytes counts a field's result, and the counts it reports: every backend makes
+// dense and scatter results from its state without a host copy of it (each byte over
+// makes a finalizing aggregation unmap, and with a device backend unpin, a cached update
+// mapping the next round maps again); sparse_sum_sparse's device state is copied out.
+TEST(PartialAggregateTest, ReportHostBytesCountsTheResult) {
   constexpr uint64_t kRows = 1000;
-  auto sum = MakeSpec(ValueType::Struct({{"s", T(DType::kFloat32, {kRows})}}), {{Intrinsic::kSparseSum}});
-  EXPECT_EQ(ReportHostBytes(*sum), kRows * 4);
-  auto dense_sum = MakeSpec(ValueType::Struct({{"d", T(DType::kInt32, {kRows})}}), {{Intrinsic::kFederatedSum}});
-  EXPECT_EQ(ReportHostBytes(*dense_sum), kRows * 8);  // int64 sums
-  auto dense_mean = MakeSpec(ValueType::Struct({{"d", T(DType::kInt32, {kRows})}}), {{Intrinsic::kFederatedMean}});
-  EXPECT_EQ(ReportHostBytes(*dense_mean), kRows * (8 + 8));  // float64 result, int64 state
-  auto mean = MakeSpec(ValueType::Struct({{"s", T(DType::kFloat32, {kRows})}}), {{Intrinsic::kSparseMean}});
-  EXPECT_EQ(ReportHostBytes(*mean), kRows * (4 + 4 + 8));
-  auto weighted =
-      MakeSpec(ValueType::Struct({{"s", T(DType::kFloat32, {kRows})}}), {{Intrinsic::kSparseWeightedMean}});
-  EXPECT_EQ(ReportHostBytes(*weighted), kRows * (4 + 4 + 8 + 8));
-  auto counted = MakeSpec(ValueType::Struct({{"s", T(DType::kFloat32, {kRows})}}),
-                          {{Intrinsic::kSparseSum, /*report_counts=*/true}});
-  EXPECT_EQ(ReportHostBytes(*counted), kRows * (4 + 4 + 8 + 8));
+  const auto one = [](DType dtype, Intrinsic intrinsic, bool counts = false) {
+    return ReportHostBytes(*MakeSpec(ValueType::Struct({{"f", T(dtype, {kRows})}}), {{intrinsic, counts}}));
+  };
+  EXPECT_EQ(one(DType::kFloat32, Intrinsic::kSparseSum), kRows * 4);
+  EXPECT_EQ(one(DType::kFloat32, Intrinsic::kSparseMean), kRows * 4);
+  EXPECT_EQ(one(DType::kFloat32, Intrinsic::kSparseWeightedMean), kRows * 4);
+  EXPECT_EQ(one(DType::kFloat32, Intrinsic::kSparseSum, /*counts=*/true), kRows * (4 + 8));
+  EXPECT_EQ(one(DType::kInt32, Intrinsic::kFederatedSum), kRows * 8);   // int64 sums
+  EXPECT_EQ(one(DType::kInt32, Intrinsic::kFederatedMean), kRows * 8);  // float64 means
+  EXPECT_EQ(one(DType::kFloat32, Intrinsic::kSparseSumSparse), kRows * (8 + 4 + 8) * 2);
 }
 
 }  // namespace

@@ -48,11 +48,12 @@ class FakeReducer final : public FieldReducer<double> {
     out->values = sum_;
     return Outcome{};
   }
-  Outcome SaveValues(double* out, size_t count) const override {
+  // The values as they are (the fake divides nothing).
+  Outcome SaveResult(const ResultRequest& request) const override {
     HostState<double> state;
     if (Outcome saved = Save(&state); !saved.ok()) return saved;
-    if (count != state.values.size()) return Outcome{Outcome::Code::kInternal, "another count"};
-    std::copy(state.values.begin(), state.values.end(), out);
+    if (request.count != state.values.size()) return Outcome{Outcome::Code::kInternal, "another count"};
+    std::copy(state.values.begin(), state.values.end(), static_cast<double*>(request.values));
     return Outcome{};
   }
   Outcome Load(const HostState<double>& in) override {
@@ -124,19 +125,21 @@ TEST_F(MultiDeviceReducerTest, SaveCountsEveryDeviceOnceHoweverOftenItRuns) {
   EXPECT_EQ(Saved(*reducer), All(63.0));
 }
 
-// A report's copy of the values alone gathers the devices as Save does, once.
-TEST_F(MultiDeviceReducerTest, SaveValuesCountsEveryDeviceOnce) {
+// A report's result gathers the devices as Save does, once.
+TEST_F(MultiDeviceReducerTest, SaveResultCountsEveryDeviceOnce) {
   const std::unique_ptr<FieldReducer<double>> reducer = Make(3);
   for (double value : {1.0, 2.0, 4.0, 8.0}) ASSERT_TRUE(Add(*reducer, value).ok());
   std::vector<double> values(kWidth, -1.0);
-  ASSERT_TRUE(reducer->SaveValues(values.data(), values.size()).ok());
+  ResultRequest request;
+  request.values = values.data();
+  request.count = values.size();
+  ASSERT_TRUE(reducer->SaveResult(request).ok());
   EXPECT_EQ(values, All(15.0));
-  EXPECT_EQ(Saved(*reducer), All(15.0)) << "SaveValues counted a device twice";
+  EXPECT_EQ(Saved(*reducer), All(15.0)) << "SaveResult counted a device twice";
   devices_.fail_save[0] = Outcome::Code::kInternal;
-  EXPECT_EQ(reducer->SaveValues(values.data(), values.size()).code, Outcome::Code::kInternal);
+  EXPECT_EQ(reducer->SaveResult(request).code, Outcome::Code::kInternal);
   devices_.fail_save[0] = Outcome::Code::kOk;
-  EXPECT_EQ(reducer->SaveValues(values.data(), values.size()).code, Outcome::Code::kInternal)
-      << "a failed reducer went on";
+  EXPECT_EQ(reducer->SaveResult(request).code, Outcome::Code::kInternal) << "a failed reducer went on";
 }
 
 TEST_F(MultiDeviceReducerTest, LoadReplacesEveryDevicesStateThenAccumulates) {

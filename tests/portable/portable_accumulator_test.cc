@@ -1,9 +1,10 @@
-// PortableAccumulatorFactory's adapter, over a fake reducer: a result that is the state as
-// kept (a sum) is copied straight out of the reducer into the result (SaveValues), with no
-// host copy of the whole state; any other (a mean) is made from one (Save), divided as the
-// CPU backend divides.
+// PortableAccumulatorFactory's adapter, over a fake reducer: a dense or scatter field's
+// report asks the reducer for the result, divided as the CPU backend's report divides
+// (DivisionOf), written straight into the result (and its counts), with no host copy of
+// the state; sparse_sum_sparse's is made from a host copy of the state.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -20,88 +21,143 @@ using portable::HostState;
 using portable::Outcome;
 using portable::ReducerMakers;
 using portable::ReducerSpec;
+using portable::ResultRequest;
+using Divide = portable::ResultRequest::Divide;
 
-struct Copies {
-  int saves = 0;        // whole states copied out
-  int value_saves = 0;  // values copied into a caller's buffer
+struct Calls {
+  int saves = 0;                          // whole states copied out
+  std::optional<ResultRequest> request;  // the last result asked for
 };
 
-// A reducer whose state is fixed: 1, 2, 3, ... (as if updates had summed to it).
-class FixedStateReducer final : public FieldReducer<float> {
+// A reducer whose state is fixed: values 1, 2, 3, ... and per-row counts 10, 20, ...;
+// its "result" is those values as they are, whatever the division asked (the division
+// itself is the Thrust reducer's, held to the CPU backend's bit for bit by backend_check).
+template <typename Acc>
+class FixedStateReducer final : public FieldReducer<Acc> {
  public:
-  FixedStateReducer(const ReducerSpec& spec, Copies* copies)
-      : values_(static_cast<size_t>(spec.rows * spec.row_width)), copies_(copies) {
-    for (size_t i = 0; i < values_.size(); ++i) values_[i] = static_cast<float>(i + 1);
+  FixedStateReducer(const ReducerSpec& spec, Calls* calls)
+      : values_(static_cast<size_t>(spec.rows * spec.row_width)), counts_(static_cast<size_t>(spec.rows)), calls_(calls) {
+    for (size_t i = 0; i < values_.size(); ++i) values_[i] = static_cast<Acc>(i + 1);
+    for (size_t r = 0; r < counts_.size(); ++r) counts_[r] = static_cast<int64_t>(10 * (r + 1));
   }
 
   Outcome Accumulate(const HostBatch&) override { return Outcome{}; }
-  Outcome Merge(const FieldReducer<float>&) override { return Outcome{}; }
-  Outcome Save(HostState<float>* out) const override {
-    ++copies_->saves;
+  Outcome Merge(const FieldReducer<Acc>&) override { return Outcome{}; }
+  Outcome Save(HostState<Acc>* out) const override {
+    ++calls_->saves;
     out->values = values_;
+    out->indices.resize(values_.size());
+    for (size_t i = 0; i < values_.size(); ++i) out->indices[i] = static_cast<int64_t>(i);
+    out->counts.assign(values_.size(), 1);
     return Outcome{};
   }
-  Outcome SaveValues(float* out, size_t count) const override {
-    ++copies_->value_saves;
-    if (count != values_.size()) return Outcome{Outcome::Code::kInternal, "another count"};
-    std::copy(values_.begin(), values_.end(), out);
+  Outcome SaveResult(const ResultRequest& request) const override {
+    calls_->request = request;
+    if (request.count != values_.size()) return Outcome{Outcome::Code::kInternal, "another count"};
+    std::copy(values_.begin(), values_.end(), static_cast<Acc*>(request.values));
+    if (request.counts != nullptr) std::copy(counts_.begin(), counts_.end(), request.counts);
     return Outcome{};
   }
-  Outcome Load(const HostState<float>&) override { return Outcome{}; }
+  Outcome Load(const HostState<Acc>&) override { return Outcome{}; }
   uint64_t HostBytes() const override { return 0; }
 
  private:
-  std::vector<float> values_;
-  Copies* const copies_;
+  std::vector<Acc> values_;
+  std::vector<int64_t> counts_;
+  Calls* const calls_;
 };
 
 class PortableAccumulatorTest : public ::testing::Test {
  protected:
-  PortableAccumulatorFactory Factory() {
+  absl::StatusOr<ReportedField> Report(const ReductionSpec& spec, int64_t contributions, double weight_sum) {
     ReducerMakers makers;
-    makers.f32 = [this](const ReducerSpec& spec) { return std::make_unique<FixedStateReducer>(spec, &copies_); };
-    return PortableAccumulatorFactory("fake", std::move(makers), {});
-  }
-
-  std::vector<float> ReportedValues(const ReductionSpec& spec, int64_t contributions) {
-    PortableAccumulatorFactory factory = Factory();
+    makers.f32 = [this](const ReducerSpec& r) { return std::make_unique<FixedStateReducer<float>>(r, &calls_); };
+    makers.i64 = [this](const ReducerSpec& r) { return std::make_unique<FixedStateReducer<int64_t>>(r, &calls_); };
+    PortableAccumulatorFactory factory("fake", std::move(makers), {});
     const std::unique_ptr<FieldAccumulator> accumulator = factory.Make(spec.fields()[0]);
-    absl::StatusOr<ReportedField> reported = accumulator->Report(contributions, /*weight_sum=*/0);
-    EXPECT_TRUE(reported.ok()) << reported.status();
-    if (!reported.ok()) return {};
-    const absl::Span<float> values = reported->value.mutable_values<float>();
-    return std::vector<float>(values.begin(), values.end());
+    return accumulator->Report(contributions, weight_sum);
   }
 
-  Copies copies_;
+  Calls calls_;
 };
 
-TEST_F(PortableAccumulatorTest, ASumIsCopiedStraightIntoItsResult) {
+TEST_F(PortableAccumulatorTest, ASumIsWrittenStraightIntoItsResult) {
   for (Intrinsic intrinsic : {Intrinsic::kFederatedSum, Intrinsic::kSparseSum, Intrinsic::kFederatedMax}) {
-    copies_ = Copies{};
+    calls_ = Calls{};
     const auto spec = OneFieldSpec(DType::kFloat32, {4}, intrinsic);
-    EXPECT_EQ(ReportedValues(*spec, 2), (std::vector<float>{1, 2, 3, 4})) << IntrinsicName(intrinsic);
-    EXPECT_EQ(copies_.value_saves, 1) << IntrinsicName(intrinsic);
-    EXPECT_EQ(copies_.saves, 0) << IntrinsicName(intrinsic) << ": a host copy of the state was made";
+    absl::StatusOr<ReportedField> reported = Report(*spec, 2, 0);
+    ASSERT_TRUE(reported.ok()) << reported.status();
+    const absl::Span<float> values = reported->value.mutable_values<float>();
+    EXPECT_EQ(std::vector<float>(values.begin(), values.end()), (std::vector<float>{1, 2, 3, 4}));
+    ASSERT_TRUE(calls_.request.has_value()) << IntrinsicName(intrinsic);
+    EXPECT_EQ(calls_.request->divide, Divide::kNone) << IntrinsicName(intrinsic);
+    EXPECT_FALSE(calls_.request->to_float64);
+    EXPECT_EQ(calls_.request->counts, nullptr);
+    EXPECT_EQ(calls_.saves, 0) << IntrinsicName(intrinsic) << ": a host copy of the state was made";
   }
 }
 
-TEST_F(PortableAccumulatorTest, AMeanIsDividedFromACopyOfTheState) {
-  const auto spec = OneFieldSpec(DType::kFloat32, {4}, Intrinsic::kFederatedMean);
-  EXPECT_EQ(ReportedValues(*spec, 2), (std::vector<float>{0.5, 1, 1.5, 2}));
-  EXPECT_EQ(copies_.saves, 1);
-  EXPECT_EQ(copies_.value_saves, 0);
+TEST_F(PortableAccumulatorTest, EachMeanAsksForItsDivision) {
+  struct Case {
+    Intrinsic intrinsic;
+    std::vector<int64_t> shape;
+    Divide divide;
+    double scalar;
+  };
+  for (const Case& c : {Case{Intrinsic::kFederatedMean, {4}, Divide::kByScalar, 3},
+                        Case{Intrinsic::kFederatedWeightedMean, {4}, Divide::kByScalar, 2.5},
+                        Case{Intrinsic::kSparseMean, {4}, Divide::kByRowCount, 0},
+                        Case{Intrinsic::kRowSparseMean, {2, 2}, Divide::kByRowCount, 0},
+                        Case{Intrinsic::kSparseWeightedMean, {4}, Divide::kByRowWeightSum, 0}}) {
+    calls_ = Calls{};
+    const auto spec = OneFieldSpec(DType::kFloat32, c.shape, c.intrinsic);
+    ASSERT_TRUE(Report(*spec, /*contributions=*/3, /*weight_sum=*/2.5).ok()) << IntrinsicName(c.intrinsic);
+    ASSERT_TRUE(calls_.request.has_value());
+    EXPECT_EQ(calls_.request->divide, c.divide) << IntrinsicName(c.intrinsic);
+    EXPECT_EQ(calls_.request->scalar, c.scalar) << IntrinsicName(c.intrinsic);
+    EXPECT_EQ(calls_.request->count, 4u);
+    EXPECT_EQ(calls_.saves, 0) << IntrinsicName(c.intrinsic);
+  }
 }
 
-// Counts to report come with the state, so such a sum is made from a copy of it.
-TEST_F(PortableAccumulatorTest, ASumWithCountsIsMadeFromACopyOfTheState) {
-  const auto spec = OneFieldSpec(DType::kFloat32, {4}, Intrinsic::kSparseSum, /*report_counts=*/true);
-  EXPECT_FALSE(spec->fields()[0].result_is_state);
-  PortableAccumulatorFactory factory = Factory();
-  const std::unique_ptr<FieldAccumulator> accumulator = factory.Make(spec->fields()[0]);
-  static_cast<void>(accumulator->Report(1, 0));
-  EXPECT_EQ(copies_.saves, 1);
-  EXPECT_EQ(copies_.value_saves, 0);
+// No contributions, or no weight: nothing to divide by, the sums are written as they are
+// (as the CPU backend's report does).
+TEST_F(PortableAccumulatorTest, ADenseMeanOfNothingDividesNothing) {
+  ASSERT_TRUE(Report(*OneFieldSpec(DType::kFloat32, {4}, Intrinsic::kFederatedMean), 0, 0).ok());
+  EXPECT_EQ(calls_.request->divide, Divide::kNone);
+  ASSERT_TRUE(Report(*OneFieldSpec(DType::kFloat32, {4}, Intrinsic::kFederatedWeightedMean), 3, 0).ok());
+  EXPECT_EQ(calls_.request->divide, Divide::kNone);
+}
+
+TEST_F(PortableAccumulatorTest, AnIntegerMeanIsAFloat64Result) {
+  const auto spec = OneFieldSpec(DType::kInt32, {4}, Intrinsic::kFederatedMean);
+  absl::StatusOr<ReportedField> reported = Report(*spec, 2, 0);
+  ASSERT_TRUE(reported.ok()) << reported.status();
+  EXPECT_TRUE(calls_.request->to_float64);
+  EXPECT_EQ(reported->value.dtype, DType::kFloat64);
+  EXPECT_EQ(reported->value.bytes.size(), 4 * sizeof(double));
+  calls_ = Calls{};
+  ASSERT_TRUE(Report(*OneFieldSpec(DType::kInt32, {4}, Intrinsic::kFederatedSum), 2, 0).ok());
+  EXPECT_FALSE(calls_.request->to_float64) << "an integer sum stays int64";
+}
+
+TEST_F(PortableAccumulatorTest, CountsToReportAreWrittenBesideTheValues) {
+  const auto spec = OneFieldSpec(DType::kFloat32, {3}, Intrinsic::kSparseSum, /*report_counts=*/true);
+  absl::StatusOr<ReportedField> reported = Report(*spec, 1, 0);
+  ASSERT_TRUE(reported.ok()) << reported.status();
+  EXPECT_NE(calls_.request->counts, nullptr);
+  EXPECT_EQ(reported->counts, (std::vector<int64_t>{10, 20, 30}));
+  EXPECT_EQ(calls_.saves, 0);
+}
+
+// sparse_sum_sparse's result is as large as the state says: made from a copy of it.
+TEST_F(PortableAccumulatorTest, ACoalescedSparseSumIsMadeFromACopyOfTheState) {
+  const auto spec = OneFieldSpec(DType::kFloat32, {4}, Intrinsic::kSparseSumSparse);
+  absl::StatusOr<ReportedField> reported = Report(*spec, 1, 0);
+  ASSERT_TRUE(reported.ok()) << reported.status();
+  EXPECT_EQ(calls_.saves, 1);
+  EXPECT_FALSE(calls_.request.has_value());
+  EXPECT_EQ(reported->indices, (std::vector<int64_t>{0, 1, 2, 3}));
 }
 
 }  // namespace

@@ -45,9 +45,10 @@ class FakeDeviceReducer final : public StagedFieldReducer<double> {
     out->values = sums_;
     return Outcome{};
   }
-  Outcome SaveValues(double* out, size_t count) const override {
-    if (count != sums_.size()) return Outcome{Outcome::Code::kInternal, "another count"};
-    std::copy(sums_.begin(), sums_.end(), out);
+  // The sums as they are (the fake divides nothing).
+  Outcome SaveResult(const ResultRequest& request) const override {
+    if (request.count != sums_.size()) return Outcome{Outcome::Code::kInternal, "another count"};
+    std::copy(sums_.begin(), sums_.end(), static_cast<double*>(request.values));
     return Outcome{};
   }
   Outcome Load(const HostState<double>& in) override {
@@ -121,8 +122,7 @@ std::thread ReleaseSoon(FakeDeviceReducer* fake) {
   });
 }
 
-// Save, and SaveValues (a report's copy of the values alone), wait for the reductions
-// submitted so far.
+// Save, and SaveResult (a report's), wait for the reductions submitted so far.
 TEST(RingFieldReducerTest, AccumulateReturnsBeforeTheReductionAndEverySaveWaitsForIt) {
   StagingRing ring(std::make_unique<CpuCopyEngine>(), Slots(1 << 20));
   auto device = std::make_unique<FakeDeviceReducer>(64);
@@ -145,7 +145,10 @@ TEST(RingFieldReducerTest, AccumulateReturnsBeforeTheReductionAndEverySaveWaitsF
   EXPECT_TRUE(reducer.Accumulate(more.View()).ok());
   release = ReleaseSoon(fake);
   std::vector<double> values(64);
-  EXPECT_TRUE(reducer.SaveValues(values.data(), values.size()).ok());
+  ResultRequest request;
+  request.values = values.data();
+  request.count = values.size();
+  EXPECT_TRUE(reducer.SaveResult(request).ok());
   release.join();
   const std::vector<double> added = Expected(more, 64);
   for (size_t i = 0; i < expected.size(); ++i) expected[i] += added[i];
@@ -221,7 +224,10 @@ TEST(RingFieldReducerTest, AFailedReductionIsReturnedByEveryLaterCall) {
   EXPECT_EQ(next.message, "the device fell over (test)");
   EXPECT_EQ(reducer.Load(state).code, Outcome::Code::kInternal);
   std::vector<double> values(8);
-  EXPECT_EQ(reducer.SaveValues(values.data(), values.size()).code, Outcome::Code::kInternal);
+  ResultRequest request;
+  request.values = values.data();
+  request.count = values.size();
+  EXPECT_EQ(reducer.SaveResult(request).code, Outcome::Code::kInternal);
   MutexLock lock(&fake->mu);
   EXPECT_EQ(fake->parts, 1) << "nothing was reduced after the failure";
 }
