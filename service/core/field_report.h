@@ -1,9 +1,10 @@
-// The result of one field from its accumulated state, wherever that state was kept: the
-// CPU accumulators report from their own arrays, a device backend's adapter from the
-// arrays it copied out of the device (portable/portable_accumulator_factory.cc). One
-// definition of every intrinsic's last step: means divided (in the accumulation
-// precision, float64 for integer sums), the result dtype written, counts attached when
-// the spec asked for them.
+// The result of one field from its accumulated state: every intrinsic's last step —
+// means divided (DivisionOf: by what, in the accumulation precision, float64 for integer
+// sums), the result dtype written, counts attached when the spec asked for them. The CPU
+// accumulators report from their own arrays; a device backend's adapter
+// (portable/portable_accumulator_factory.cc) has the device make a dense or scatter
+// field's result by the same division (ReportWritten), and reports sparse_sum_sparse
+// from the arrays it copied out of the device.
 #ifndef FEDAGG_SERVICE_CORE_FIELD_REPORT_H_
 #define FEDAGG_SERVICE_CORE_FIELD_REPORT_H_
 
