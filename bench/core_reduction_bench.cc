@@ -221,11 +221,12 @@ void BM_RowSparseSumColdRowsAscending(benchmark::State& s) {
   RunReduction(s, Intrinsic::kRowSparseSum, {1 << 20, 64}, 1000, 48, true);
 }
 
-// The result of a sparse_sum over 16 Mi coordinates (a 64 MiB float32 table, one batch of
-// 8 updates accumulated): what finalization costs beside the reductions. Bytes: the table's.
-void RunReport(benchmark::State& state, const AccumulatorFactory& backend) {
-  absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec = ReductionSpec::Create(
-      ValueType::Tensor(DType::kFloat32, {kSparseCoordinates}), {{Intrinsic::kSparseSum}});
+// The result of a sparse_sum (or sparse_mean) over 16 Mi coordinates (a 64 MiB float32
+// table, one batch of 8 updates accumulated): what finalization costs beside the
+// reductions. Bytes: the table's.
+void RunReport(benchmark::State& state, Intrinsic intrinsic, const AccumulatorFactory& backend) {
+  absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec =
+      ReductionSpec::Create(ValueType::Tensor(DType::kFloat32, {kSparseCoordinates}), {{intrinsic}});
   if (!spec.ok()) return state.SkipWithError(std::string(spec.status().message()).c_str());
   const Batch batch = MakeBatch(Encoding::kSparse, kSparseCoordinates, 1, kSparseNnz, false);
   PartialAggregate partial(*spec, backend);
@@ -237,12 +238,16 @@ void RunReport(benchmark::State& state, const AccumulatorFactory& backend) {
   }
   state.SetBytesProcessed(state.iterations() * kSparseCoordinates * static_cast<int64_t>(sizeof(float)));
 }
-void BM_SparseSumReport(benchmark::State& s) { RunReport(s, CpuAccumulatorFactory::Default()); }
+void BM_SparseSumReport(benchmark::State& s) { RunReport(s, Intrinsic::kSparseSum, CpuAccumulatorFactory::Default()); }
+void BM_SparseMeanReport(benchmark::State& s) { RunReport(s, Intrinsic::kSparseMean, CpuAccumulatorFactory::Default()); }
 BENCHMARK(BM_SparseSumReport)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SparseMeanReport)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 #if defined(FEDAGG_BENCH_THRUST_OMP)
-void BM_ThrustOmpSparseSumReport(benchmark::State& s) { RunReport(s, ThrustOmpBackend()); }
+void BM_ThrustOmpSparseSumReport(benchmark::State& s) { RunReport(s, Intrinsic::kSparseSum, ThrustOmpBackend()); }
+void BM_ThrustOmpSparseMeanReport(benchmark::State& s) { RunReport(s, Intrinsic::kSparseMean, ThrustOmpBackend()); }
 BENCHMARK(BM_ThrustOmpSparseSumReport)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ThrustOmpSparseMeanReport)->UseRealTime()->Unit(benchmark::kMillisecond);
 void BM_ThrustOmpDenseSum(benchmark::State& s) {
   RunReduction(s, Intrinsic::kFederatedSum, {kDenseElements}, 0, 1, false, ThrustOmpBackend());
 }
