@@ -69,10 +69,9 @@ void Unmap(const Mapping& mapping) {
 // of one model all have the same size, so the next one can take the memory the last one
 // left, already resident. The kept bytes and the bytes of mappings in use together stay
 // within `capacity_` (LargeAllocation::kCachedBytes, beyond what KeepReleasedMappings
-// asks):
-// a new mapping makes room among the kept ones first, the oldest unmapped first, so kept
-// mappings of sizes no update takes any more never add to what is in use beyond the
-// capacity; the newest released one is kept even alone beyond it. A mapping pinned
+// asks): a new mapping makes room among the kept ones first, the oldest unmapped first,
+// so kept mappings of sizes no update takes any more never add to what is in use beyond
+// the capacity; the newest released one is kept even alone beyond it. A mapping pinned
 // otherwise than new ones are (the pinner changed) is unmapped, not kept.
 class MappingCache {
  public:
