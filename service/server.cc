@@ -323,7 +323,7 @@ void FedaggServer::RegisterStateGauges() {
       {"state"}, [] {
         const LargeAllocation::MappedBytes mapped = LargeAllocation::Mapped();
         return MetricsRegistry::GaugeSamples{{{"in_use"}, static_cast<double>(mapped.in_use)},
-                                             {{"kept"}, static_cast<double>(mapped.cached)}};
+                                             {{"kept"}, static_cast<double>(mapped.kept)}};
       });
   if (device_monitor_ != nullptr) RegisterDeviceGauges(*device_monitor_);
   if (!staging_rings_.empty()) RegisterStagingMetrics(staging_rings_);

@@ -71,7 +71,7 @@ class LargeAllocation {
   // Bytes of mappings, process-wide: in use (held by LargeAllocations) and kept for reuse.
   struct MappedBytes {
     size_t in_use = 0;
-    size_t cached = 0;
+    size_t kept = 0;
   };
   static MappedBytes Mapped();
   // From now on, new mappings are pinned with `pinner` (null: no longer pinned), and the

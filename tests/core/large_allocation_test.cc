@@ -133,11 +133,11 @@ TEST(LargeAllocationTest, ANewMappingMakesRoomAmongTheKeptOnesOldestFirst) {
     released.push_back(allocation.data());
     allocation = LargeAllocation();  // released in order: the first is the oldest kept
   }
-  EXPECT_EQ(LargeAllocation::Mapped().cached, 3 * kTen);
+  EXPECT_EQ(LargeAllocation::Mapped().kept, 3 * kTen);
   LargeAllocation other(8 * LargeAllocation::kHugePageBytes);  // 16 MiB: 30 + 16 > 32
   const LargeAllocation::MappedBytes mapped = LargeAllocation::Mapped();
   EXPECT_EQ(mapped.in_use, 8 * LargeAllocation::kHugePageBytes);
-  EXPECT_EQ(mapped.cached, kTen) << "not just as much unmapped as the new buffer needed";
+  EXPECT_EQ(mapped.kept, kTen) << "not just as much unmapped as the new buffer needed";
   EXPECT_TRUE(Mapped(released[2], kTen));
   LargeAllocation kept(kTen);
   EXPECT_EQ(kept.data(), released[2]) << "the newest was not the one kept";
@@ -154,20 +154,20 @@ TEST(LargeAllocationTest, KeptBuffersOfAnOldSizeNeverHoldMemoryBesideTheUpdatesI
     std::vector<LargeAllocation> round;
     for (int i = 0; i < 8; ++i) round.emplace_back(4 * LargeAllocation::kHugePageBytes);  // 8 MiB each
   }
-  EXPECT_EQ(LargeAllocation::Mapped().cached, kWindow);
+  EXPECT_EQ(LargeAllocation::Mapped().kept, kWindow);
   size_t most = 0;
   {
     std::vector<LargeAllocation> round;
     for (int i = 0; i < 10; ++i) {
       round.emplace_back(3 * LargeAllocation::kHugePageBytes);  // 6 MiB each
       const LargeAllocation::MappedBytes mapped = LargeAllocation::Mapped();
-      most = std::max(most, mapped.in_use + mapped.cached);
+      most = std::max(most, mapped.in_use + mapped.kept);
     }
   }
   EXPECT_LE(most, kWindow + LargeAllocation::kCachedBytes);  // 64 kept + 60 in use without the bound
   const LargeAllocation::MappedBytes after = LargeAllocation::Mapped();
   EXPECT_EQ(after.in_use, 0u);
-  EXPECT_LE(after.cached, kWindow + LargeAllocation::kCachedBytes);
+  EXPECT_LE(after.kept, kWindow + LargeAllocation::kCachedBytes);
 }
 
 TEST(LargeAllocationTest, TrimCacheUnmapsTheReleasedMappings) {
