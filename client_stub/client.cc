@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client_stub/encoding_conversion.h"
 #include "client_stub/update_encoder.h"
 #include "service/core/status_macros.h"
 #include "service/core/update_validator.h"
@@ -36,9 +37,13 @@ bool WriteUpdate(const std::string& aggregation_id, const std::string& client_id
   return true;
 }
 
-absl::Status CheckLocally(const v1::AggregationSpec& spec, const UpdateView& update) {
+// `update` with every field in the encoding `spec` declares (encoding_conversion.h),
+// validated as the server validates it.
+absl::StatusOr<ConvertedUpdate> PrepareLocally(const v1::AggregationSpec& spec, const UpdateView& update) {
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(spec));
-  return ValidateUpdate(*config.reduction, update);
+  FEDAGG_ASSIGN_OR_RETURN(ConvertedUpdate prepared, ConvertedUpdate::Of(*config.reduction, update));
+  FEDAGG_RETURN_IF_ERROR(ValidateUpdate(*config.reduction, prepared.view()));
+  return prepared;
 }
 
 // A stream that ended with one of these codes broke for a passing reason (server restart,
@@ -119,8 +124,8 @@ absl::StatusOr<v1::Ack> ContributeStream::AwaitAnswer() {
 
 absl::StatusOr<v1::Ack> ContributeStream::Contribute(const v1::AggregationSpec& spec,
                                                      const UpdateView& update) {
-  FEDAGG_RETURN_IF_ERROR(CheckLocally(spec, update));
-  return ContributeUnchecked(spec.aggregation_id(), update);
+  FEDAGG_ASSIGN_OR_RETURN(const ConvertedUpdate prepared, PrepareLocally(spec, update));
+  return ContributeUnchecked(spec.aggregation_id(), prepared.view());
 }
 
 absl::StatusOr<v1::Ack> ContributeStream::ContributeUnchecked(const std::string& aggregation_id,
@@ -194,14 +199,14 @@ absl::StatusOr<v1::Ack> SubmitUpdate(std::shared_ptr<grpc::Channel> channel,
                                      const std::string& client_id,
                                      const v1::AggregationSpec& spec, const UpdateView& update,
                                      const CallOptions& options) {
-  FEDAGG_RETURN_IF_ERROR(CheckLocally(spec, update));
+  FEDAGG_ASSIGN_OR_RETURN(const ConvertedUpdate prepared, PrepareLocally(spec, update));
   auto stub = v1::Aggregation::NewStub(channel);
   grpc::ClientContext context;
   PrepareContext(context, options, /*with_deadline=*/true);
   v1::SubmitResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::SubmitRequest>> writer = stub->Submit(&context, &response);
   grpc::ClientWriter<v1::SubmitRequest>* raw_writer = writer.get();
-  WriteUpdate<v1::SubmitRequest>(spec.aggregation_id(), client_id, update, ContributeStream::kDefaultChunkBytes,
+  WriteUpdate<v1::SubmitRequest>(spec.aggregation_id(), client_id, prepared.view(), ContributeStream::kDefaultChunkBytes,
                                  options.ack_level, [raw_writer](const v1::SubmitRequest& r) { return raw_writer->Write(r); });
   writer->WritesDone();
   FEDAGG_RETURN_IF_ERROR(FromGrpcStatus(writer->Finish()));

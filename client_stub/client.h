@@ -1,7 +1,8 @@
 // fedagg's C++ client library.
 //   ContributeStream — one Aggregation.Contribute stream: hello/welcome, then updates
-//                      (dense, sparse or row-sparse per field, as UpdateViews), each
-//                      checked locally against the spec, chunked, and acknowledged.
+//                      (each field dense, sparse or row-sparse, as the caller holds it:
+//                      sent in the encoding the field declares, encoding_conversion.h),
+//                      each checked locally against the spec, chunked, and acknowledged.
 //                      An update refused for a passing reason, or cut off by a broken
 //                      stream, is sent again (over a reopened stream when it broke).
 //   SubmitUpdate     — the same update over the client-streaming Submit path.
@@ -59,7 +60,8 @@ class ContributeStream {
 
   // The Welcome of the latest hello (the stream reopens after it broke).
   const v1::Welcome& welcome() const { return welcome_; }
-  // Validates `update` against `spec` locally, sends it, and waits for the server's answer:
+  // Puts every field of `update` in the encoding `spec` declares (ConvertedUpdate),
+  // validates it locally as the server would, sends it, and waits for the server's answer:
   // the Ack, or the rejection as a Status (the stream stays usable after a rejection).
   //
   // Retries as CallOptions::max_attempts says. When the stream broke (server restarted,

@@ -24,7 +24,7 @@ install(TARGETS fedagg_client fedagg_rounds fedagg_core fedagg_proto
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
         LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}")
 
-install(FILES client_stub/client.h client_stub/update_encoder.h
+install(FILES client_stub/client.h client_stub/encoding_conversion.h client_stub/update_encoder.h
         DESTINATION "${FEDAGG_INSTALL_INCLUDEDIR}/client_stub")
 foreach(dir service/core service/rounds)
   install(DIRECTORY "${dir}/" DESTINATION "${FEDAGG_INSTALL_INCLUDEDIR}/${dir}" FILES_MATCHING PATTERN "*.h")

@@ -25,8 +25,10 @@
 #include "absl/time/clock.h"
 #include "client_stub/client.h"
 #include "client_stub/dtype_cast.h"
+#include "client_stub/encoding_conversion.h"
 #include "client_stub/npy_file.h"
 #include "client_stub/npz_file.h"
+#include "service/core/status_macros.h"
 #include "service/rounds/spec_conversion.h"
 #include "service/core/read_file.h"
 
@@ -106,68 +108,93 @@ absl::StatusOr<v1::AggregationSpec> SpecFromFlags(const std::string& id) {
   return spec;
 }
 
-// submit: the files named FIELD=F (dense) or FIELD.indices=F FIELD.values=F (sparse,
-// row-sparse), one update for `spec`.
+// One field of an update from `inputs`, in its declared encoding and dtype: FIELD is a
+// dense value; FIELD.indices with FIELD.values a pair in the field's own sparse encoding
+// (sparse COO for a dense field); FIELD.row_ids with FIELD.rows a row-sparse pair.
+absl::StatusOr<EncodedField> LoadField(const FieldSpec& field, const std::map<std::string, Tensor>& inputs) {
+  auto given = [&](const std::string& suffix) -> const Tensor* {
+    auto it = inputs.find(field.path + suffix);
+    return it == inputs.end() ? nullptr : &it->second;
+  };
+  struct Form {
+    const char* index_suffix;  // nullptr for dense
+    const char* value_suffix;
+    Encoding encoding;
+  };
+  const Encoding pair_encoding = field.encoding == Encoding::kDense ? Encoding::kSparse : field.encoding;
+  const Form forms[] = {{nullptr, "", Encoding::kDense},
+                        {".indices", ".values", pair_encoding},
+                        {".row_ids", ".rows", Encoding::kRowSparse}};
+  const Form* chosen = nullptr;
+  for (const Form& form : forms) {
+    if (given(form.value_suffix) == nullptr && (form.index_suffix == nullptr || given(form.index_suffix) == nullptr)) {
+      continue;
+    }
+    if (chosen != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("field '", field.path, "' is given both as ", field.path,
+                                                     chosen->value_suffix, " and as ", field.path, form.value_suffix,
+                                                     "; give one"));
+    }
+    chosen = &form;
+  }
+  const std::string usage = absl::StrCat("field '", field.path, "' (", IntrinsicName(field.intrinsic), ") needs ",
+                                         field.path, "=FILE.npy, or ", field.path, ".indices=I.npy with ", field.path,
+                                         ".values=V.npy, or ", field.path, ".row_ids=R.npy with ", field.path,
+                                         ".rows=V.npy (or members of those names in a FILE.npz)");
+  if (chosen == nullptr) return absl::InvalidArgumentError(usage);
+  const Tensor* values = given(chosen->value_suffix);
+  const Tensor* indices = chosen->index_suffix == nullptr ? nullptr : given(chosen->index_suffix);
+  if (values == nullptr || (chosen->index_suffix != nullptr && indices == nullptr)) {
+    return absl::InvalidArgumentError(usage);
+  }
+  FieldValue input{chosen->encoding, values->dtype, {}, absl::MakeConstSpan(values->bytes)};
+  if (indices != nullptr) {
+    if (indices->dtype != DType::kInt64) {
+      return absl::InvalidArgumentError(absl::StrCat(field.path, chosen->index_suffix, " must be int64"));
+    }
+    input.indices = indices->values<int64_t>();
+  }
+  FEDAGG_ASSIGN_OR_RETURN(EncodedField encoded, ToDeclaredEncoding(field, input));
+  FEDAGG_ASSIGN_OR_RETURN(
+      encoded.values,
+      CastToDeclared(encoded.values, field.type.dtype,
+                     absl::GetFlag(FLAGS_allow_lossy_cast) ? CastPolicy::kAllowLossy : CastPolicy::kExactOnly,
+                     absl::StrCat("field '", field.path, "' values (", field.path, chosen->value_suffix, ")")));
+  return encoded;
+}
+
+// submit: one update for `spec`, each field from the files (or .npz members) named
+// FIELD (dense), FIELD.indices and FIELD.values (the field's own sparse encoding; sparse
+// COO for a dense field) or FIELD.row_ids and FIELD.rows (row-sparse, for any field of
+// rank ≥ 1). Whatever is given is sent in the field's declared encoding
+// (encoding_conversion.h) and dtype (dtype_cast.h), as the Python client does.
 int Submit(std::shared_ptr<grpc::Channel> channel, const CallOptions& call, const v1::AggregationSpec& spec,
            const std::vector<std::string>& files) {
-  std::map<std::string, std::string> by_name;
-  std::map<std::string, Tensor> from_npz;  // members of FILE.npz arguments, by name
+  std::map<std::string, Tensor> inputs;  // by name: FIELD, FIELD.indices, ... (files and .npz members)
   for (const std::string& arg : files) {
     const size_t eq = arg.find('=');
     if (eq == std::string::npos && absl::EndsWith(arg, ".npz")) {
       absl::StatusOr<std::map<std::string, Tensor>> members = ReadNpz(arg);
       if (!members.ok()) return Fail(kUsageError, members.status());
-      from_npz.merge(*members);
+      inputs.merge(*members);
       continue;
     }
     if (eq == std::string::npos) return Fail(kUsageError, absl::InvalidArgumentError(absl::StrCat(
                                                  "'", arg, "' is not FIELD=FILE.npy or FILE.npz")));
-    by_name[arg.substr(0, eq)] = arg.substr(eq + 1);
+    absl::StatusOr<Tensor> tensor = ReadNpy(arg.substr(eq + 1));
+    if (!tensor.ok()) return Fail(kUsageError, tensor.status());
+    inputs[arg.substr(0, eq)] = *std::move(tensor);
   }
   absl::StatusOr<AggregationConfig> config = ConfigFromProto(spec);
   if (!config.ok()) return Fail(kServerError, config.status());
-  std::vector<Tensor> tensors;  // keeps the bytes the views point into
-  tensors.reserve(config->reduction->fields().size() * 3);  // values, their cast, indices
+  std::vector<EncodedField> encoded;  // keeps the bytes the update's views point into
+  encoded.reserve(config->reduction->fields().size());
   UpdateView update;
   for (const FieldSpec& field : config->reduction->fields()) {
-    const bool dense = field.encoding == Encoding::kDense;
-    const std::string values_key = dense ? field.path : field.path + ".values";
-    auto load = [&](const std::string& key) -> absl::StatusOr<const Tensor*> {
-      auto it = by_name.find(key);
-      if (it == by_name.end()) {
-        auto member = from_npz.find(key);
-        if (member == from_npz.end()) {
-          return absl::InvalidArgumentError(absl::StrCat("field '", field.path, "' (", IntrinsicName(field.intrinsic),
-                                                         ") needs ", key, "=FILE.npy, or a member '", key,
-                                                         "' in a FILE.npz"));
-        }
-        tensors.push_back(std::move(member->second));
-        return &tensors.back();
-      }
-      absl::StatusOr<Tensor> tensor = ReadNpy(it->second);
-      if (!tensor.ok()) return tensor.status();
-      tensors.push_back(*std::move(tensor));
-      return &tensors.back();
-    };
-    absl::StatusOr<const Tensor*> loaded = load(values_key);
-    if (!loaded.ok()) return Fail(kUsageError, loaded.status());
-    absl::StatusOr<Tensor> cast = CastToDeclared(
-        **loaded, field.type.dtype,
-        absl::GetFlag(FLAGS_allow_lossy_cast) ? CastPolicy::kAllowLossy : CastPolicy::kExactOnly,
-        absl::StrCat("field '", field.path, "' values (", values_key, ")"));
-    if (!cast.ok()) return Fail(kUsageError, cast.status());
-    tensors.push_back(*std::move(cast));
-    const Tensor* values = &tensors.back();
-    FieldValue value{field.encoding, values->dtype, {}, absl::MakeConstSpan(values->bytes)};
-    if (!dense) {
-      absl::StatusOr<const Tensor*> indices = load(field.path + ".indices");
-      if (!indices.ok()) return Fail(kUsageError, indices.status());
-      if ((*indices)->dtype != DType::kInt64) {
-        return Fail(kUsageError, absl::InvalidArgumentError(absl::StrCat(field.path, ".indices must be int64")));
-      }
-      value.indices = (*indices)->values<int64_t>();
-    }
-    update.fields.push_back(value);
+    absl::StatusOr<EncodedField> value = LoadField(field, inputs);
+    if (!value.ok()) return Fail(kUsageError, value.status());
+    encoded.push_back(*std::move(value));
+    update.fields.push_back(encoded.back().view());
   }
   if (absl::GetFlag(FLAGS_weight) != 0) update.weight = absl::GetFlag(FLAGS_weight);
   const std::string client_id = absl::GetFlag(FLAGS_client_id);
@@ -339,8 +366,9 @@ int main(int argc, char** argv) {
       "  fedagg-client [--server=HOST:PORT] [--json] COMMAND ...\n"
       "  create ID --type='<w=float32[4]>' --intrinsics=federated_mean [--min_contributions=N]\n"
       "  status ID | list | seal ID | cancel ID [--reason=...] | watch ID\n"
-      "  submit ID --client_id=C [--weight=W] [--wait=received|durable] [--allow_lossy_cast] FIELD=FILE.npy | FIELD.indices=I.npy FIELD.values=V.npy | FILE.npz ...\n"
-      "                             (FILE.npz from numpy.savez: members named FIELD, FIELD.indices, FIELD.values)\n"
+      "  submit ID --client_id=C [--weight=W] [--wait=received|durable] [--allow_lossy_cast] FIELD=FILE.npy | FIELD.indices=I.npy FIELD.values=V.npy | FIELD.row_ids=R.npy FIELD.rows=V.npy | FILE.npz ...\n"
+      "                             (any of the three forms for any field: sent in the encoding and dtype the field declares;\n"
+      "                              FILE.npz from numpy.savez: members named as the files)\n"
       "  result ID --out=DIR        (writes DIR/FIELD.npy, FIELD.indices.npy, FIELD.counts.npy)\n"
       "  result ID --out=FILE.npz   (one archive, members FIELD, FIELD.indices, FIELD.counts)\n"
       "Exit codes: 0 success, 1 refused by or unreachable server, 2 usage or local input error.");

@@ -72,12 +72,6 @@ size_t FirstOutside(absl::Span<const int64_t> indices, int64_t rows) {
   return i;
 }
 
-absl::Status FieldError(const FieldSpec& field, absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat("field '", field.path, "' (",
-                                                 field.type.ToString(), ", ",
-                                                 IntrinsicName(field.intrinsic), "): ", problem));
-}
-
 // ValidateField; with `ascending`, also whether the indices ascend (read in the same pass).
 absl::Status CheckField(const ReductionSpec& spec, const FieldSpec& field, const FieldValue& value,
                         bool* ascending) {
@@ -164,6 +158,12 @@ absl::Status CheckUpdate(const ReductionSpec& spec, const UpdateView& update, Up
 }
 
 }  // namespace
+
+absl::Status FieldError(const FieldSpec& field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat("field '", field.path, "' (",
+                                                 field.type.ToString(), ", ",
+                                                 IntrinsicName(field.intrinsic), "): ", problem));
+}
 
 absl::Status ValidateField(const ReductionSpec& spec, const FieldSpec& field,
                            const FieldValue& value) {

@@ -5,6 +5,7 @@
 #define FEDAGG_SERVICE_CORE_UPDATE_VALIDATOR_H_
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "service/core/field_value.h"
 #include "service/core/reduction_spec.h"
 
@@ -13,6 +14,10 @@ namespace fedagg {
 // Weights a weighted field accumulated in float32 accepts (2^-40 .. 2^40).
 inline constexpr double kMinFloat32Weight = 0x1p-40;
 inline constexpr double kMaxFloat32Weight = 0x1p40;
+
+// INVALID_ARGUMENT "field 'PATH' (TYPE, INTRINSIC): PROBLEM": how every refusal of one
+// field's value is worded, by the server and by the client library's own checks.
+absl::Status FieldError(const FieldSpec& field, absl::string_view problem);
 
 // INVALID_ARGUMENT with a message naming the field and the problem, or OK.
 absl::Status ValidateUpdate(const ReductionSpec& spec, const UpdateView& update);

@@ -108,3 +108,43 @@ with np.load(sys.argv[1]) as r:
     assert r["tokens.indices"].tolist() == [2, 7] and r["tokens"].tolist() == [25, 10]
     assert r["tokens.counts"].tolist() == [2, 1]
 PY
+
+# Sparse is transparent (client_stub/encoding_conversion.h): any field takes a dense array,
+# an indices/values pair or a row_ids/rows pair, and is sent as it declares. Client a sends
+# the dense field as a COO pair with a repeat, the row-sparse one and the sparse_mean one
+# dense; client b the row-sparse field as rows, the sparse_mean field as rows of one element
+# (an explicit 0 counts as touched). Refused locally (exit 2): two forms for one field.
+cli create r4 --type='<w=float32[4],emb=float32[3,2],ids=float32[5]>' \
+    --intrinsics=federated_sum,row_sparse_sum,sparse_mean --min_contributions=2
+/usr/bin/python3 - "$E2E_DIR" <<'PY'
+import sys
+import numpy as np
+d = sys.argv[1]
+np.save(f"{d}/a_w_i.npy", np.int64([3, 0, 3])); np.save(f"{d}/a_w_v.npy", np.float32([1, 2, 4]))
+np.save(f"{d}/a_emb.npy", np.float32([[0, 0], [1, 2], [0, 0]]))
+np.save(f"{d}/a_ids.npy", np.float32([0, 3, 0, 0, 6]))
+np.savez(f"{d}/b.npz", **{"w": np.float32([1, 1, 1, 1]), "emb.row_ids": np.int64([2]),
+                          "emb.rows": np.float32([[5, 6]]), "ids.row_ids": np.int64([1, 4]),
+                          "ids.rows": np.float32([5, 0])})
+PY
+set +e
+cli submit r4 --client_id=a w="$E2E_DIR/a_w_v.npy" w.indices="$E2E_DIR/a_w_i.npy" w.values="$E2E_DIR/a_w_v.npy" \
+    emb="$E2E_DIR/a_emb.npy" ids="$E2E_DIR/a_ids.npy" 2>"$E2E_DIR/twice.err"
+twice=$?
+set -e
+echo "a field given twice: exit $twice ($(cat "$E2E_DIR/twice.err"))"
+[ "$twice" = 2 ] && grep -q "field 'w' is given both as w and as w.values; give one" "$E2E_DIR/twice.err"
+cli submit r4 --client_id=a w.indices="$E2E_DIR/a_w_i.npy" w.values="$E2E_DIR/a_w_v.npy" \
+    emb="$E2E_DIR/a_emb.npy" ids="$E2E_DIR/a_ids.npy"
+cli submit r4 --client_id=b "$E2E_DIR/b.npz"
+cli seal r4 && cli watch r4 | tail -n 1 | grep -q FINALIZED
+cli result r4 --out="$E2E_DIR/r4.npz"
+/usr/bin/python3 - "$E2E_DIR/r4.npz" <<'PY'
+import sys
+import numpy as np
+with np.load(sys.argv[1]) as r:
+    print("r4.npz:", {k: r[k].tolist() for k in r.files})
+    assert r["w"].tolist() == [3, 1, 1, 6]
+    assert r["emb"].tolist() == [[0, 0], [1, 2], [5, 6]]
+    assert r["ids"].tolist() == [0, 4, 0, 0, 3]
+PY

@@ -117,6 +117,47 @@ TEST(ServiceTest, DenseSumAtTheRoot) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(result->fields[0].value.values<float>()[i], expected[i]);
 }
 
+// The client library sends each field in the encoding it declares, whatever it is given
+// (client_stub/encoding_conversion.h): a dense array for a sparse_mean field over a
+// Contribute stream (its zeros not touched), a sparse pair for a dense field over Submit.
+TEST(ServiceTest, TheClientLibrarySendsWhatEachFieldDeclares) {
+  auto cluster = Cluster::Start(0);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  const v1::AggregationSpec spec = MakeSpec(
+      "any-encoding", {{"w", "float32[4]", Intrinsic::kFederatedSum}, {"ids", "float32[4]", Intrinsic::kSparseMean}}, 2);
+  ASSERT_TRUE(control.Create(spec).ok());
+
+  const std::vector<int64_t> w_indices = {3, 0, 3};
+  const std::vector<float> w_values = {1, 2, 4};
+  const std::vector<float> ids_dense = {0, 6, 0, 2};
+  auto stream = ContributeStream::Open(Connect(cluster->root->port()), "dense-for-sparse");
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(
+      spec, UpdateView{{FieldValue::Sparse<float>(w_indices, w_values), FieldValue::Dense<float>(ids_dense)},
+                       std::nullopt});
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_TRUE((*stream)->Close().ok());
+
+  const std::vector<float> w_dense = {1, 1, 1, 1};
+  const std::vector<int64_t> ids_indices = {1};
+  const std::vector<float> ids_values = {2};
+  ack = SubmitUpdate(Connect(cluster->root->port()), "sparse-for-dense", spec,
+                     UpdateView{{FieldValue::Dense<float>(w_dense), FieldValue::Sparse<float>(ids_indices, ids_values)},
+                                std::nullopt});
+  ASSERT_TRUE(ack.ok()) << ack.status();
+
+  const v1::AggregationStatus final = SealAndWait(control, "any-encoding");
+  ASSERT_EQ(final.state(), v1::FINALIZED) << final.detail();
+  absl::StatusOr<AggregateResult> result = control.GetResult("any-encoding");
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->fields.size(), 2u);
+  const absl::Span<const float> w = result->fields[0].value.values<float>();
+  const absl::Span<const float> ids = result->fields[1].value.values<float>();
+  EXPECT_EQ(std::vector<float>(w.begin(), w.end()), (std::vector<float>{3, 1, 1, 6}));
+  EXPECT_EQ(std::vector<float>(ids.begin(), ids.end()), (std::vector<float>{0, 4, 0, 2}));  // (6 + 2) / 2, 2 / 1
+}
+
 // A root and two intermediates, all on `config`'s backend, 30 random updates of five
 // fields (dense, row-sparse, sparse union, integer, weighted COO) sent to all three at
 // once: the result equals the float64 reference.
