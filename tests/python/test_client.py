@@ -169,6 +169,26 @@ def test_weighted_mean_bfloat16_and_chunking(conn):
     assert bfloat16(np.float32([1000.5]))[0] == 1000.0  # the values did travel as bfloat16
 
 
+def test_scalar_fields_of_every_dtype(conn):
+    """A scalar field is a 0-d array: every dtype converts it (bfloat16's rounding once
+    failed there, under NumPy's casting rules for 0-d operands), dense or as a sparse pair."""
+    dtypes = ["float32", "float64", "float16", "bfloat16", "int32", "int64"]
+    status = conn.control.create("py-scalars", {
+        **{f"d_{dtype}": F(dtype, (), "federated_sum") for dtype in dtypes},
+        **{f"s_{dtype}": F(dtype, (), "sparse_mean") for dtype in dtypes},
+    }, min_contributions=2)
+    updates = [{**{f"d_{dtype}": np.float32(1.5 * (i + 1)) if dtype[0] == "f" else np.int64(i + 1) for dtype in dtypes},
+                **{f"s_{dtype}": ([0], [2.0 * (i + 1)] if dtype[0] == "f" else [i + 1]) for dtype in dtypes}}
+               for i in range(2)]
+    for i, update in enumerate(updates):
+        assert conn.submit(f"scalar-{i}", status, update) == i + 1
+    result = finish(conn, "py-scalars")
+    for dtype in dtypes:
+        assert result[f"d_{dtype}"].values.shape == ()
+        assert result[f"d_{dtype}"].values == (4.5 if dtype[0] == "f" else 3), dtype
+        assert result[f"s_{dtype}"].values == (3.0 if dtype[0] == "f" else 1.5), dtype
+
+
 def test_local_refusals_are_raised_before_sending(conn, unreachable):
     status = conn.control.create("py-local", {"w": F("float32", (3,), "federated_sum"),
                                               "s": F("int32", (5,), "sparse_sum")}, require_finite=True)

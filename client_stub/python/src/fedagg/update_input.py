@@ -192,6 +192,9 @@ def _in_declared_dtype(leaf: Leaf, values: np.ndarray, require_finite: bool,
     """Values converted to the field's wire dtype, refusing lossy kinds and overflow, a
     conversion that changes a value unless `allow_lossy_cast`, and NaN or Inf when the
     aggregation requires finite values."""
+    # Flat from here: a scalar field's 0-d array would take NumPy's scalar casting rules,
+    # under which uint64 >> int (the bfloat16 rounding) has no common type.
+    values = np.asarray(values).reshape(-1)
     compute = np.dtype("<f4") if leaf.dtype == "bfloat16" else DTYPES[leaf.dtype][1]
     if values.size and (values.dtype == object or not np.can_cast(values.dtype, compute, "same_kind")):
         raise invalid_argument(f"{leaf.describe()}: values of dtype {values.dtype} do not convert to "
@@ -212,11 +215,10 @@ def _in_declared_dtype(leaf: Leaf, values: np.ndarray, require_finite: bool,
         if cast and values.dtype.kind == "f" and np.any(np.isfinite(values) & ~finite):
             raise invalid_argument(f"{leaf.describe()}: a value overflows {leaf.dtype}")
     if not allow_lossy_cast and values.size and cast:
-        flat_values, flat_kept = values.reshape(-1), widened.reshape(-1)
-        i = _first_changed(flat_values, flat_kept)
+        i = _first_changed(values, widened)
         if i is not None:
-            original = flat_values[i].item()
-            became = flat_kept[i].item()
+            original = values[i].item()
+            became = widened[i].item()
             raise invalid_argument(
                 f"{leaf.describe()}: values are {values.dtype} but the field declares {leaf.dtype}: "
                 f"element {i} ({original!r}) would become {became!r} in {leaf.dtype}, so the cast is "
@@ -226,7 +228,7 @@ def _in_declared_dtype(leaf: Leaf, values: np.ndarray, require_finite: bool,
         if require_finite and not finite.all():
             raise invalid_argument(f"{leaf.describe()}: holds NaN or Inf, and this aggregation "
                                    f"requires finite values")
-    return np.ascontiguousarray(wire).reshape(-1)
+    return np.ascontiguousarray(wire)
 
 
 # For the framework adapters (fedagg.model_layout): the same cast rule, one array at a time.
