@@ -295,6 +295,7 @@ absl::StatusOr<AggregateResult> ControlClient::GetResult(const std::string& id) 
         ReportedField reported;
         reported.path = field.path();
         reported.intrinsic = static_cast<Intrinsic>(field.intrinsic());
+        reported.has_counts = field.has_counts();
         FEDAGG_ASSIGN_OR_RETURN(reported.value.dtype, DTypeFromProto(field.value().dtype()));
         reported.value.shape.assign(field.value().shape().begin(), field.value().shape().end());
         int64_t elements = 1;

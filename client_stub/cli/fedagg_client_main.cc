@@ -228,27 +228,37 @@ int Submit(std::shared_ptr<grpc::Channel> channel, const CallOptions& call, cons
   return kOk;
 }
 
+// The arrays a field's result is written as: FIELD, FIELD.indices (sparse_sum_sparse,
+// also when it has no entry) and FIELD.counts (when the spec asked for counts).
+struct ResultArray {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  const void* data;
+  size_t bytes;
+};
+
+std::vector<ResultArray> ArraysOf(const ReportedField& field) {
+  std::vector<ResultArray> arrays = {
+      {field.path, field.value.dtype, field.value.shape, field.value.bytes.data(), field.value.bytes.size()}};
+  auto add_int64 = [&](const char* suffix, const std::vector<int64_t>& values) {
+    arrays.push_back({field.path + suffix, DType::kInt64, {static_cast<int64_t>(values.size())}, values.data(),
+                      values.size() * sizeof(int64_t)});
+  };
+  if (field.has_indices()) add_int64(".indices", field.indices);
+  if (field.has_counts) add_int64(".counts", field.counts);
+  return arrays;
+}
+
 // result --out=FILE.npz: one archive, members FIELD, FIELD.indices, FIELD.counts.
 int WriteResultNpz(const AggregateResult& result, const std::string& path) {
   std::vector<std::pair<std::string, std::string>> members;
-  auto add = [&](const std::string& name, DType dtype, const std::vector<int64_t>& shape, const void* data,
-                 size_t bytes) {
-    absl::StatusOr<std::string> npy = EncodeNpy(dtype, shape, data, bytes);
-    if (npy.ok()) members.emplace_back(name, *std::move(npy));
-    return npy.status();
-  };
   for (const ReportedField& field : result.fields) {
-    absl::Status added = add(field.path, field.value.dtype, field.value.shape, field.value.bytes.data(),
-                             field.value.bytes.size());
-    if (added.ok() && !field.indices.empty()) {
-      added = add(field.path + ".indices", DType::kInt64, {static_cast<int64_t>(field.indices.size())},
-                  field.indices.data(), field.indices.size() * sizeof(int64_t));
+    for (const ResultArray& array : ArraysOf(field)) {
+      absl::StatusOr<std::string> npy = EncodeNpy(array.dtype, array.shape, array.data, array.bytes);
+      if (!npy.ok()) return Fail(kUsageError, npy.status());
+      members.emplace_back(array.name, *std::move(npy));
     }
-    if (added.ok() && !field.counts.empty()) {
-      added = add(field.path + ".counts", DType::kInt64, {static_cast<int64_t>(field.counts.size())},
-                  field.counts.data(), field.counts.size() * sizeof(int64_t));
-    }
-    if (!added.ok()) return Fail(kUsageError, added);
   }
   absl::Status written = WriteNpz(path, members);
   if (!written.ok()) return Fail(kUsageError, written);
@@ -275,24 +285,18 @@ int WriteResult(const AggregateResult& result, const std::string& dir) {
                                   result.weight_sum, ", \"fields\": [");
   for (size_t f = 0; f < result.fields.size(); ++f) {
     const ReportedField& field = result.fields[f];
+    for (const ResultArray& array : ArraysOf(field)) {
+      absl::Status written = WriteNpy(absl::StrCat(dir, "/", array.name, ".npy"), array.dtype, array.shape,
+                                      array.data, array.bytes);
+      if (!written.ok()) return Fail(kUsageError, written);
+    }
     const std::string base = absl::StrCat(dir, "/", field.path);
-    absl::Status written = WriteNpy(base + ".npy", field.value.dtype, field.value.shape, field.value.bytes.data(),
-                                    field.value.bytes.size());
-    if (written.ok() && !field.indices.empty()) {
-      written = WriteNpy(base + ".indices.npy", DType::kInt64, {static_cast<int64_t>(field.indices.size())},
-                         field.indices.data(), field.indices.size() * sizeof(int64_t));
-    }
-    if (written.ok() && !field.counts.empty()) {
-      written = WriteNpy(base + ".counts.npy", DType::kInt64, {static_cast<int64_t>(field.counts.size())},
-                         field.counts.data(), field.counts.size() * sizeof(int64_t));
-    }
-    if (!written.ok()) return Fail(kUsageError, written);
     absl::StrAppend(&json, f ? ", " : "", "{\"path\": \"", field.path, "\", \"file\": \"", base, ".npy\"",
-                    field.indices.empty() ? "" : ", \"indices\": true", field.counts.empty() ? "" : ", \"counts\": true",
+                    field.has_indices() ? ", \"indices\": true" : "", field.has_counts ? ", \"counts\": true" : "",
                     "}");
     if (!absl::GetFlag(FLAGS_json)) {
       std::printf("%s -> %s.npy%s%s\n", field.path.c_str(), base.c_str(),
-                  field.indices.empty() ? "" : " (+ .indices.npy)", field.counts.empty() ? "" : " (+ .counts.npy)");
+                  field.has_indices() ? " (+ .indices.npy)" : "", field.has_counts ? " (+ .counts.npy)" : "");
     }
   }
   if (absl::GetFlag(FLAGS_json)) std::printf("%s]}\n", json.c_str());

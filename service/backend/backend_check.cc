@@ -144,7 +144,7 @@ bool SameResult(const AggregateResult& a, const AggregateResult& b) {
     const ReportedField& x = a.fields[f];
     const ReportedField& y = b.fields[f];
     if (x.value.dtype != y.value.dtype || x.value.shape != y.value.shape || x.value.bytes != y.value.bytes ||
-        x.indices != y.indices || x.counts != y.counts) {
+        x.indices != y.indices || x.counts != y.counts || x.has_counts != y.has_counts) {
       return false;
     }
   }

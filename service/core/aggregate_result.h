@@ -43,6 +43,12 @@ struct ReportedField {
   // When the spec asked for counts: per coordinate (sparse), per row (row-sparse),
   // or per entry of `indices` (sparse_sum_sparse). Empty otherwise.
   std::vector<int64_t> counts;
+  // The spec asked for counts. Says what `counts` alone cannot: a sparse_sum_sparse result
+  // with no entry has counts, none of them.
+  bool has_counts = false;
+
+  // Whether the result lists its coordinates in `indices` (sparse_sum_sparse; maybe none).
+  bool has_indices() const { return intrinsic == Intrinsic::kSparseSumSparse; }
 };
 
 struct AggregateResult {

@@ -31,6 +31,7 @@ using Divisor = std::conditional_t<std::is_integral_v<Acc>, double, Acc>;
 ReportedField EmptyResult(const FieldSpec& field, std::vector<int64_t> shape, size_t elements) {
   ReportedField out{field.path, field.intrinsic, Tensor{field.result_dtype, std::move(shape), {}}};
   out.value.bytes.resize(elements * DTypeSize(field.result_dtype));
+  out.has_counts = field.report_counts;
   return out;
 }
 
@@ -109,8 +110,7 @@ template <typename Acc>
 ReportedField ReportUnion(const FieldSpec& field, absl::Span<const UnionPiece<Acc>> pieces) {
   size_t nnz = 0;
   for (const UnionPiece<Acc>& piece : pieces) nnz += piece.indices.size();
-  ReportedField out{field.path, field.intrinsic, Tensor{field.result_dtype, {static_cast<int64_t>(nnz)}, {}}};
-  out.value.bytes.resize(nnz * sizeof(Acc));
+  ReportedField out = EmptyResult(field, {static_cast<int64_t>(nnz)}, nnz);
   Acc* values = out.value.mutable_values<Acc>().data();
   out.indices.reserve(nnz);
   if (field.report_counts) out.counts.reserve(nnz);

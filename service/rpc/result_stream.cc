@@ -35,7 +35,7 @@ std::optional<v1::ResultChunk> ResultStream::Next() {
       value->set_dtype(DTypeToProto(field.value.dtype));
       for (int64_t d : field.value.shape) value->add_shape(d);
       header->set_nnz(static_cast<int64_t>(field.indices.size()));
-      header->set_has_counts(!field.counts.empty());
+      header->set_has_counts(field.has_counts);
     }
     return chunk;
   }

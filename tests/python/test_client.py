@@ -189,6 +189,20 @@ def test_scalar_fields_of_every_dtype(conn):
         assert result[f"s_{dtype}"].values == (3.0 if dtype[0] == "f" else 1.5), dtype
 
 
+def test_an_empty_sparse_result_still_has_its_counts(conn):
+    """Counts asked for are reported also when no update touched a coordinate: a
+    sparse_sum_sparse result with no entry has empty indices and empty counts, not None."""
+    status = conn.control.create("py-empty-union", {"u": F("float32", (5,), "sparse_sum_sparse", True),
+                                                    "s": F("float32", (3,), "sparse_sum")})
+    conn.submit("empty", status, {"u": ([], []), "s": ([], [])})
+    result = finish(conn, "py-empty-union")
+    assert result.contributions == 1
+    assert result["u"].is_sparse and result["u"].indices.size == 0 and result["u"].values.size == 0
+    assert result["u"].counts is not None and result["u"].counts.size == 0
+    assert result["s"].counts is None  # not asked for
+    np.testing.assert_array_equal(result["u"].to_dense(), np.zeros(5, np.float32))
+
+
 def test_local_refusals_are_raised_before_sending(conn, unreachable):
     status = conn.control.create("py-local", {"w": F("float32", (3,), "federated_sum"),
                                               "s": F("int32", (5,), "sparse_sum")}, require_finite=True)
