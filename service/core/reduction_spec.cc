@@ -95,4 +95,15 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
   return std::shared_ptr<const ReductionSpec>(std::move(spec));
 }
 
+uint64_t FixedStateBytes(const ReductionSpec& spec) {
+  uint64_t bytes = 0;
+  for (const FieldSpec& field : spec.fields()) {
+    if (field.intrinsic == Intrinsic::kSparseSumSparse) continue;
+    const uint64_t rows = field.encoding == Encoding::kDense ? 0 : static_cast<uint64_t>(field.rows);
+    bytes += static_cast<uint64_t>(field.type.num_elements()) * DTypeSize(field.accumulation_dtype) +
+             (field.keeps_counts ? rows * sizeof(int64_t) : 0) + (field.keeps_weight_sums ? rows * sizeof(double) : 0);
+  }
+  return bytes;
+}
+
 }  // namespace fedagg

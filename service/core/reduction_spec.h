@@ -73,6 +73,13 @@ class ReductionSpec {
   std::string canonical_;
 };
 
+// The bytes an aggregation of `spec` holds in accumulator state as soon as it is made,
+// before any update, on every backend: each field's values in its accumulation dtype, and
+// the per-row counts and weight sums it keeps (sparse_sum_sparse: none, its state grows
+// with the coordinates it receives). Checked before an aggregation is made
+// (Aggregation::Make), so that a spec the node cannot hold is refused, not allocated.
+uint64_t FixedStateBytes(const ReductionSpec& spec);
+
 }  // namespace fedagg
 
 #endif  // FEDAGG_SERVICE_CORE_REDUCTION_SPEC_H_

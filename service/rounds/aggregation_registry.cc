@@ -1,9 +1,12 @@
 // AggregationRegistry: creation, lookup (with upstream mirroring) and the deadline ticker.
 #include "service/rounds/aggregation_registry.h"
 
+#include <new>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "service/core/machine_resources.h"
+#include "service/core/memory_budget.h"
 #include "service/core/status_macros.h"
 
 namespace fedagg {
@@ -52,7 +55,11 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(
   v1::AggregationSpec accepted = spec;
   accepted.set_incarnation(absl::StrCat(absl::ToUnixNanos(absl::Now())));
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(accepted));
-  auto aggregation = std::make_shared<Aggregation>(std::move(config), options_);
+  if (MutexLock lock(&mu_); by_id_.contains(config.id) || creating_.contains(config.id)) {
+    // Answered before the accumulators are made (and checked again below, after).
+    return absl::AlreadyExistsError(absl::StrCat("aggregation '", config.id, "' already exists"));
+  }
+  FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<Aggregation> aggregation, MakeAggregation(std::move(config), options_));
   const std::string& id = aggregation->id();
   {
     MutexLock lock(&mu_);
@@ -75,6 +82,40 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(
   by_id_[id] = aggregation;
   creation_order_.push_back(id);
   return aggregation;
+}
+
+absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::MakeAggregation(
+    AggregationConfig config, const AggregationOptions& options) {
+  // A backend that reduces on devices (one with a device monitor) holds no state in host
+  // memory: its devices' allocations report their own failures, on first use.
+  const bool host_state = options.backend == nullptr || options.backend->device_monitor() == nullptr;
+  const uint64_t bytes = host_state ? FixedStateBytes(*config.reduction) : 0;
+  const std::string accumulators = absl::StrCat("the accumulators of aggregation '", config.id, "' (",
+                                                config.reduction->value_type().ToString(), ")");
+  // Also without a budget's limit (--memory_budget_bytes=0), its accounts say what the node
+  // holds already: a creation that would take the node past its memory is refused here
+  // rather than ending the process when the pages are touched.
+  const uint64_t memory = ReadMachineResources().memory_bytes;
+  const uint64_t held = options.batching.memory_budget != nullptr ? options.batching.memory_budget->used() : 0;
+  if (memory != 0 && bytes > 0 && (bytes > memory || held > memory - bytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        accumulators, " take ", bytes, " bytes, and this node's memory (", memory, " bytes) already holds ", held,
+        " bytes of updates, partials and accumulators: finish or cancel other aggregations, split the model over "
+        "several aggregations, or run them on nodes with more memory"));
+  }
+  // Held until the aggregation accounts its accumulators itself, so that two creations
+  // cannot both take the same free bytes.
+  MemoryReservation admitted;
+  if (options.batching.memory_budget != nullptr && bytes > 0) {
+    FEDAGG_ASSIGN_OR_RETURN(admitted, options.batching.memory_budget->Reserve(bytes, accumulators));
+  }
+  try {
+    return std::make_shared<Aggregation>(std::move(config), options);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        accumulators, " (", bytes, " bytes) could not be allocated on this node: finish or cancel other "
+        "aggregations, or run it on nodes with more memory"));
+  }
 }
 
 absl::Status AggregationRegistry::Adopt(std::shared_ptr<Aggregation> aggregation) {
@@ -104,7 +145,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::GetOrMirror(
     options.forwarding = true;
     options.checkpointed = false;  // a mirror's updates are kept by its parent
     options.claims = upstream_;
-    mirror = std::make_shared<Aggregation>(std::move(config), options);
+    FEDAGG_ASSIGN_OR_RETURN(mirror, MakeAggregation(std::move(config), options));
     by_id_[mirror->id()] = mirror;
     creation_order_.push_back(mirror->id());
   }

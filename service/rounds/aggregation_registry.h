@@ -86,6 +86,11 @@ class AggregationRegistry {
   absl::StatusOr<std::shared_ptr<Aggregation>> GetOrMirror(const v1::AggregationSpec& spec);
 
  private:
+  // A new aggregation, or RESOURCE_EXHAUSTED when its accumulators (FixedStateBytes) do
+  // not fit this node: more than its memory budget has free, more than its memory, or an
+  // allocation that failed. Nothing is held then, and nothing else on the node is lost.
+  static absl::StatusOr<std::shared_ptr<Aggregation>> MakeAggregation(AggregationConfig config,
+                                                                      const AggregationOptions& options);
   void TickerLoop();
   // Answers `done` with `mirror` once it may take updates (Aggregation::WhenJoined), or
   // after kJoinWait.

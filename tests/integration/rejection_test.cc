@@ -73,6 +73,16 @@ class RejectionTest : public ::testing::Test {
   std::vector<float> sparse_ = {0.5f, -0.5f};
 };
 
+// A model the node cannot hold is refused when it is created (it used to end the server
+// on a failed allocation, and every aggregation in it with it).
+TEST_F(RejectionTest, AModelLargerThanTheNodeIsRefusedAtCreation) {
+  const absl::StatusOr<v1::AggregationStatus> created =
+      control_->Create(MakeSpec("huge", {{"w", "float32[1099511627776]", Intrinsic::kFederatedSum}}));
+  ASSERT_FALSE(created.ok());
+  ExpectRefused(created.status(), absl::StatusCode::kResourceExhausted, "run them on nodes with more memory");
+  EXPECT_EQ(control_->Get("huge").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(RejectionTest, UnknownAggregation) {
   ExpectRejected(stream_->ContributeUnchecked("nope", Good()), absl::StatusCode::kNotFound,
                  "no aggregation 'nope'");
