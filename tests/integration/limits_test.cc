@@ -100,9 +100,25 @@ TEST(MemoryBudgetServiceTest, AnUpdateLargerThanTheWholeBudgetIsRefusedWithTheBu
   auto cluster = Cluster::Start(0, config);
   ASSERT_NE(cluster, nullptr);
   ControlClient control(Connect(cluster->root->port()));
-  ASSERT_TRUE(control.Create(BudgetSpec()).ok());
-  absl::StatusOr<v1::Ack> refused =
-      SubmitUpdate(Connect(cluster->root->port()), "big", BudgetSpec(), DenseUpdate(Filled(1)));
+  // A dense float32[1024] sum's accumulators (4096 bytes) do not fit the budget: refused
+  // when it is created, before anything is allocated.
+  const absl::StatusOr<v1::AggregationStatus> too_large = control.Create(BudgetSpec());
+  ASSERT_EQ(too_large.status().code(), absl::StatusCode::kResourceExhausted) << too_large.status();
+  EXPECT_NE(too_large.status().message().find("memory budget reached: the accumulators of aggregation 'mem'"),
+            std::string::npos)
+      << too_large.status();
+  EXPECT_EQ(cluster->root->memory_budget().used(), 0u);
+  // A sparse_sum_sparse aggregation holds no accumulator until it receives coordinates:
+  // it fits, and an update of every coordinate (12 KiB) is larger than the whole budget.
+  const v1::AggregationSpec union_spec =
+      MakeSpec("mem", {{"w", absl::StrCat("float32[", kElements, "]"), Intrinsic::kSparseSumSparse}});
+  ASSERT_TRUE(control.Create(union_spec).ok());
+  std::vector<int64_t> indices(kElements);
+  for (int i = 0; i < kElements; ++i) indices[i] = i;
+  const std::vector<float> values = Filled(1);
+  absl::StatusOr<v1::Ack> refused = SubmitUpdate(
+      Connect(cluster->root->port()), "big", union_spec,
+      UpdateView{{FieldValue::Sparse<float>(indices, values)}, std::nullopt});
   ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
   EXPECT_NE(refused.status().message().find(absl::StrCat("the ", kUpdateBytes / 2, "-byte budget")),
             std::string::npos)
