@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -187,6 +188,18 @@ int Submit(std::shared_ptr<grpc::Channel> channel, const CallOptions& call, cons
   }
   absl::StatusOr<AggregationConfig> config = ConfigFromProto(spec);
   if (!config.ok()) return Fail(kServerError, config.status());
+  std::set<std::string> names;  // every name an input may have: FIELD and its pairs' members
+  for (const FieldSpec& field : config->reduction->fields()) {
+    for (const char* suffix : {"", ".indices", ".values", ".row_ids", ".rows"}) names.insert(field.path + suffix);
+  }
+  for (const auto& [name, tensor] : inputs) {
+    if (!names.contains(name)) {
+      return Fail(kUsageError, absl::InvalidArgumentError(absl::StrCat(
+                                   "'", name, "' names no field of aggregation '", spec.aggregation_id(), "' (",
+                                   config->reduction->value_type().ToString(), "): give FIELD, FIELD.indices and "
+                                   "FIELD.values, or FIELD.row_ids and FIELD.rows")));
+    }
+  }
   std::vector<EncodedField> encoded;  // keeps the bytes the update's views point into
   encoded.reserve(config->reduction->fields().size());
   UpdateView update;

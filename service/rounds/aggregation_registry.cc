@@ -100,8 +100,9 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::MakeAggregatio
   if (memory != 0 && bytes > 0 && (bytes > memory || held > memory - bytes)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         accumulators, " take ", bytes, " bytes, and this node's memory (", memory, " bytes) already holds ", held,
-        " bytes of updates, partials and accumulators: finish or cancel other aggregations, split the model over "
-        "several aggregations, or run them on nodes with more memory"));
+        " bytes of updates, partials and accumulators (finished aggregations keep theirs until --retain_finished "
+        "newer ones have finished): cancel open aggregations, split the model over several aggregations, or run "
+        "them on nodes with more memory"));
   }
   // Held until the aggregation accounts its accumulators itself, so that two creations
   // cannot both take the same free bytes.

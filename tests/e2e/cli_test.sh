@@ -113,7 +113,8 @@ PY
 # an indices/values pair or a row_ids/rows pair, and is sent as it declares. Client a sends
 # the dense field as a COO pair with a repeat, the row-sparse one and the sparse_mean one
 # dense; client b the row-sparse field as rows, the sparse_mean field as rows of one element
-# (an explicit 0 counts as touched). Refused locally (exit 2): two forms for one field.
+# (an explicit 0 counts as touched). Refused locally (exit 2): two forms for one field, and
+# a name that is no field's.
 cli create r4 --type='<w=float32[4],emb=float32[3,2],ids=float32[5]>' \
     --intrinsics=federated_sum,row_sparse_sum,sparse_mean --min_contributions=2
 /usr/bin/python3 - "$E2E_DIR" <<'PY'
@@ -134,6 +135,13 @@ twice=$?
 set -e
 echo "a field given twice: exit $twice ($(cat "$E2E_DIR/twice.err"))"
 [ "$twice" = 2 ] && grep -q "field 'w' is given both as w and as w.values; give one" "$E2E_DIR/twice.err"
+set +e
+cli submit r4 --client_id=a w.indices="$E2E_DIR/a_w_i.npy" w.values="$E2E_DIR/a_w_v.npy" \
+    emb="$E2E_DIR/a_emb.npy" ids="$E2E_DIR/a_ids.npy" id="$E2E_DIR/a_ids.npy" 2>"$E2E_DIR/typo.err"
+typo=$?
+set -e
+echo "a name of no field: exit $typo ($(cat "$E2E_DIR/typo.err"))"
+[ "$typo" = 2 ] && grep -q "'id' names no field of aggregation 'r4'" "$E2E_DIR/typo.err"
 cli submit r4 --client_id=a w.indices="$E2E_DIR/a_w_i.npy" w.values="$E2E_DIR/a_w_v.npy" \
     emb="$E2E_DIR/a_emb.npy" ids="$E2E_DIR/a_ids.npy"
 cli submit r4 --client_id=b "$E2E_DIR/b.npz"
