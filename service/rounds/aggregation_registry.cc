@@ -28,20 +28,24 @@ AggregationRegistry::~AggregationRegistry() {
   ticker_.join();
 }
 
-void AggregationRegistry::CreateAsync(v1::AggregationSpec spec, Created done) {
+void AggregationRegistry::RunOnWorkers(std::function<void()> work) {
   if (options_.finalizer == nullptr) {
-    done(Create(spec));
+    work();
     return;
   }
   {
     MutexLock lock(&mu_);
     ++pending_creations_;
   }
-  options_.finalizer->Run([this, spec = std::move(spec), done = std::move(done)] {
-    done(Create(spec));
+  options_.finalizer->Run([this, work = std::move(work)] {
+    work();
     MutexLock lock(&mu_);
     --pending_creations_;
   });
+}
+
+void AggregationRegistry::CreateAsync(v1::AggregationSpec spec, Created done) {
+  RunOnWorkers([this, spec = std::move(spec), done = std::move(done)] { done(Create(spec)); });
 }
 
 absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(
@@ -132,23 +136,31 @@ absl::Status AggregationRegistry::Adopt(std::shared_ptr<Aggregation> aggregation
 absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::GetOrMirror(
     const v1::AggregationSpec& spec) {
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(spec));
-  std::shared_ptr<Aggregation> mirror;
+  const std::string id = config.id;
+  // This incarnation's mirror when the registry has it.
+  auto known = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::shared_ptr<Aggregation> {
+    auto it = by_id_.find(id);
+    const bool same = it != by_id_.end() && it->second->config().proto.incarnation() == spec.incarnation();
+    return same ? it->second : nullptr;
+  };
+  if (MutexLock lock(&mu_); std::shared_ptr<Aggregation> mirror = known()) return mirror;
+  AggregationOptions options = options_;
+  options.forwarding = true;
+  options.checkpointed = false;  // a mirror's updates are kept by its parent
+  options.claims = upstream_;
+  // Made without the registry's lock: lookups must not wait while its accumulators are
+  // allocated and zeroed.
+  FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<Aggregation> mirror, MakeAggregation(std::move(config), options));
   std::shared_ptr<Aggregation> replaced;
   {
     MutexLock lock(&mu_);
-    auto it = by_id_.find(config.id);
-    if (it != by_id_.end()) {
-      if (it->second->config().proto.incarnation() == spec.incarnation()) return it->second;
+    if (std::shared_ptr<Aggregation> made_meanwhile = known()) return made_meanwhile;  // ours is dropped
+    if (auto it = by_id_.find(id); it != by_id_.end()) {
       replaced = it->second;
-      std::erase(creation_order_, config.id);
+      std::erase(creation_order_, id);
     }
-    AggregationOptions options = options_;
-    options.forwarding = true;
-    options.checkpointed = false;  // a mirror's updates are kept by its parent
-    options.claims = upstream_;
-    FEDAGG_ASSIGN_OR_RETURN(mirror, MakeAggregation(std::move(config), options));
-    by_id_[mirror->id()] = mirror;
-    creation_order_.push_back(mirror->id());
+    by_id_[id] = mirror;
+    creation_order_.push_back(id);
   }
   if (replaced != nullptr) {
     replaced->MarkForwarded(absl::NotFoundError(absl::StrCat(
@@ -181,13 +193,20 @@ void AggregationRegistry::GetAsync(const std::string& id, Lookup done) {
     return;
   }
   upstream_->FetchSpec(id, [this, done = std::move(done)](absl::StatusOr<v1::AggregationSpec> spec) mutable {
-    absl::StatusOr<std::shared_ptr<Aggregation>> mirror =
-        spec.ok() ? GetOrMirror(*spec) : absl::StatusOr<std::shared_ptr<Aggregation>>(spec.status());
-    if (!mirror.ok()) {
-      done(mirror.status());
+    if (!spec.ok()) {
+      done(spec.status());
       return;
     }
-    AnswerOnceJoined(*std::move(mirror), std::move(done));
+    // Making the mirror allocates and zeroes its accumulators: on the node's workers, not
+    // on the thread that completed the fetch.
+    RunOnWorkers([this, spec = *std::move(spec), done = std::move(done)]() mutable {
+      absl::StatusOr<std::shared_ptr<Aggregation>> mirror = GetOrMirror(spec);
+      if (!mirror.ok()) {
+        done(mirror.status());
+        return;
+      }
+      AnswerOnceJoined(*std::move(mirror), std::move(done));
+    });
   });
 }
 

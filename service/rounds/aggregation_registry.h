@@ -91,6 +91,9 @@ class AggregationRegistry {
   // allocation that failed. Nothing is held then, and nothing else on the node is lost.
   static absl::StatusOr<std::shared_ptr<Aggregation>> MakeAggregation(AggregationConfig config,
                                                                       const AggregationOptions& options);
+  // Runs `work` on the node's workers (options_.finalizer), counted in pending_creations_
+  // so that the destructor waits for it; inline without workers.
+  void RunOnWorkers(std::function<void()> work);
   void TickerLoop();
   // Answers `done` with `mirror` once it may take updates (Aggregation::WhenJoined), or
   // after kJoinWait.
@@ -106,7 +109,7 @@ class AggregationRegistry {
   std::vector<std::string> creation_order_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> creating_ ABSL_GUARDED_BY(mu_);  // ids whose creation is being stored
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  int pending_creations_ ABSL_GUARDED_BY(mu_) = 0;  // CreateAsync calls queued or running
+  int pending_creations_ ABSL_GUARDED_BY(mu_) = 0;  // RunOnWorkers calls queued or running
   std::thread ticker_;
 };
 

@@ -2,10 +2,13 @@
 // node's workers (AggregationOptions::finalizer), there and not on the caller's thread (an
 // RPC thread in the server), which returns at once while the accumulator is allocated
 // and the first checkpoint written; the aggregation is seen only once it is created.
-// Without workers, inline. A creation whose accumulators do not fit the node (its memory
+// Without workers, inline. An intermediate makes one mirror of an aggregation however many
+// lookups learn it at once. A creation whose accumulators do not fit the node (its memory
 // budget, its memory) is refused with RESOURCE_EXHAUSTED before anything is allocated.
+#include <atomic>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -139,6 +142,58 @@ TEST(AggregationRegistryCreateTest, AccumulatorsBeyondTheNodesMemoryAreRefusedWi
   // An id already taken is answered ALREADY_EXISTS before the accumulators are even weighed.
   ASSERT_TRUE(registry.Create(CountingSpec("taken")).ok());
   EXPECT_EQ(registry.Create(SpecOfElements("taken", elements)).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+// The parent as an intermediate sees it: every spec fetched has a field of 4 Mi int64 (32
+// MiB to allocate and zero, so that two workers making a mirror overlap), answered on a
+// thread of its own; mirrors made are counted.
+class FakeParent final : public UpstreamSource {
+ public:
+  ~FakeParent() override {
+    for (std::thread& answer : answers_) answer.join();
+  }
+  void FetchSpec(const std::string& id, std::function<void(absl::StatusOr<v1::AggregationSpec>)> done) override {
+    v1::AggregationSpec spec = SpecOfElements(id, 4 << 20);
+    spec.set_incarnation("1");
+    MutexLock lock(&mu_);
+    answers_.emplace_back([spec, done = std::move(done)] { done(spec); });
+  }
+  void MirrorCreated(std::shared_ptr<Aggregation>) override { ++mirrors_created; }
+  void Claim(const std::string&, const std::string&, const std::string&, std::function<void(absl::Status)> done) override {
+    done(absl::OkStatus());
+  }
+  void Release(const std::string&, const std::string&, const std::string&) override {}
+
+  std::atomic<int> mirrors_created{0};
+
+ private:
+  Mutex mu_;
+  std::vector<std::thread> answers_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(AggregationRegistryCreateTest, ManyLookupsLearningOneAggregationMakeOneMirror) {
+  FakeParent parent;  // outlives the workers and the registry
+  ThreadPool workers(3);  // two worker threads
+  AggregationOptions options;
+  options.finalizer = &workers;  // mirrors are made there
+  constexpr int kLookups = 16;
+  std::vector<Answer> answers(kLookups);
+  {
+    AggregationRegistry registry(options);
+    registry.SetUpstream(&parent);
+    std::vector<std::thread> lookups;
+    for (int i = 0; i < kLookups; ++i) {
+      lookups.emplace_back([&registry, answer = &answers[i]] { registry.GetAsync("learned", Into(answer)); });
+    }
+    for (std::thread& lookup : lookups) lookup.join();
+    // The mirror never joins the fake parent: each lookup is answered after the join wait.
+    for (Answer& answer : answers) ASSERT_TRUE(answer.given.WaitFor(absl::Seconds(10)));
+  }
+  EXPECT_EQ(parent.mirrors_created.load(), 1);
+  for (const Answer& answer : answers) {
+    ASSERT_TRUE(answer.created.ok()) << answer.created.status();
+    EXPECT_EQ(answer.created->get(), answers[0].created->get());
+  }
 }
 
 }  // namespace
