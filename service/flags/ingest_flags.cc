@@ -20,7 +20,8 @@ ABSL_FLAG(int, batch_max_mib, 64,
 ABSL_FLAG(int64_t, flush_interval_ms, 100,
           "a batch that has not filled up is reduced once its oldest update waited this long");
 ABSL_FLAG(int, retain_finished, 1000,
-          "finished aggregations (and their results) kept; older ones are forgotten");
+          "finished aggregations (and their results) kept; older ones are forgotten, and sooner, oldest "
+          "first, when a new aggregation needs their memory");
 ABSL_FLAG(int64_t, max_update_mib, 1024, "largest accepted client update, MiB");
 ABSL_FLAG(int64_t, memory_budget_bytes, 0,
           "bytes of client data (updates being received, pending batches, accumulators) this "

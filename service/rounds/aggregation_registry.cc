@@ -63,7 +63,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(
     // Answered before the accumulators are made (and checked again below, after).
     return absl::AlreadyExistsError(absl::StrCat("aggregation '", config.id, "' already exists"));
   }
-  FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<Aggregation> aggregation, MakeAggregation(std::move(config), options_));
+  FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<Aggregation> aggregation, MakeAggregationMakingRoom(config, options_));
   const std::string& id = aggregation->id();
   {
     MutexLock lock(&mu_);
@@ -104,9 +104,8 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::MakeAggregatio
   if (memory != 0 && bytes > 0 && (bytes > memory || held > memory - bytes)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         accumulators, " take ", bytes, " bytes, and this node's memory (", memory, " bytes) already holds ", held,
-        " bytes of updates, partials and accumulators (finished aggregations keep theirs until --retain_finished "
-        "newer ones have finished): cancel open aggregations, split the model over several aggregations, or run "
-        "them on nodes with more memory"));
+        " bytes of updates, partials and the accumulators of open aggregations: cancel open aggregations, split the "
+        "model over several aggregations, or run them on nodes with more memory"));
   }
   // Held until the aggregation accounts its accumulators itself, so that two creations
   // cannot both take the same free bytes.
@@ -120,6 +119,17 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::MakeAggregatio
     return absl::ResourceExhaustedError(absl::StrCat(
         accumulators, " (", bytes, " bytes) could not be allocated on this node: finish or cancel other "
         "aggregations, or run it on nodes with more memory"));
+  }
+}
+
+absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::MakeAggregationMakingRoom(
+    const AggregationConfig& config, const AggregationOptions& options) {
+  for (;;) {
+    absl::StatusOr<std::shared_ptr<Aggregation>> made = MakeAggregation(config, options);
+    if (made.ok() || made.status().code() != absl::StatusCode::kResourceExhausted) return made;
+    // The oldest finished aggregation gives way to the new one (its accumulators and
+    // result are freed once no result stream holds it any more).
+    if (!ForgetFinished(FinishedCount() - 1)) return made;
   }
 }
 
@@ -150,7 +160,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::GetOrMirror(
   options.claims = upstream_;
   // Made without the registry's lock: lookups must not wait while its accumulators are
   // allocated and zeroed.
-  FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<Aggregation> mirror, MakeAggregation(std::move(config), options));
+  FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<Aggregation> mirror, MakeAggregationMakingRoom(config, options));
   std::shared_ptr<Aggregation> replaced;
   {
     MutexLock lock(&mu_);
@@ -245,25 +255,40 @@ void AggregationRegistry::TickerLoop() {
     }
     const absl::Time now = absl::Now();
     for (const std::shared_ptr<Aggregation>& aggregation : List()) aggregation->Tick(now);
-    ForgetOldFinished();
+    ForgetFinished(options_.retain_finished);
   }
 }
 
-void AggregationRegistry::ForgetOldFinished() {
-  MutexLock lock(&mu_);
+std::vector<std::string> AggregationRegistry::FinishedLocked() const {
   std::vector<std::string> finished;
   for (const std::string& id : creation_order_) {
     const v1::AggregationState state = by_id_.at(id)->state();
     if (state == v1::FINALIZED || state == v1::FAILED || state == v1::CANCELLED) finished.push_back(id);
   }
-  const int excess = static_cast<int>(finished.size()) - options_.retain_finished;
-  if (excess <= 0) return;
-  const std::set<std::string> forget(finished.begin(), finished.begin() + excess);
-  for (const std::string& id : forget) {
-    by_id_.erase(id);
-    if (store_ != nullptr) store_->Forgotten(id);
+  return finished;
+}
+
+int AggregationRegistry::FinishedCount() const {
+  MutexLock lock(&mu_);
+  return static_cast<int>(FinishedLocked().size());
+}
+
+bool AggregationRegistry::ForgetFinished(int keep) {
+  std::vector<std::shared_ptr<Aggregation>> forgotten;  // destroyed after the lock is released
+  {
+    MutexLock lock(&mu_);
+    const std::vector<std::string> finished = FinishedLocked();
+    const int excess = static_cast<int>(finished.size()) - std::max(keep, 0);
+    if (excess <= 0) return false;
+    const std::set<std::string> forget(finished.begin(), finished.begin() + excess);
+    for (const std::string& id : forget) {
+      forgotten.push_back(std::move(by_id_.at(id)));
+      by_id_.erase(id);
+      if (store_ != nullptr) store_->Forgotten(id);
+    }
+    std::erase_if(creation_order_, [&forget](const std::string& id) { return forget.contains(id); });
   }
-  std::erase_if(creation_order_, [&forget](const std::string& id) { return forget.contains(id); });
+  return true;
 }
 
 }  // namespace fedagg

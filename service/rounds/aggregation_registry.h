@@ -98,8 +98,15 @@ class AggregationRegistry {
   // Answers `done` with `mirror` once it may take updates (Aggregation::WhenJoined), or
   // after kJoinWait.
   void AnswerOnceJoined(std::shared_ptr<Aggregation> mirror, Lookup done);
-  // Forgets the oldest finished aggregations beyond options_.retain_finished.
-  void ForgetOldFinished();
+  // MakeAggregation; when the node cannot hold the new aggregation, its oldest finished
+  // aggregations are forgotten, one at a time, until it can (or none is left).
+  absl::StatusOr<std::shared_ptr<Aggregation>> MakeAggregationMakingRoom(const AggregationConfig& config,
+                                                                         const AggregationOptions& options);
+  // Forgets the oldest finished aggregations beyond the newest `keep`; false when there
+  // were no more than `keep`.
+  bool ForgetFinished(int keep);
+  int FinishedCount() const;
+  std::vector<std::string> FinishedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const AggregationOptions options_;
   UpstreamSource* upstream_ = nullptr;

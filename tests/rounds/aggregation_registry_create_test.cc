@@ -126,6 +126,36 @@ TEST(AggregationRegistryCreateTest, AccumulatorsBeyondTheMemoryBudgetAreRefusedB
   EXPECT_TRUE(registry.Create(SpecOfElements("fits-too", 32 << 10)).ok());
 }
 
+TEST(AggregationRegistryCreateTest, TheOldestFinishedAggregationsGiveWayToANewOne) {
+  MemoryBudget budget(1 << 20);
+  AggregationOptions options;
+  options.batching.memory_budget = &budget;
+  AggregationRegistry registry(options);
+  absl::StatusOr<std::shared_ptr<Aggregation>> older = registry.Create(SpecOfElements("older", 48 << 10));
+  absl::StatusOr<std::shared_ptr<Aggregation>> old = registry.Create(SpecOfElements("old", 48 << 10));
+  absl::StatusOr<std::shared_ptr<Aggregation>> open = registry.Create(SpecOfElements("open", 16 << 10));
+  ASSERT_TRUE(older.ok() && old.ok() && open.ok());
+  ASSERT_TRUE((*older)->Seal().ok());  // no contribution: FAILED, finished
+  ASSERT_TRUE((*old)->Seal().ok());
+  ASSERT_EQ((*older)->state(), v1::FAILED);
+  older->reset();  // the registry holds the only references
+  old->reset();
+  EXPECT_EQ(budget.used(), 896u << 10);
+  // 512 KiB more: only the older finished one needs to go.
+  ASSERT_TRUE(registry.Create(SpecOfElements("new", 64 << 10)).ok());
+  EXPECT_EQ(registry.Find("older").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(registry.Find("old").ok());
+  EXPECT_TRUE(registry.Find("open").ok());
+  EXPECT_EQ(budget.used(), 1u << 20);  // old 384 + open 128 + new 512 KiB
+  // Open aggregations never give way: past them (and past 'old', which is forgotten
+  // trying), the creation is refused.
+  const absl::StatusOr<std::shared_ptr<Aggregation>> refused = registry.Create(SpecOfElements("too-big", 80 << 10));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_EQ(registry.Find("old").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(registry.Find("open").ok());
+  EXPECT_TRUE(registry.Find("new").ok());
+}
+
 TEST(AggregationRegistryCreateTest, AccumulatorsBeyondTheNodesMemoryAreRefusedWithoutABudgetLimit) {
   const uint64_t memory = ReadMachineResources().memory_bytes;
   if (memory == 0) GTEST_SKIP() << "this machine's memory could not be read";
