@@ -14,6 +14,18 @@ namespace {
 constexpr absl::Duration kTickInterval = absl::Milliseconds(20);
 // How long a client update waits for its intermediate to join a mirror it just learnt.
 constexpr absl::Duration kJoinWait = absl::Seconds(1);
+
+absl::Status AlreadyExists(const std::string& id) {
+  return absl::AlreadyExistsError(absl::StrCat("aggregation '", id, "' already exists"));
+}
+
+// The host memory a new aggregation's accumulators take: none for a backend that reduces
+// on devices (one with a device monitor), whose allocations report their own failures on
+// first use.
+uint64_t HostStateBytes(const AggregationConfig& config, const AggregationOptions& options) {
+  const bool host_state = options.backend == nullptr || options.backend->device_monitor() == nullptr;
+  return host_state ? FixedStateBytes(*config.reduction) : 0;
+}
 }  // namespace
 
 AggregationRegistry::AggregationRegistry(AggregationOptions options)
@@ -61,14 +73,14 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(accepted));
   if (MutexLock lock(&mu_); by_id_.contains(config.id) || creating_.contains(config.id)) {
     // Answered before the accumulators are made (and checked again below, after).
-    return absl::AlreadyExistsError(absl::StrCat("aggregation '", config.id, "' already exists"));
+    return AlreadyExists(config.id);
   }
   FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<Aggregation> aggregation, MakeAggregationMakingRoom(config, options_));
   const std::string& id = aggregation->id();
   {
     MutexLock lock(&mu_);
     if (by_id_.contains(id) || creating_.contains(id)) {
-      return absl::AlreadyExistsError(absl::StrCat("aggregation '", id, "' already exists"));
+      return AlreadyExists(id);
     }
     if (store_ == nullptr) {
       by_id_[id] = aggregation;
@@ -90,10 +102,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(
 
 absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::MakeAggregation(
     AggregationConfig config, const AggregationOptions& options) {
-  // A backend that reduces on devices (one with a device monitor) holds no state in host
-  // memory: its devices' allocations report their own failures, on first use.
-  const bool host_state = options.backend == nullptr || options.backend->device_monitor() == nullptr;
-  const uint64_t bytes = host_state ? FixedStateBytes(*config.reduction) : 0;
+  const uint64_t bytes = HostStateBytes(config, options);
   const std::string accumulators = absl::StrCat("the accumulators of aggregation '", config.id, "' (",
                                                 config.reduction->value_type().ToString(), ")");
   // Also without a budget's limit (--memory_budget_bytes=0), its accounts say what the node
@@ -124,9 +133,14 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::MakeAggregatio
 
 absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::MakeAggregationMakingRoom(
     const AggregationConfig& config, const AggregationOptions& options) {
+  // Finished aggregations give way only to one that fits the node once they are gone.
+  const uint64_t bytes = HostStateBytes(config, options);
+  const uint64_t memory = ReadMachineResources().memory_bytes;
+  const uint64_t limit = options.batching.memory_budget != nullptr ? options.batching.memory_budget->limit() : 0;
+  const bool room_can_help = (memory == 0 || bytes <= memory) && (limit == 0 || bytes <= limit);
   for (;;) {
     absl::StatusOr<std::shared_ptr<Aggregation>> made = MakeAggregation(config, options);
-    if (made.ok() || made.status().code() != absl::StatusCode::kResourceExhausted) return made;
+    if (made.ok() || made.status().code() != absl::StatusCode::kResourceExhausted || !room_can_help) return made;
     // The oldest finished aggregation gives way to the new one (its accumulators and
     // result are freed once no result stream holds it any more).
     if (!ForgetFinished(FinishedCount() - 1)) return made;
@@ -136,7 +150,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::MakeAggregatio
 absl::Status AggregationRegistry::Adopt(std::shared_ptr<Aggregation> aggregation) {
   MutexLock lock(&mu_);
   if (by_id_.contains(aggregation->id()) || creating_.contains(aggregation->id())) {
-    return absl::AlreadyExistsError(absl::StrCat("aggregation '", aggregation->id(), "' already exists"));
+    return AlreadyExists(aggregation->id());
   }
   creation_order_.push_back(aggregation->id());
   by_id_[aggregation->id()] = std::move(aggregation);

@@ -94,7 +94,7 @@ class Update:
                 else:
                     self.send[name] = fedagg.RowSparse(rows, table.reshape((rows.size,) + field.shape[1:]).astype(wire))
                 ids = (rows[:, None] * width + np.arange(width)).reshape(-1)
-                self.entries[name] = (ids, table.reshape(-1), rows)
+                self.entries[name] = (ids, table.reshape(-1))
             else:
                 dense = values(size)
                 if pr.random() < 0.3:
@@ -113,8 +113,7 @@ def expected(field, updates, weights):
     total, magnitude = np.zeros(size), np.zeros(size)
     weight_sum, counts = np.zeros(size), np.zeros(size, np.int64)
     extreme = None
-    for entries, weight in zip(updates, weights):
-        ids, vals = entries[:2]
+    for (ids, vals), weight in zip(updates, weights):
         w = weight if weighted else 1.0
         np.add.at(total, ids, vals * w)
         np.add.at(magnitude, ids, np.abs(vals * w))
