@@ -5,8 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_accumulator_factory.h"
+#include "service/core/exact_field_accumulator.h"
 #include "service/core/field_report.h"
 #include "service/core/status_macros.h"
+#include "service/core/thread_pool.h"
 
 namespace fedagg {
 namespace {
@@ -172,6 +174,9 @@ portable::ReducerSpec ReducerSpecOf(const FieldSpec& field) {
 }
 
 std::unique_ptr<FieldAccumulator> PortableAccumulatorFactory::Make(const FieldSpec& field) const {
+  // A deterministic aggregation's summed float fields are summed exactly, on the host's
+  // cores: the same accumulator and format as the cpu backend's.
+  if (field.exact_sum) return std::make_unique<ExactFieldAccumulator>(field, ThreadPool::Default());
   const portable::ReducerSpec spec = ReducerSpecOf(field);
   switch (field.accumulation_dtype) {
     case DType::kFloat64: return std::make_unique<PortableAccumulator<double>>(field, makers_.f64(spec));

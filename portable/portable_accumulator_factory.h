@@ -9,7 +9,8 @@
 // DivisionOf, in the same precision), and copied out into the result itself, with no
 // host copy of the state (sparse_sum_sparse's from the copied-back state, by the CPU
 // backend's own ReportUnion), so the format and the results are the CPU backend's, to the
-// bit (backend_check.cc compares them).
+// bit (backend_check.cc compares them). A deterministic aggregation's summed float fields
+// get the exact accumulator of the CPU backend instead (exact_field_accumulator.h).
 #ifndef FEDAGG_PORTABLE_PORTABLE_ACCUMULATOR_FACTORY_H_
 #define FEDAGG_PORTABLE_PORTABLE_ACCUMULATOR_FACTORY_H_
 

@@ -1,9 +1,11 @@
-// Picks the CPU accumulator for a field: by intrinsic family and accumulation dtype.
+// Picks the CPU accumulator for a field: by intrinsic family and accumulation dtype (a
+// deterministic aggregation's summed float fields: the exact one).
 #include "service/core/cpu_accumulator_factory.h"
 
 #include "service/core/cpu_dense_accumulator.h"
 #include "service/core/cpu_scatter_accumulator.h"
 #include "service/core/cpu_sparse_union_accumulator.h"
+#include "service/core/exact_field_accumulator.h"
 
 namespace fedagg {
 namespace {
@@ -28,6 +30,7 @@ const CpuAccumulatorFactory& CpuAccumulatorFactory::Default() {
 }
 
 std::unique_ptr<FieldAccumulator> CpuAccumulatorFactory::Make(const FieldSpec& field) const {
+  if (field.exact_sum) return std::make_unique<ExactFieldAccumulator>(field, pool_);
   switch (field.accumulation_dtype) {
     case DType::kFloat64: return MakeFor<double>(field, pool_);
     case DType::kInt64: return MakeFor<int64_t>(field, pool_);

@@ -16,7 +16,10 @@ constexpr char kMagic[4] = {'F', 'A', 'P', 'A'};
 
 PartialAggregate::PartialAggregate(std::shared_ptr<const ReductionSpec> spec,
                                    const AccumulatorFactory& backend)
-    : spec_(std::move(spec)), backend_(&backend) {
+    : spec_(std::move(spec)),
+      backend_(&backend),
+      exact_weight_sum_(ExactSums::Grid::kFloat64,
+                        spec_->options().deterministic && spec_->has_weighted_field() ? 1 : 0) {
   for (const FieldSpec& field : spec_->fields()) fields_.push_back(backend_->Make(field));
 }
 
@@ -45,8 +48,21 @@ absl::Status PartialAggregate::AccumulateValidatedBatch(absl::Span<const UpdateV
     FEDAGG_RETURN_IF_ERROR(fields_[f]->AccumulateBatch(values, weights));
   }
   contributions_ += static_cast<int64_t>(updates.size());
-  for (double w : weights) weight_sum_ += w;
+  AddWeights(weights);
   return absl::OkStatus();
+}
+
+void PartialAggregate::AddWeights(absl::Span<const double> weights) {
+  if (exact_weight_sum_.size() == 0) {
+    for (double w : weights) weight_sum_ += w;
+    return;
+  }
+  for (double w : weights) exact_weight_sum_.Add(0, w);
+  weight_sum_ = exact_weight_sum_.Rounded(0);
+}
+
+uint32_t PartialAggregate::format_version() const {
+  return spec_->options().deterministic ? kExactFormatVersion : kFormatVersion;
 }
 
 absl::Status PartialAggregate::MergeWith(const PartialAggregate& other) {
@@ -65,17 +81,23 @@ absl::Status PartialAggregate::MergeWith(const PartialAggregate& other) {
     FEDAGG_RETURN_IF_ERROR(fields_[f]->MergeWith(*other.fields_[f]));
   }
   contributions_ += other.contributions_;
-  weight_sum_ += other.weight_sum_;
+  if (exact_weight_sum_.size() == 0) {
+    weight_sum_ += other.weight_sum_;
+  } else {
+    exact_weight_sum_.AddSum(0, other.exact_weight_sum_, 0);
+    weight_sum_ = exact_weight_sum_.Rounded(0);
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> PartialAggregate::Serialize() const {
   ByteWriter out;
   for (char c : kMagic) out.Put(c);
-  out.Put<uint32_t>(kFormatVersion);
+  out.Put<uint32_t>(format_version());
   out.PutString(spec_->canonical());
   out.Put<int64_t>(contributions_);
   out.Put<double>(weight_sum_);
+  if (format_version() == kExactFormatVersion) exact_weight_sum_.SerializeTo(out);
   out.Put<uint32_t>(static_cast<uint32_t>(fields_.size()));
   for (size_t f = 0; f < fields_.size(); ++f) {
     out.Put<uint8_t>(static_cast<uint8_t>(spec_->fields()[f].intrinsic));
@@ -101,10 +123,10 @@ absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
   }
   uint32_t version = 0;
   FEDAGG_RETURN_IF_ERROR(in.Get(&version));
-  if (version != kFormatVersion) {
+  if (version != kFormatVersion && version != kExactFormatVersion) {
     return absl::DataLossError(absl::StrCat("partial aggregate format version ", version,
-                                            " is not supported; this build reads version ",
-                                            kFormatVersion));
+                                            " is not supported; this build reads versions ",
+                                            kFormatVersion, " and ", kExactFormatVersion));
   }
   std::string canonical;
   FEDAGG_RETURN_IF_ERROR(in.GetString(&canonical));
@@ -113,8 +135,20 @@ absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
         "partial aggregate was built for spec ", canonical, ", expected ", spec->canonical()));
   }
   PartialAggregate partial(std::move(spec), backend);
+  if (version != partial.format_version()) {
+    return absl::DataLossError(absl::StrCat("partial aggregate has format version ", version,
+                                            ", but its spec's partials are version ",
+                                            partial.format_version()));
+  }
   FEDAGG_RETURN_IF_ERROR(in.Get(&partial.contributions_));
   FEDAGG_RETURN_IF_ERROR(in.Get(&partial.weight_sum_));
+  if (version == kExactFormatVersion) {
+    FEDAGG_RETURN_IF_ERROR(partial.exact_weight_sum_.DeserializeFrom(in, "the weight sum"));
+    if (partial.exact_weight_sum_.size() > 0 && partial.exact_weight_sum_.Rounded(0) != partial.weight_sum_) {
+      return absl::DataLossError(absl::StrCat("partial aggregate's weight sum ", partial.weight_sum_,
+                                              " is not its exact weight sum, rounded"));
+    }
+  }
   // Unweighted updates weigh 1 each; weighted ones are > 0 each.
   const bool weighted = partial.spec_->has_weighted_field();
   if (partial.contributions_ < 0 || !std::isfinite(partial.weight_sum_) ||

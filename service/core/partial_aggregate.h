@@ -6,7 +6,8 @@
 //                                 docs/PARTIAL_AGGREGATE_FORMAT.md (travels up the tree)
 //   Report                        the result: sums, means, extremes, sparse unions, counts
 // Sum and merge are associative: any partition of the same updates, merged in any order,
-// reports the same result (exactly for integers, within float rounding otherwise).
+// reports the same result (exactly for integers, within float rounding otherwise, and to
+// the bit for a deterministic aggregation, whose float sums and weight sum are exact).
 // The accumulators come from a backend (AccumulatorFactory, CPU by default); a device
 // backend can fail for lack of memory, which surfaces as RESOURCE_EXHAUSTED here.
 // Not thread-safe: one owner at a time (the reduction itself uses the thread pool).
@@ -25,6 +26,7 @@
 #include "service/core/aggregate_result.h"
 #include "service/core/byte_codec.h"
 #include "service/core/cpu_accumulator_factory.h"
+#include "service/core/exact_sums.h"
 #include "service/core/field_accumulator.h"
 #include "service/core/field_value.h"
 #include "service/core/reduction_spec.h"
@@ -33,8 +35,10 @@ namespace fedagg {
 
 class PartialAggregate {
  public:
-  // Version of the serialized format written by Serialize().
+  // Versions of the serialized format written by Serialize(): 2 for a deterministic
+  // aggregation's (exact sums), 1 otherwise.
   static constexpr uint32_t kFormatVersion = 1;
+  static constexpr uint32_t kExactFormatVersion = 2;
 
   // `backend` must outlive this partial aggregate.
   explicit PartialAggregate(std::shared_ptr<const ReductionSpec> spec,
@@ -85,8 +89,15 @@ class PartialAggregate {
   std::shared_ptr<const ReductionSpec> spec_;
   const AccumulatorFactory* backend_;
   std::vector<std::unique_ptr<FieldAccumulator>> fields_;
+  // The version Serialize() writes and Deserialize() expects for this spec.
+  uint32_t format_version() const;
+  void AddWeights(absl::Span<const double> weights);
+
   int64_t contributions_ = 0;
   double weight_sum_ = 0;
+  // A deterministic aggregation with a weighted field: the weights' exact sum, which
+  // weight_sum_ is rounded from (one sum on the float64 grid); empty otherwise.
+  ExactSums exact_weight_sum_;
 };
 
 }  // namespace fedagg

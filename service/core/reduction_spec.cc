@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "service/core/exact_sums.h"
 #include "service/core/status_macros.h"
 
 namespace fedagg {
@@ -80,6 +81,9 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
     }
     field.accumulation_dtype = AccumulationDType(leaf.type.dtype, choice.intrinsic, options);
     field.result_dtype = ResultDType(field.accumulation_dtype, choice.intrinsic);
+    field.exact_sum = options.deterministic && IsFloating(field.accumulation_dtype) &&
+                      choice.intrinsic != Intrinsic::kFederatedMax &&
+                      choice.intrinsic != Intrinsic::kFederatedMin;
     spec->has_weighted_field_ |= IsWeighted(choice.intrinsic);
     spec->has_float32_weighted_field_ |=
         IsWeighted(choice.intrinsic) && field.accumulation_dtype == DType::kFloat32;
@@ -90,7 +94,7 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
   }
   spec->canonical_ = absl::StrCat(
       type.ToString(), "|", absl::StrJoin(parts, ";"), "|finite=", options.require_finite ? 1 : 0,
-      ",f64=", options.float64_accumulation ? 1 : 0);
+      ",f64=", options.float64_accumulation ? 1 : 0, options.deterministic ? ",deterministic=1" : "");
   spec->value_type_ = std::move(type);
   return std::shared_ptr<const ReductionSpec>(std::move(spec));
 }
@@ -100,8 +104,11 @@ uint64_t FixedStateBytes(const ReductionSpec& spec) {
   for (const FieldSpec& field : spec.fields()) {
     if (field.intrinsic == Intrinsic::kSparseSumSparse) continue;
     const uint64_t rows = field.encoding == Encoding::kDense ? 0 : static_cast<uint64_t>(field.rows);
-    bytes += static_cast<uint64_t>(field.type.num_elements()) * DTypeSize(field.accumulation_dtype) +
-             (field.keeps_counts ? rows * sizeof(int64_t) : 0) + (field.keeps_weight_sums ? rows * sizeof(double) : 0);
+    const uint64_t element = field.exact_sum ? ExactSums::BytesPerSum(ExactSums::GridFor(field.accumulation_dtype))
+                                             : DTypeSize(field.accumulation_dtype);
+    const uint64_t weight_sum = field.exact_sum ? ExactSums::BytesPerSum(ExactSums::Grid::kFloat64) : sizeof(double);
+    bytes += static_cast<uint64_t>(field.type.num_elements()) * element +
+             (field.keeps_counts ? rows * sizeof(int64_t) : 0) + (field.keeps_weight_sums ? rows * weight_sum : 0);
   }
   return bytes;
 }

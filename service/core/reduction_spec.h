@@ -28,6 +28,9 @@ struct ReductionOptions {
   bool require_finite = false;
   // Accumulate float32 / float16 / bfloat16 inputs in float64 instead of float32.
   bool float64_accumulation = false;
+  // Sum floating-point fields exactly (exact_field_accumulator.h): results identical to
+  // the bit for any order of updates and any tree shape. Implies finite values.
+  bool deterministic = false;
 };
 
 // Everything the reduction needs to know about one leaf field, derived once.
@@ -43,6 +46,9 @@ struct FieldSpec {
   int64_t row_width;          // row-sparse: elements per row; sparse: 1; dense: num_elements
   DType accumulation_dtype;   // float32, float64 or int64
   DType result_dtype;         // dtype of the reported values
+  // Summed exactly (a deterministic aggregation's floating-point field that sums:
+  // every intrinsic but federated_max and federated_min): ExactFieldAccumulator.
+  bool exact_sum = false;
 };
 
 class ReductionSpec {
@@ -74,8 +80,8 @@ class ReductionSpec {
 };
 
 // The bytes an aggregation of `spec` holds in accumulator state as soon as it is made,
-// before any update, on every backend: each field's values in its accumulation dtype, and
-// the per-row counts and weight sums it keeps (sparse_sum_sparse: none, its state grows
+// before any update, on every backend: each field's values in its accumulation dtype (or
+// its exact sums), and the per-row counts and weight sums it keeps (sparse_sum_sparse: none, its state grows
 // with the coordinates it receives). Checked before an aggregation is made
 // (Aggregation::Make), so that a spec the node cannot hold is refused, not allocated.
 uint64_t FixedStateBytes(const ReductionSpec& spec);

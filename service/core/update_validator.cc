@@ -1,6 +1,7 @@
 // Validation of client updates against their ReductionSpec.
 #include "service/core/update_validator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -36,6 +37,19 @@ bool ValuesFinite(DType dtype, absl::Span<const std::byte> bytes) {
     case DType::kInt64: return true;
   }
   return true;
+}
+
+// The largest |x| of a value's elements, in float64.
+double LargestMagnitude(const FieldValue& value) {
+  return cpu::DispatchDType(value.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = reinterpret_cast<const T*>(value.values.data());
+    double largest = 0;
+    for (size_t i = 0; i < value.values.size() / sizeof(T); ++i) {
+      largest = std::max(largest, std::abs(cpu::Widen<double>(x[i])));
+    }
+    return largest;
+  });
 }
 
 // What one pass over a value's indices finds: how many lie outside [0, rows), and how
@@ -118,6 +132,10 @@ absl::Status CheckField(const ReductionSpec& spec, const FieldSpec& field, const
   if (spec.options().require_finite && !ValuesFinite(value.dtype, value.values)) {
     return FieldError(field, "holds NaN or Inf, and this aggregation requires finite values");
   }
+  if (field.exact_sum && !ValuesFinite(value.dtype, value.values)) {
+    return FieldError(field, "holds NaN or Inf; a deterministic aggregation sums exactly, which "
+                             "needs finite values");
+  }
   return absl::OkStatus();
 }
 
@@ -151,8 +169,17 @@ absl::Status CheckUpdate(const ReductionSpec& spec, const UpdateView& update, Up
         "this aggregation has no weighted field; send the update without a weight");
   }
   for (size_t i = 0; i < update.fields.size(); ++i) {
-    FEDAGG_RETURN_IF_ERROR(CheckField(spec, spec.fields()[i], update.fields[i],
+    const FieldSpec& field = spec.fields()[i];
+    FEDAGG_RETURN_IF_ERROR(CheckField(spec, field, update.fields[i],
                                       marks != nullptr ? &marks->fields[i].ascending : nullptr));
+    // An exact sum holds finite numbers: weight times value must not overflow float64 (on
+    // the float32 grid the weight range already keeps it far below).
+    if (field.exact_sum && IsWeighted(field.intrinsic) && field.accumulation_dtype == DType::kFloat64 &&
+        !std::isfinite(LargestMagnitude(update.fields[i]) * *update.weight)) {
+      return FieldError(field, absl::StrCat("weight ", *update.weight, " times the field's largest value "
+                                            "overflows float64, which a deterministic aggregation "
+                                            "cannot sum; rescale the weights or the values"));
+    }
   }
   return absl::OkStatus();
 }

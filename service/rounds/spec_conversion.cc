@@ -98,7 +98,7 @@ absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& pro
   FEDAGG_ASSIGN_OR_RETURN(
       config.reduction,
       ReductionSpec::Create(std::move(type), std::move(intrinsics),
-                            ReductionOptions{proto.require_finite(), proto.float64_accumulation()}));
+                            ReductionOptions{proto.require_finite(), proto.float64_accumulation(), proto.deterministic()}));
   if (proto.min_contributions() < 0 || proto.max_contributions() < 0) {
     return absl::InvalidArgumentError("min_contributions and max_contributions must be >= 0");
   }

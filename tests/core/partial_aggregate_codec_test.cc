@@ -255,10 +255,15 @@ TEST(PartialAggregateCodecTest, RefusesBadMagic) {
 
 TEST(PartialAggregateCodecTest, RefusesOtherVersions) {
   const std::string bytes = MixedAggregate().Serialize().value();
-  for (uint32_t version : {0u, 2u, 0xffffffffu}) {
+  for (uint32_t version : {0u, 3u, 0xffffffffu}) {
     std::string bad = bytes;
     Patch<uint32_t>(bad, 4, version);
-    EXPECT_TRUE(Refused(bad, kDataLoss, absl::StrCat("format version ", version, " is not supported; this build reads version 1")));
+    EXPECT_TRUE(Refused(bad, kDataLoss, absl::StrCat("format version ", version, " is not supported; this build reads versions 1 and 2")));
+  }
+  {  // version 2 is a deterministic aggregation's layout
+    std::string bad = bytes;
+    Patch<uint32_t>(bad, 4, 2);
+    EXPECT_TRUE(Refused(bad, kDataLoss, "has format version 2, but its spec's partials are version 1"));
   }
 }
 

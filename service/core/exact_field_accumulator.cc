@@ -1,0 +1,256 @@
+// Exact accumulation of a deterministic aggregation's floating-point fields
+// (exact_field_accumulator.h).
+#include "service/core/exact_field_accumulator.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "service/core/cpu_kernels.h"
+#include "service/core/field_report.h"
+
+namespace fedagg {
+namespace {
+
+// Below this many elements per thread, splitting costs more than it saves.
+constexpr int64_t kMinElementsPerThread = 1 << 12;
+
+// What one value adds to its sum: the value, or the value times its update's weight (one
+// float64 product, the same on every node).
+template <typename In>
+double Contribution(In x, double weight, bool weighted) {
+  const double value = cpu::Widen<double>(x);
+  return weighted ? weight * value : value;
+}
+
+template <typename In>
+const In* ValuesOf(const FieldValue& value) {
+  return reinterpret_cast<const In*>(value.values.data());
+}
+
+}  // namespace
+
+ExactFieldAccumulator::ExactFieldAccumulator(const FieldSpec& field, ThreadPool& pool)
+    : field_(field),
+      pool_(pool),
+      weighted_(IsWeighted(field.intrinsic)),
+      sums_(ExactSums::GridFor(field.accumulation_dtype),
+            field.intrinsic == Intrinsic::kSparseSumSparse ? 0 : field.type.num_elements()),
+      counts_(field.keeps_counts && field.intrinsic != Intrinsic::kSparseSumSparse
+                  ? static_cast<size_t>(field.rows)
+                  : 0,
+              0),
+      weight_sums_(ExactSums::Grid::kFloat64, field.keeps_weight_sums ? field.rows : 0) {}
+
+absl::Status ExactFieldAccumulator::AccumulateBatch(absl::Span<const FieldValue* const> values,
+                                                    absl::Span<const double> weights) {
+  if (values.empty()) return absl::OkStatus();
+  if (is_union()) {
+    AccumulateUnion(values, weights);
+  } else if (field_.encoding == Encoding::kDense) {
+    AccumulateDense(values, weights);
+  } else {
+    AccumulateRows(values, weights);
+  }
+  return absl::OkStatus();
+}
+
+void ExactFieldAccumulator::AccumulateDense(absl::Span<const FieldValue* const> values,
+                                            absl::Span<const double> weights) {
+  cpu::DispatchDType(field_.type.dtype, [&](auto tag) {
+    using In = typename decltype(tag)::type;
+    pool_.ParallelFor(sums_.size(), kMinElementsPerThread, [&](int64_t begin, int64_t end) {
+      for (size_t u = 0; u < values.size(); ++u) {
+        const In* x = ValuesOf<In>(*values[u]);
+        for (int64_t i = begin; i < end; ++i) sums_.Add(i, Contribution(x[i], weights[u], weighted_));
+      }
+    });
+  });
+}
+
+void ExactFieldAccumulator::AccumulateRows(absl::Span<const FieldValue* const> values,
+                                           absl::Span<const double> weights) {
+  const int64_t width = field_.row_width;
+  const bool per_row = !counts_.empty() || weight_sums_.size() > 0;
+  std::vector<int64_t> rows;
+  cpu::DispatchDType(field_.type.dtype, [&](auto tag) {
+    using In = typename decltype(tag)::type;
+    for (size_t u = 0; u < values.size(); ++u) {
+      const FieldValue& value = *values[u];
+      const In* x = ValuesOf<In>(value);
+      for (size_t k = 0; k < value.indices.size(); ++k) {
+        const int64_t first = value.indices[k] * width;
+        for (int64_t e = 0; e < width; ++e) {
+          sums_.Add(first + e, Contribution(x[static_cast<int64_t>(k) * width + e], weights[u], weighted_));
+        }
+      }
+      if (!per_row) continue;
+      // An update holding a row more than once counts for it once.
+      rows.assign(value.indices.begin(), value.indices.end());
+      if (!value.ascending) std::sort(rows.begin(), rows.end());
+      rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+      for (int64_t row : rows) {
+        if (!counts_.empty()) ++counts_[static_cast<size_t>(row)];
+        if (weight_sums_.size() > 0) weight_sums_.Add(row, weights[u]);
+      }
+    }
+  });
+}
+
+void ExactFieldAccumulator::AccumulateUnion(absl::Span<const FieldValue* const> values,
+                                            absl::Span<const double> weights) {
+  struct Entry {
+    int64_t index;
+    size_t update;
+    size_t position;
+  };
+  std::vector<Entry> entries;
+  for (size_t u = 0; u < values.size(); ++u) {
+    for (size_t k = 0; k < values[u]->indices.size(); ++k) entries.push_back({values[u]->indices[k], u, k});
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.index, a.update) < std::tie(b.index, b.update);
+  });
+  std::vector<int64_t> indices, counts;
+  ExactSums sums(sums_.grid(), 0);
+  cpu::DispatchDType(field_.type.dtype, [&](auto tag) {
+    using In = typename decltype(tag)::type;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Entry& entry = entries[i];
+      const bool new_index = i == 0 || entries[i - 1].index != entry.index;
+      if (new_index) {
+        indices.push_back(entry.index);
+        counts.push_back(0);
+        sums.Resize(static_cast<int64_t>(indices.size()));
+      }
+      if (new_index || entries[i - 1].update != entry.update) ++counts.back();
+      const In* x = ValuesOf<In>(*values[entry.update]);
+      sums.Add(sums.size() - 1, Contribution(x[entry.position], weights[entry.update], weighted_));
+    }
+  });
+  MergeUnion(indices, sums, counts);
+}
+
+void ExactFieldAccumulator::MergeUnion(absl::Span<const int64_t> indices, const ExactSums& sums,
+                                       absl::Span<const int64_t> counts) {
+  std::vector<int64_t> merged_indices, merged_counts;
+  merged_indices.reserve(indices_.size() + indices.size());
+  merged_counts.reserve(indices_.size() + indices.size());
+  ExactSums merged(sums_.grid(), static_cast<int64_t>(indices_.size() + indices.size()));
+  size_t a = 0, b = 0;
+  while (a < indices_.size() || b < indices.size()) {
+    const int64_t m = static_cast<int64_t>(merged_indices.size());
+    const bool take_a = a < indices_.size() && (b == indices.size() || indices_[a] <= indices[b]);
+    const bool take_b = b < indices.size() && (a == indices_.size() || indices[b] <= indices_[a]);
+    merged_indices.push_back(take_a ? indices_[a] : indices[b]);
+    merged_counts.push_back(0);
+    if (take_a) {
+      merged.AddSum(m, sums_, static_cast<int64_t>(a));
+      merged_counts.back() += counts_[a++];
+    }
+    if (take_b) {
+      merged.AddSum(m, sums, static_cast<int64_t>(b));
+      merged_counts.back() += counts[b++];
+    }
+  }
+  merged.Resize(static_cast<int64_t>(merged_indices.size()));
+  indices_ = std::move(merged_indices);
+  counts_ = std::move(merged_counts);
+  sums_ = std::move(merged);
+}
+
+absl::Status ExactFieldAccumulator::MergeWith(const FieldAccumulator& other_base) {
+  const auto& other = static_cast<const ExactFieldAccumulator&>(other_base);
+  if (is_union()) {
+    MergeUnion(other.indices_, other.sums_, other.counts_);
+    return absl::OkStatus();
+  }
+  pool_.ParallelFor(sums_.size(), kMinElementsPerThread, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) sums_.AddSum(i, other.sums_, i);
+  });
+  for (size_t r = 0; r < counts_.size(); ++r) counts_[r] += other.counts_[r];
+  for (int64_t r = 0; r < weight_sums_.size(); ++r) weight_sums_.AddSum(r, other.weight_sums_, r);
+  return absl::OkStatus();
+}
+
+absl::Status ExactFieldAccumulator::SerializeTo(ByteWriter& out) const {
+  if (is_union()) {
+    out.PutArray(indices_.data(), indices_.size());
+    sums_.SerializeTo(out);
+    out.PutArray(counts_.data(), counts_.size());
+    return absl::OkStatus();
+  }
+  sums_.SerializeTo(out);
+  if (field_.encoding != Encoding::kDense) {
+    out.PutArray(counts_.data(), counts_.size());
+    weight_sums_.SerializeTo(out);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExactFieldAccumulator::DeserializeFrom(ByteReader& in, int64_t contributions) {
+  const std::string what = absl::StrCat("field '", field_.path, "'");
+  if (is_union()) {
+    std::vector<int64_t> indices;
+    if (absl::Status s = in.GetArray(&indices); !s.ok()) return s;
+    if (absl::Status s = in.CheckRemaining(indices.size(), ExactSums::BytesPerSum(sums_.grid())); !s.ok()) return s;
+    for (size_t i = 0; i < indices.size(); ++i) {
+      if (indices[i] < 0 || indices[i] >= field_.type.num_elements() || (i > 0 && indices[i] <= indices[i - 1])) {
+        return absl::DataLossError(absl::StrCat("partial aggregate: ", what, " has index ", indices[i],
+                                                " at position ", i, ", out of range or not increasing"));
+      }
+    }
+    indices_ = std::move(indices);
+    sums_.Resize(static_cast<int64_t>(indices_.size()));
+    counts_.resize(indices_.size());
+  }
+  if (absl::Status s = sums_.DeserializeFrom(in, what); !s.ok()) return s;
+  if (is_union() || field_.encoding != Encoding::kDense) {
+    if (absl::Status s = in.GetArrayExact(counts_.data(), counts_.size(), what + " counts"); !s.ok()) return s;
+    const int64_t least = is_union() ? 1 : 0;
+    for (int64_t count : counts_) {
+      if (count < least || count > contributions) {
+        return absl::DataLossError(absl::StrCat("partial aggregate: ", what, " has a count of ", count,
+                                                " with ", contributions, " contributions"));
+      }
+    }
+  }
+  if (!is_union() && field_.encoding != Encoding::kDense) {
+    if (absl::Status s = weight_sums_.DeserializeFrom(in, what + " weight sums"); !s.ok()) return s;
+    for (int64_t r = 0; r < weight_sums_.size(); ++r) {
+      if (!(weight_sums_.Rounded(r) >= 0)) {
+        return absl::DataLossError(absl::StrCat("partial aggregate: ", what, " has a negative weight sum"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<double> ExactFieldAccumulator::RoundedSums(const ExactSums& sums) const {
+  std::vector<double> rounded(static_cast<size_t>(sums.size()));
+  pool_.ParallelFor(sums.size(), kMinElementsPerThread, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) rounded[static_cast<size_t>(i)] = sums.Rounded(i);
+  });
+  return rounded;
+}
+
+absl::StatusOr<ReportedField> ExactFieldAccumulator::Report(int64_t contributions, double weight_sum) const {
+  const std::vector<double> sums = RoundedSums(sums_);
+  if (field_.encoding == Encoding::kDense) return ReportDense<double>(field_, sums, contributions, weight_sum);
+  if (!is_union()) return ReportScatter<double>(field_, sums, counts_, RoundedSums(weight_sums_));
+  auto report = [&](auto zero) {
+    using Out = decltype(zero);
+    std::vector<Out> values(sums.size());
+    std::transform(sums.begin(), sums.end(), values.begin(), [](double v) { return static_cast<Out>(v); });
+    const UnionPiece<Out> piece{indices_, values, counts_};
+    return ReportUnion<Out>(field_, absl::MakeConstSpan(&piece, 1));
+  };
+  return field_.result_dtype == DType::kFloat32 ? report(0.0f) : report(0.0);
+}
+
+uint64_t ExactFieldAccumulator::MemoryBytes() const {
+  return sums_.MemoryBytes() + weight_sums_.MemoryBytes() + counts_.capacity() * sizeof(int64_t) +
+         indices_.capacity() * sizeof(int64_t);
+}
+
+}  // namespace fedagg
