@@ -44,6 +44,9 @@ ABSL_FLAG(int64_t, max_contributions, 0, "create: the most contributions accepte
 ABSL_FLAG(int64_t, deadline_s, 0, "create: seconds from now to the deadline (0: none)");
 ABSL_FLAG(bool, require_finite, false, "create: refuse NaN and Inf values");
 ABSL_FLAG(bool, float64, false, "create: accumulate float32/16 inputs in float64");
+ABSL_FLAG(bool, deterministic, false,
+          "create: sum floating-point fields exactly, so results are the same to the bit for any "
+          "order of updates and any tree of aggregators (refuses NaN and Inf in them)");
 ABSL_FLAG(std::string, client_id, "", "submit: this client's id (its exactly-once key)");
 ABSL_FLAG(std::string, wait, "received",
           "submit: the ack to wait for: received (counted in the server's memory) or durable (in "
@@ -106,6 +109,7 @@ absl::StatusOr<v1::AggregationSpec> SpecFromFlags(const std::string& id) {
   }
   spec.set_require_finite(absl::GetFlag(FLAGS_require_finite));
   spec.set_float64_accumulation(absl::GetFlag(FLAGS_float64));
+  spec.set_deterministic(absl::GetFlag(FLAGS_deterministic));
   return spec;
 }
 

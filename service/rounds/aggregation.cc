@@ -84,6 +84,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
                                               "' does not report a result: ", report.status().message()));
     }
     aggregation->result_ = std::make_shared<const AggregateResult>(*std::move(report));
+    aggregation->weight_sum_ = aggregation->result_->weight_sum;
   }
   aggregation->durable_version_ = aggregation->version_;
   return aggregation;
@@ -598,6 +599,9 @@ void Aggregation::MaybeFinalize() {
     state_ = state;
     detail_ = std::move(detail);
     result_ = std::move(result);
+    // From now on the status gives the result's weight sum, the reduction's own: exact for
+    // a deterministic aggregation, where the running tally above depends on arrival order.
+    if (result_ != nullptr) weight_sum_ = result_->weight_sum;
   }
   NotifyWatchers();
 }

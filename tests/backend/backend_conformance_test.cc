@@ -8,6 +8,8 @@
 // cases skip themselves, saying why, without a device (or without a second one).
 // Seeds are fresh on every run and printed with each failure; FEDAGG_CONFORMANCE_SEED
 // replays one.
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -17,6 +19,7 @@
 #include "service/backend/backend_check.h"
 #include "service/core/cpu_accumulator_factory.h"
 #include "service/core/partial_aggregate.h"
+#include "tests/core/core_test_util.h"
 #if FEDAGG_CONFORMANCE_CUDA
 #include "cuda/cuda_backend.h"
 #include "cuda/device_probe.h"
@@ -140,6 +143,48 @@ TYPED_TEST(BackendConformanceTest, DeviceBackendsFailOnOutOfRangeIndicesAndNever
         << IntrinsicName(intrinsic) << ": a state holding part of the refused batch was serialized: " << serialized;
     EXPECT_NE(serialized.message().find(absl::StrCat("outside the field's ", field.rows, " rows")), std::string::npos)
         << serialized;
+  }
+}
+
+// A deterministic aggregation's fields are summed exactly on every backend: its state and
+// result are the cpu backend's to the bit, even with the updates in another order and
+// other batches.
+TYPED_TEST(BackendConformanceTest, DeterministicAggregationsMatchTheCpuBackendToTheBit) {
+  using ::fedagg::testing::Update;
+  std::shared_ptr<const ReductionSpec> spec = *ReductionSpec::Create(
+      ValueType::Struct({{"dense", ValueType::Tensor(DType::kFloat32, {3000})},
+                         {"coo", ValueType::Tensor(DType::kFloat32, {5000})},
+                         {"rows", ValueType::Tensor(DType::kFloat64, {40, 3})}}),
+      {{Intrinsic::kFederatedWeightedMean}, {Intrinsic::kSparseSum, true}, {Intrinsic::kRowSparseMean, true}},
+      ReductionOptions{.deterministic = true});
+  std::mt19937_64 random(Seed());
+  std::uniform_real_distribution<double> mantissa(-1, 1);
+  auto value = [&] { return std::ldexp(mantissa(random), static_cast<int>(random() % 40) - 20); };
+  std::vector<Update> updates(24);
+  for (Update& update : updates) {
+    std::vector<float> dense(3000), coo(7);
+    std::vector<double> rows(9);
+    std::vector<int64_t> coo_ids(7), row_ids(3);
+    for (float& x : dense) x = static_cast<float>(value());
+    for (size_t k = 0; k < coo.size(); ++k) coo_ids[k] = static_cast<int64_t>(random() % 5000), coo[k] = static_cast<float>(value());
+    for (int64_t& id : row_ids) id = static_cast<int64_t>(random() % 40);
+    for (double& x : rows) x = value();
+    update.Dense(dense).Sparse(coo_ids, coo).RowSparse(row_ids, rows).Weight(1 + static_cast<double>(random() % 100) / 3);
+  }
+  std::vector<UpdateView> views = ::fedagg::testing::Views(updates);
+  PartialAggregate on_backend(spec, *this->backend_);
+  for (size_t begin = 0; begin < views.size(); begin += 5) {
+    ASSERT_TRUE(on_backend.AccumulateBatch(absl::MakeConstSpan(views).subspan(begin, 5)).ok());
+  }
+  std::reverse(views.begin(), views.end());
+  PartialAggregate on_cpu(spec);
+  ASSERT_TRUE(on_cpu.AccumulateBatch(views).ok());
+  EXPECT_EQ(*on_backend.Serialize(), *on_cpu.Serialize());
+  const AggregateResult mine = *on_backend.Report(), cpu = *on_cpu.Report();
+  EXPECT_EQ(mine.weight_sum, cpu.weight_sum);
+  for (size_t f = 0; f < mine.fields.size(); ++f) {
+    EXPECT_EQ(mine.fields[f].value.bytes, cpu.fields[f].value.bytes) << mine.fields[f].path;
+    EXPECT_EQ(mine.fields[f].counts, cpu.fields[f].counts) << mine.fields[f].path;
   }
 }
 

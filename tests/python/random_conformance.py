@@ -7,12 +7,17 @@ given in (its own encoding, or a dense array for a sparse field, or indices for 
 the Python client converts). The root is sealed, and its result compared with a float64
 reference computed here from what was sent: exactly for integer sums, max and min, within a
 rounding bound of the accumulation dtype otherwise (32 ulps of the sum of magnitudes).
+A third of the rounds are deterministic aggregations: their results must equal, to the bit,
+the correctly rounded sum (math.fsum) of what each update contributes, divided once in
+float64 and rounded to the result dtype, whatever server each update went through.
 
 Usage: random_conformance.py ROOT[,INTERMEDIATE...] SEED ROUNDS
 Exits 1 naming every round and field that differed.
 """
+import math
 import random
 import sys
+from collections import defaultdict
 
 import numpy as np
 
@@ -137,6 +142,58 @@ def expected(field, updates, weights):
     return divide(total), divide(magnitude), counts
 
 
+def deterministic_expected(field, f64, updates, weights):
+    """A deterministic aggregation's result, per coordinate (None where no update touched
+    it): the exact sum of the contributions (value times weight, in float64, for weighted
+    intrinsics) rounded to float64, divided in float64 for the means, then rounded to the
+    result dtype."""
+    size = int(np.prod(field.shape)) if field.shape else 1
+    weighted = "weighted" in field.intrinsic
+    contributions, coordinate_weights = defaultdict(list), defaultdict(list)
+    for (ids, vals), weight in zip(updates, weights):
+        w = weight if weighted else 1.0
+        for i, v in zip(ids.tolist(), vals.tolist()):
+            contributions[i].append(v * w if weighted else v)
+        for i in set(ids.tolist()):
+            coordinate_weights[i].append(w)
+    narrow = not (f64 or field.dtype == "float64" or field.dtype.startswith("int"))
+    out = [None] * size
+    for i in range(size):
+        if i not in contributions and field.intrinsic not in DENSE:
+            continue
+        total = math.fsum(contributions.get(i, []))
+        if field.intrinsic == "federated_mean":
+            total /= len(updates)
+        elif field.intrinsic == "federated_weighted_mean":
+            total /= math.fsum(weights)
+        elif field.intrinsic in ("sparse_mean", "row_sparse_mean"):
+            total /= len(coordinate_weights[i])
+        elif field.intrinsic == "sparse_weighted_mean":
+            total /= math.fsum(coordinate_weights[i])
+        out[i] = float(np.float32(total)) if narrow else total
+    return out
+
+
+def check_deterministic(name, field, f64, updates, weights, got):
+    """Problems with a deterministic aggregation's field, as strings: any bit that differs."""
+    if field.dtype.startswith("int") and "weighted" not in field.intrinsic or \
+            field.intrinsic in ("federated_max", "federated_min"):
+        return check(name, field, f64, updates, weights, got)  # exact without the option
+    want = deterministic_expected(field, f64, [u.entries[name] for u in updates], weights)
+    if field.intrinsic == "sparse_sum_sparse":
+        touched = [i for i, v in enumerate(want) if v is not None]
+        if got.indices.tolist() != touched:
+            return [f"indices {got.indices.tolist()} != {touched}"]
+        want = [want[i] for i in touched]
+    else:
+        want = [0.0 if v is None else v for v in want]
+    result = got.values.astype(np.float64).reshape(-1).tolist()
+    bad = [i for i, (a, b) in enumerate(zip(result, want)) if a != b]
+    if len(result) != len(want) or bad:
+        return [f"values at {bad[:5]}: {[result[i] for i in bad[:5]]} != {[want[i] for i in bad[:5]]} (bitwise)"]
+    return []
+
+
 def check(name, field, f64, updates, weights, got):
     """Problems with `got` (a FieldResult), as strings."""
     values, magnitude, counts = expected(field, [u.entries[name] for u in updates], weights)
@@ -176,9 +233,11 @@ def run(addresses, seed, rounds):
         pr, rng = random.Random(seed * 100003 + r), np.random.default_rng(seed * 100003 + r)
         fields = draw_fields(pr)
         f64 = pr.random() < 0.3
+        deterministic = pr.random() < 0.33
         weighted = any("weighted" in f.intrinsic for f in fields.values())
         aggregation_id = f"random-{seed}-{r}"
-        status = root.control.create(aggregation_id, fields, min_contributions=1, float64_accumulation=f64)
+        status = root.control.create(aggregation_id, fields, min_contributions=1, float64_accumulation=f64,
+                                     deterministic=deterministic)
         integral = pr.random() < 0.5
         updates = [Update(fields, rng, pr, integral) for _ in range(pr.randint(1, 10))]
         weights = [(float(rng.integers(1, 5)) if pr.random() < 0.5 else float(rng.uniform(0.1, 3))) if weighted
@@ -197,9 +256,13 @@ def run(addresses, seed, rounds):
             continue
         if result.contributions != len(updates):
             failures.append(f"{aggregation_id}: {result.contributions} contributions, {len(updates)} sent")
+        if deterministic and weighted and result.weight_sum != math.fsum(weights):
+            failures.append(f"{aggregation_id}: weight sum {result.weight_sum!r} != {math.fsum(weights)!r}")
+        checker = check_deterministic if deterministic else check
         for name, field in fields.items():
-            for problem in check(name, field, f64, updates, weights, result[name]):
-                failures.append(f"{aggregation_id} {name} {field}{' float64' if f64 else ''}: {problem}")
+            for problem in checker(name, field, f64, updates, weights, result[name]):
+                options = (" float64" if f64 else "") + (" deterministic" if deterministic else "")
+                failures.append(f"{aggregation_id} {name} {field}{options}: {problem}")
     return failures
 
 

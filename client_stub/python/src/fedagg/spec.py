@@ -138,16 +138,20 @@ def _value_type_proto(description: Any, path: str, intrinsics: List[types_pb2.Fi
 def build_spec(aggregation_id: str, value_type: Any, *, min_contributions: int = 1,
                max_contributions: int = 0, deadline_s: Optional[float] = None,
                require_finite: bool = False, float64_accumulation: bool = False,
+               deterministic: bool = False,
                broadcast: Sequence[np.ndarray] = ()) -> types_pb2.AggregationSpec:
     """A fedagg.v1.AggregationSpec from a Python description (see the module comment).
-    `deadline_s`: seconds from now; `broadcast`: NumPy arrays pushed to clients on join."""
+    `deadline_s`: seconds from now; `broadcast`: NumPy arrays pushed to clients on join;
+    `deterministic`: floating-point fields summed exactly, so results are the same to the
+    bit for any order of updates and any tree of aggregators (needs finite values)."""
     intrinsics: List[types_pb2.FieldIntrinsic] = []
     proto = types_pb2.AggregationSpec(
         aggregation_id=aggregation_id,
         value_type=_value_type_proto(value_type, "", intrinsics),
         min_contributions=min_contributions, max_contributions=max_contributions,
         deadline_unix_ms=0 if deadline_s is None else int((time.time() + deadline_s) * 1000),
-        require_finite=require_finite, float64_accumulation=float64_accumulation)
+        require_finite=require_finite, float64_accumulation=float64_accumulation,
+        deterministic=deterministic)
     proto.intrinsics.extend(intrinsics)
     for array in broadcast:
         array = np.asarray(array)
@@ -183,6 +187,7 @@ class Spec:
             for (path, tensor), choice in zip(tensors, proto.intrinsics)]
         self.require_finite = proto.require_finite
         self.float64_accumulation = proto.float64_accumulation
+        self.deterministic = proto.deterministic
         self.min_contributions = proto.min_contributions
         self.max_contributions = proto.max_contributions
 
@@ -195,6 +200,12 @@ class Spec:
         """A weighted field accumulated in float32 (the weight range is then limited)."""
         return not self.float64_accumulation and any(
             leaf.weighted and leaf.dtype in ("float32", "float16", "bfloat16") for leaf in self.leaves)
+
+    def requires_finite(self, leaf: Leaf) -> bool:
+        """Whether the server refuses NaN and Inf in `leaf`: when the aggregation asks, and
+        in a deterministic aggregation's summed fields (an exact sum holds finite numbers)."""
+        return self.require_finite or (
+            self.deterministic and leaf.intrinsic not in ("federated_max", "federated_min"))
 
     def broadcast(self) -> List[np.ndarray]:
         """The broadcast tensors (federated_broadcast) as NumPy arrays."""

@@ -301,6 +301,6 @@ def prepare_update(spec: Spec, fields: Any, weight: Optional[float] = None, *,
     for leaf, value in zip(spec.leaves, _field_values(spec, fields)):
         encoded = _encode_as_declared(leaf, _parse(leaf, value))
         indices = None if encoded.indices is None else np.ascontiguousarray(encoded.indices, "<i8")
-        arrays.append(FieldArrays(indices, _in_declared_dtype(leaf, encoded.values, spec.require_finite,
+        arrays.append(FieldArrays(indices, _in_declared_dtype(leaf, encoded.values, spec.requires_finite(leaf),
                                                               allow_lossy_cast)))
     return PreparedUpdate(spec, arrays, checked_weight)

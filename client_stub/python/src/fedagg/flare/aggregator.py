@@ -69,7 +69,7 @@ class FedaggModelAggregator(ModelAggregator):
                  row_sparse: Sequence[str] = (), min_contributions: int = 1,
                  aggregation_weights: Optional[Dict[str, float]] = None, round_timeout_s: float = 600.0,
                  float64_accumulation: bool = False, require_finite: bool = False,
-                 aggregation_prefix: str = "flare", connect_options: Optional[Dict[str, Any]] = None,
+                 deterministic: bool = False, aggregation_prefix: str = "flare", connect_options: Optional[Dict[str, Any]] = None,
                  allow_lossy_cast: bool = False):
         super().__init__()
         self.control_address, self.target = control, target or control
@@ -78,6 +78,7 @@ class FedaggModelAggregator(ModelAggregator):
         self.aggregation_weights = dict(aggregation_weights or {})
         self.round_timeout_s = round_timeout_s
         self.float64_accumulation, self.require_finite = float64_accumulation, require_finite
+        self.deterministic = deterministic
         self.aggregation_prefix = aggregation_prefix
         self.connect_options = dict(connect_options or {})
         self.allow_lossy_cast = allow_lossy_cast
@@ -125,7 +126,7 @@ class FedaggModelAggregator(ModelAggregator):
         aggregation_id = f"{self.aggregation_prefix}-r{self._round}-{uuid.uuid4().hex[:12]}"
         status = self._connections()[0].control.create(layout.spec(
             aggregation_id, min_contributions=self.min_contributions, require_finite=self.require_finite,
-            float64_accumulation=self.float64_accumulation))
+            float64_accumulation=self.float64_accumulation, deterministic=self.deterministic))
         self._aggregation_id, self._spec, self._layout = aggregation_id, status.spec, layout
         self._params_type = model.params_type
 

@@ -64,7 +64,9 @@ class FedaggFedAvg(FedAvg):
     deadline_s: a deadline for each round's aggregation, from its creation (fedagg seals
       it then, whatever Flower does).
     round_timeout_s: how long aggregate_train waits for the sealed aggregation to finalize.
-    float64_accumulation, require_finite: the aggregation's options (fedagg.build_spec).
+    float64_accumulation, require_finite, deterministic: the aggregation's options
+      (fedagg.build_spec; deterministic: the same model to the bit, whatever the order in
+      which clients report and the tree of aggregators).
     aggregation_prefix: the prefix of the aggregation ids ("<prefix>-r<round>-<random>").
     Every other keyword argument is FedAvg's.
     """
@@ -73,6 +75,7 @@ class FedaggFedAvg(FedAvg):
                  sparse: Sequence[str] = (), row_sparse: Sequence[str] = (), min_contributions: int = 1,
                  deadline_s: Optional[float] = None, round_timeout_s: float = 600.0,
                  float64_accumulation: bool = False, require_finite: bool = False,
+                 deterministic: bool = False,
                  aggregation_prefix: str = "flower", **fedavg_options: Any) -> None:
         super().__init__(**fedavg_options)
         self.connection = connect(control) if isinstance(control, str) else control
@@ -86,6 +89,7 @@ class FedaggFedAvg(FedAvg):
         self.round_timeout_s = round_timeout_s
         self.float64_accumulation = float64_accumulation
         self.require_finite = require_finite
+        self.deterministic = deterministic
         self.aggregation_prefix = aggregation_prefix
         self.reports: Dict[int, RoundReport] = {}
         self._rounds: Dict[int, _Round] = {}
@@ -104,7 +108,8 @@ class FedaggFedAvg(FedAvg):
         aggregation_id = f"{self.aggregation_prefix}-r{server_round}-{uuid.uuid4().hex[:12]}"
         status = self.connection.control.create(layout.spec(
             aggregation_id, min_contributions=self.min_contributions, deadline_s=self.deadline_s,
-            float64_accumulation=self.float64_accumulation, require_finite=self.require_finite))
+            float64_accumulation=self.float64_accumulation, require_finite=self.require_finite,
+            deterministic=self.deterministic))
         round_config = FedaggRoundConfig(aggregation_id, status.spec, layout.keys, self.targets,
                                          self.weighted_by_key)
         round_config.write(config)
