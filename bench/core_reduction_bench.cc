@@ -143,13 +143,14 @@ void BM_ScatterBaselineSorted(benchmark::State& s) { RunScatterBaseline(s, true)
 // different batches in turn (so that what one batch touches in the accumulator is no
 // longer in the caches when it comes round again). With `ascending`, each update's indices
 // are sorted, as most clients send them. `backend` reduces them (the check's result comes
-// from the same backend).
+// from the same backend), with `options` (deterministic: the exact sums).
 void RunReduction(benchmark::State& state, Intrinsic intrinsic, std::vector<int64_t> shape,
                   int64_t nnz, int distinct = 1, bool ascending = false,
-                  const AccumulatorFactory& backend = CpuAccumulatorFactory::Default()) {
+                  const AccumulatorFactory& backend = CpuAccumulatorFactory::Default(),
+                  ReductionOptions options = {}) {
   const int kBatch = static_cast<int>(state.range(0));
   absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec = ReductionSpec::Create(
-      ValueType::Tensor(DType::kFloat32, shape), {{intrinsic}});
+      ValueType::Tensor(DType::kFloat32, shape), {{intrinsic}}, options);
   if (!spec.ok()) return state.SkipWithError(std::string(spec.status().message()).c_str());
   const FieldSpec& field = (*spec)->fields()[0];
   std::vector<Batch> batches;
@@ -184,6 +185,21 @@ void BM_DenseWeightedMean(benchmark::State& s) {
   RunReduction(s, Intrinsic::kFederatedWeightedMean, {kDenseElements}, 0);
 }
 void BM_DenseMax(benchmark::State& s) { RunReduction(s, Intrinsic::kFederatedMax, {kDenseElements}, 0); }
+// A deterministic aggregation's exact sums (exact_field_accumulator.h), beside the rows
+// above: the same batches, summed without rounding.
+constexpr ReductionOptions kDeterministic{.deterministic = true};
+void BM_DenseSumDeterministic(benchmark::State& s) {
+  RunReduction(s, Intrinsic::kFederatedSum, {kDenseElements}, 0, 1, false, CpuAccumulatorFactory::Default(),
+               kDeterministic);
+}
+void BM_DenseWeightedMeanDeterministic(benchmark::State& s) {
+  RunReduction(s, Intrinsic::kFederatedWeightedMean, {kDenseElements}, 0, 1, false, CpuAccumulatorFactory::Default(),
+               kDeterministic);
+}
+void BM_SparseSumAscendingDeterministic(benchmark::State& s) {
+  RunReduction(s, Intrinsic::kSparseSum, {kSparseCoordinates}, kSparseNnz, 16, true, CpuAccumulatorFactory::Default(),
+               kDeterministic);
+}
 void BM_SparseSum(benchmark::State& s) {
   RunReduction(s, Intrinsic::kSparseSum, {kSparseCoordinates}, kSparseNnz);
 }
@@ -331,6 +347,9 @@ BENCHMARK(BM_ScatterBaselineSorted)->Arg(8)->UseRealTime()->Unit(benchmark::kMil
 BENCHMARK(BM_DenseSum)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DenseWeightedMean)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DenseMax)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DenseSumDeterministic)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DenseWeightedMeanDeterministic)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SparseSumAscendingDeterministic)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SparseSum)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SparseSumColdTable)->Arg(1)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SparseSumAscending)->Arg(1)->Arg(3)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);

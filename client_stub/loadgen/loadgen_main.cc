@@ -44,6 +44,7 @@ ABSL_FLAG(std::string, intrinsics, "federated_sum",
 ABSL_FLAG(std::string, density, "0.01",
           "sparse and row-sparse fields: fraction of coordinates / rows an update touches; one value, or one per field");
 ABSL_FLAG(bool, float64, false, "create: accumulate float32/16 inputs in float64");
+ABSL_FLAG(bool, deterministic, false, "create: a deterministic aggregation (exact sums; docs/SEMANTICS.md section 9)");
 ABSL_FLAG(int, distinct_updates, 8, "distinct generated updates; client i sends update i % this");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the generated updates");
 ABSL_FLAG(int64_t, chunk_kib, 1024, "chunk size of the update stream, KiB (at most 4096)");
@@ -128,6 +129,7 @@ absl::StatusOr<v1::AggregationSpec> SpecFromFlags() {
   for (const v1::FieldIntrinsic& field : intrinsics) *spec.add_intrinsics() = field;
   spec.set_min_contributions(absl::GetFlag(FLAGS_clients));
   spec.set_float64_accumulation(absl::GetFlag(FLAGS_float64));
+  spec.set_deterministic(absl::GetFlag(FLAGS_deterministic));
   spec.set_aggregation_id(absl::StrCat(absl::GetFlag(FLAGS_id_prefix), "-", absl::ToUnixMillis(absl::Now())));
   return spec;
 }
