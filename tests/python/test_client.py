@@ -2,6 +2,7 @@
 descriptions, dense, sparse and row-sparse updates from NumPy and SciPy inputs, results
 checked against NumPy-computed expectations, local and server refusals with their status
 codes, durable acks, the task path, watch/cancel, and TLS with client certificates and bearer tokens."""
+import math
 import os
 import sys
 
@@ -283,6 +284,39 @@ def test_durable_acks(conn, durable_conn):
     assert "--checkpoint_dir" in refused.value.message
     assert conn.control.get("py-not-durable").contributions == 0
     assert conn.submit("c", plain, np.int64([1, 1, 1])) == 1  # the same client id is still free
+
+
+def test_deterministic_aggregations_give_the_same_bits_in_any_order(durable_conn, unreachable):
+    """Two deterministic aggregations of the same updates, sent in opposite orders (durable
+    acks: their exact partials go through checkpoints), report the same bits: the correctly
+    rounded sums (math.fsum) divided once."""
+    fields = {"w": F("float32", (64,), "federated_weighted_mean"), "m": F("float32", (4,), "federated_max"),
+              "e": F("float32", (10, 2), "row_sparse_mean", True)}
+    values = [rng.normal(size=64).astype(np.float32) * np.float32(10.0 ** rng.integers(-6, 6)) for _ in range(12)]
+    weights = [float(rng.uniform(0.1, 30)) for _ in values]
+    rows = [rng.integers(0, 10, 3) for _ in values]
+    tables = [rng.normal(size=(3, 2)).astype(np.float32) for _ in values]
+    results = []
+    for name, order in (("py-det-forward", range(12)), ("py-det-backward", reversed(range(12)))):
+        status = durable_conn.control.create(name, fields, deterministic=True)
+        assert status.spec.deterministic
+        for i in order:
+            update = {"w": values[i], "m": np.float32([np.inf, 1, 2, 3]), "e": fedagg.RowSparse(rows[i], tables[i])}
+            durable_conn.submit(f"c{i}", status, update, weights[i], durable=True)
+        results.append(finish(durable_conn, name))
+    forward, backward = results
+    for field in ("w", "m", "e"):
+        assert forward[field].values.tobytes() == backward[field].values.tobytes(), field
+    assert forward.weight_sum == backward.weight_sum == math.fsum(weights)
+    expected = [np.float32(math.fsum(float(v[k]) * w for v, w in zip(values, weights)) / math.fsum(weights))
+                for k in range(64)]
+    assert forward["w"].values.tobytes() == np.array(expected, np.float32).tobytes()
+    assert forward["m"].values[0] == np.inf  # a max needs no exact sum: non-finite values pass
+    # A summed field of a deterministic aggregation takes finite values only: refused locally.
+    with pytest.raises(fedagg.FedaggError) as refused:
+        unreachable.submit("nan", status, {"w": np.full(64, np.nan, np.float32), "m": np.zeros(4, np.float32),
+                                           "e": fedagg.RowSparse([0], np.zeros((1, 2), np.float32))}, 1.0)
+    assert refused.value.local and "requires finite values" in refused.value.message
 
 
 def test_task_path_list_watch_and_cancel(conn):
