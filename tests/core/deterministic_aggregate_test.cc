@@ -48,7 +48,8 @@ std::shared_ptr<const ReductionSpec> EverySummingField(ReductionOptions options 
                                      {"rows", T(DType::kBFloat16, {50, 4})},
                                      {"rows_sum", T(DType::kFloat32, {30, 3})},
                                      {"union", T(DType::kFloat32, {100000})},
-                                     {"max", T(DType::kFloat32, {10})}}),
+                                     {"max", T(DType::kFloat32, {10})},
+                                     {"large", T(DType::kFloat32, {20000})}}),  // split over threads
                   {{Intrinsic::kFederatedSum},
                    {Intrinsic::kFederatedMean},
                    {Intrinsic::kFederatedWeightedMean},
@@ -60,7 +61,8 @@ std::shared_ptr<const ReductionSpec> EverySummingField(ReductionOptions options 
                    {Intrinsic::kRowSparseMean, true},
                    {Intrinsic::kRowSparseSum},
                    {Intrinsic::kSparseSumSparse, true},
-                   {Intrinsic::kFederatedMax}},
+                   {Intrinsic::kFederatedMax},
+                   {Intrinsic::kFederatedMean}},
                   options);
 }
 
