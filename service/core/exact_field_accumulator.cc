@@ -14,6 +14,8 @@ namespace {
 
 // Below this many elements per thread, splitting costs more than it saves.
 constexpr int64_t kMinElementsPerThread = 1 << 12;
+// Elements of a dense field whose batch is pre-summed together (AccumulateDense).
+constexpr int64_t kElementsPerBlock = 1024;
 
 // What one value adds to its sum: the value, or the value times its update's weight (one
 // float64 product, the same on every node).
@@ -60,9 +62,39 @@ void ExactFieldAccumulator::AccumulateDense(absl::Span<const FieldValue* const> 
   cpu::DispatchDType(field_.type.dtype, [&](auto tag) {
     using In = typename decltype(tag)::type;
     pool_.ParallelFor(sums_.size(), kMinElementsPerThread, [&](int64_t begin, int64_t end) {
-      for (size_t u = 0; u < values.size(); ++u) {
-        const In* x = ValuesOf<In>(*values[u]);
-        for (int64_t i = begin; i < end; ++i) sums_.Add(i, Contribution(x[i], weights[u], weighted_));
+      // The batch's contributions are first summed in float64, one block of elements at
+      // a time, with each addition's rounding error found exactly (Knuth's TwoSum; this
+      // file is built with -ffp-contract=off, so a weighted product is rounded before it
+      // is added, as everywhere else). Where no addition rounded (values of a few
+      // neighbouring binades, as a coordinate's updates mostly are) that sum is exact and
+      // goes into the element's exact sum as one value; the other elements take their
+      // contributions one by one. Either way the sum is exact.
+      double partial[kElementsPerBlock];
+      bool rounded[kElementsPerBlock];
+      for (int64_t block = begin; block < end; block += kElementsPerBlock) {
+        const int64_t size = std::min(end - block, kElementsPerBlock);
+        std::fill_n(partial, size, 0.0);
+        std::fill_n(rounded, size, false);
+        for (size_t u = 0; u < values.size(); ++u) {
+          const In* x = ValuesOf<In>(*values[u]) + block;
+          for (int64_t k = 0; k < size; ++k) {
+            const double value = Contribution(x[k], weights[u], weighted_);
+            const double sum = partial[k] + value;
+            const double value_part = sum - partial[k];
+            const double error = (partial[k] - (sum - value_part)) + (value - value_part);
+            rounded[k] |= error != 0;
+            partial[k] = sum;
+          }
+        }
+        for (int64_t k = 0; k < size; ++k) {
+          if (!rounded[k]) {
+            sums_.Add(block + k, partial[k]);
+            continue;
+          }
+          for (size_t u = 0; u < values.size(); ++u) {
+            sums_.Add(block + k, Contribution(ValuesOf<In>(*values[u])[block + k], weights[u], weighted_));
+          }
+        }
       }
     });
   });

@@ -67,10 +67,11 @@ std::shared_ptr<const ReductionSpec> EverySummingField(ReductionOptions options 
 }
 
 // Values whose float sums depend on the order: random signs over 40 binades (20 for
-// float16, whose largest value is 65504).
-double RandomValue(DType dtype, std::mt19937_64& random) {
+// float16, whose largest value is 65504; 1 for a field named "narrow...", whose batches
+// sum exactly in float64).
+double RandomValue(const FieldSpec& field, std::mt19937_64& random) {
   std::uniform_real_distribution<double> mantissa(-1, 1);
-  const int binades = dtype == DType::kFloat16 ? 20 : 40;
+  const int binades = field.path.starts_with("narrow") ? 1 : field.type.dtype == DType::kFloat16 ? 20 : 40;
   return std::ldexp(mantissa(random), static_cast<int>(random() % binades) - binades / 2);
 }
 
@@ -81,7 +82,7 @@ Update RandomUpdate(const ReductionSpec& spec, std::mt19937_64& random) {
       using V = typename decltype(tag)::type;
       auto values = [&](int64_t n) {
         std::vector<V> out;
-        for (int64_t i = 0; i < n; ++i) out.push_back(FromDouble<V>(IsInteger(field.type.dtype) ? static_cast<double>(random() % 2001) - 1000 : RandomValue(field.type.dtype, random)));
+        for (int64_t i = 0; i < n; ++i) out.push_back(FromDouble<V>(IsInteger(field.type.dtype) ? static_cast<double>(random() % 2001) - 1000 : RandomValue(field, random)));
         return out;
       };
       auto indices = [&](int64_t n) {  // repeats included
@@ -176,8 +177,11 @@ TEST(DeterministicAggregateTest, WithoutTheOptionTheSameUpdatesGiveOrderDependen
 TEST(DeterministicAggregateTest, DenseResultsAreTheCorrectlyRoundedSumDividedOnce) {
   const auto spec = MakeSpec(ValueType::Struct({{"sum", T(DType::kFloat32, {64})},
                                                 {"mean", T(DType::kFloat32, {64})},
-                                                {"weighted", T(DType::kFloat64, {64})}}),
-                             {{Intrinsic::kFederatedSum}, {Intrinsic::kFederatedMean}, {Intrinsic::kFederatedWeightedMean}},
+                                                {"weighted", T(DType::kFloat64, {64})},
+                                                {"narrow_sum", T(DType::kFloat32, {64})},
+                                                {"narrow_weighted", T(DType::kFloat32, {64})}}),
+                             {{Intrinsic::kFederatedSum}, {Intrinsic::kFederatedMean}, {Intrinsic::kFederatedWeightedMean},
+                              {Intrinsic::kFederatedSum}, {Intrinsic::kFederatedWeightedMean}},
                              kDeterministic);
   std::mt19937_64 random(5);
   std::vector<Update> updates;
@@ -189,19 +193,22 @@ TEST(DeterministicAggregateTest, DenseResultsAreTheCorrectlyRoundedSumDividedOnc
   for (const Update& u : updates) weights.push_back(*u.view().weight);
   const double weight_sum = ReferenceSum(weights);
   EXPECT_EQ(result.weight_sum, weight_sum);
-  for (size_t f = 0; f < 3; ++f) {
+  // Fields 0, 1, 3 and 4 are float32 (3 and 4 of one binade: their batches pre-sum exactly
+  // in float64), field 2 float64; fields 2 and 4 weighted.
+  for (size_t f = 0; f < 5; ++f) {
     for (size_t i = 0; i < 64; ++i) {
       std::vector<double> contributions;
       for (const Update& u : updates) {
         const FieldValue& value = u.view().fields[f];
-        const double x = f < 2 ? reinterpret_cast<const float*>(value.values.data())[i]
-                               : reinterpret_cast<const double*>(value.values.data())[i];
-        contributions.push_back(f == 2 ? *u.view().weight * x : x);
+        const double x = f != 2 ? reinterpret_cast<const float*>(value.values.data())[i]
+                                : reinterpret_cast<const double*>(value.values.data())[i];
+        contributions.push_back(f == 2 || f == 4 ? *u.view().weight * x : x);
       }
       const double sum = ReferenceSum(contributions);
-      const double expected = f == 0 ? static_cast<double>(static_cast<float>(sum))
-                            : f == 1 ? static_cast<double>(static_cast<float>(sum / 25))
-                                     : sum / weight_sum;
+      const double expected = f == 1 ? static_cast<double>(static_cast<float>(sum / 25))
+                            : f == 2 ? sum / weight_sum
+                            : f == 4 ? static_cast<double>(static_cast<float>(sum / weight_sum))
+                                     : static_cast<double>(static_cast<float>(sum));
       ASSERT_EQ(result.fields[f].value.ValueAsDouble(i), expected) << "field " << f << ", element " << i;
     }
   }
