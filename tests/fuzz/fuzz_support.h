@@ -44,6 +44,28 @@ inline std::shared_ptr<const ReductionSpec> FuzzSpec() {
   return *spec;
 }
 
+// The partial-aggregate decoder's other layout (format version 2): a deterministic
+// aggregation with an exact sum of every kind — dense float32[8] weighted mean, sparse
+// float32[16] sparse_weighted_mean with counts (exact weight sums), row-sparse
+// float64[4,2] row_sparse_sum, sparse float32[32] sparse_sum_sparse.
+inline std::shared_ptr<const ReductionSpec> DeterministicFuzzSpec() {
+  ValueType type = ValueType::Struct({
+      {"dense", ValueType::Tensor(DType::kFloat32, {8})},
+      {"sparse", ValueType::Tensor(DType::kFloat32, {16})},
+      {"rows", ValueType::Tensor(DType::kFloat64, {4, 2})},
+      {"union", ValueType::Tensor(DType::kFloat32, {32})},
+  });
+  ReductionOptions options;
+  options.deterministic = true;
+  absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec = ReductionSpec::Create(
+      std::move(type),
+      {{Intrinsic::kFederatedWeightedMean}, {Intrinsic::kSparseWeightedMean, true}, {Intrinsic::kRowSparseSum},
+       {Intrinsic::kSparseSumSparse}},
+      options);
+  FUZZ_CHECK(spec.ok());
+  return *spec;
+}
+
 // Reads a fuzz input front to back (zeros once it is exhausted), so that a seed can be
 // written as the sequence of choices it makes (tests/fuzz/make_corpus.cc does).
 class FuzzInput {

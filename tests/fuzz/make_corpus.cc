@@ -66,6 +66,18 @@ int main(int argc, char** argv) {
   if (!partial.Accumulate(update).ok()) return 1;
   Write(dir, "partial_aggregate", "two-updates", partial.Serialize().value());
 
+  PartialAggregate exact(fuzz::DeterministicFuzzSpec());
+  Write(dir, "deterministic_partial_aggregate", "empty", exact.Serialize().value());
+  const std::vector<double> rows64 = {1.5, -2.25};
+  const std::vector<int64_t> union_indices = {3, 31};
+  const UpdateView exact_update{{FieldValue::Dense<float>(dense), FieldValue::Sparse<float>(indices, sparse),
+                                 FieldValue::RowSparse<double>(row, rows64), FieldValue::Sparse<float>(union_indices, sparse)},
+                                0.1};
+  if (!exact.Accumulate(exact_update).ok()) return 1;
+  Write(dir, "deterministic_partial_aggregate", "one-update", exact.Serialize().value());
+  if (!exact.Accumulate(exact_update).ok()) return 1;
+  Write(dir, "deterministic_partial_aggregate", "two-updates", exact.Serialize().value());
+
   std::string ascending;
   for (int i = 0; i < 256; ++i) ascending.push_back(static_cast<char>(i));
   // chunk_reassembly reads its choices front to back (fuzz::FuzzInput): a complete update
