@@ -55,6 +55,19 @@ assert w.dtype == np.float32 and w.tolist() == np.float32([0.1, 2, 3]).tolist()
 assert tokens.tolist() == [0, 0, 20, 0, 0, 0, 0, 10, 0, 0]
 PY
 
+# A deterministic aggregation sums exactly: 1e8 + 1 - 1e8 is 1 (a float32 accumulator,
+# adding in this order, loses the 1).
+cli create r-det --type='<x=float32[1]>' --intrinsics=federated_sum --deterministic
+npy "$E2E_DIR/big.npy" "<f4" "100000000"; npy "$E2E_DIR/one.npy" "<f4" "1"; npy "$E2E_DIR/minus.npy" "<f4" "-100000000"
+cli submit r-det --client_id=a x="$E2E_DIR/big.npy"
+cli submit r-det --client_id=b x="$E2E_DIR/one.npy"
+cli submit r-det --client_id=c x="$E2E_DIR/minus.npy"
+cli seal r-det && cli watch r-det | tail -n 1 | grep -q FINALIZED
+cli result r-det --out="$E2E_DIR/out/r-det"
+det=$(npy_read "$E2E_DIR/out/r-det/x.npy")
+echo "deterministic 1e8 + 1 - 1e8: $det"
+[ "$det" = 1 ]
+
 cli seal r1
 cli watch r1 | tail -n 1 | grep -q FINALIZED
 cli --json status r1 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["state"] == "FINALIZED" and d["contributions"] == "2", d'
