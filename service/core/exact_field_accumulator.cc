@@ -14,6 +14,11 @@ namespace {
 
 // Below this many elements per thread, splitting costs more than it saves.
 constexpr int64_t kMinElementsPerThread = 1 << 12;
+// Rows of a sparse-family field below which its batch is not split over threads.
+constexpr int64_t kMinRowsPerThread = 1 << 12;
+// Entries ahead whose sums the sparse family's scatter asks the cache for: each is a miss
+// in a state this large, and several in flight hide most of their latency.
+constexpr size_t kPrefetchDistance = 16;
 // Elements of a dense field whose batch is pre-summed together (AccumulateDense).
 constexpr int64_t kElementsPerBlock = 1024;
 
@@ -104,28 +109,47 @@ void ExactFieldAccumulator::AccumulateRows(absl::Span<const FieldValue* const> v
                                            absl::Span<const double> weights) {
   const int64_t width = field_.row_width;
   const bool per_row = !counts_.empty() || weight_sums_.size() > 0;
-  std::vector<int64_t> rows;
   cpu::DispatchDType(field_.type.dtype, [&](auto tag) {
     using In = typename decltype(tag)::type;
-    for (size_t u = 0; u < values.size(); ++u) {
-      const FieldValue& value = *values[u];
-      const In* x = ValuesOf<In>(value);
-      for (size_t k = 0; k < value.indices.size(); ++k) {
-        const int64_t first = value.indices[k] * width;
-        for (int64_t e = 0; e < width; ++e) {
-          sums_.Add(first + e, Contribution(x[static_cast<int64_t>(k) * width + e], weights[u], weighted_));
+    // Each thread takes the entries of one range of rows, from every update: an update
+    // whose indices ascend (as validation found) is cut at the range's bounds; another is
+    // read whole, its entries outside the range skipped.
+    pool_.ParallelFor(field_.rows, kMinRowsPerThread, [&](int64_t row_begin, int64_t row_end) {
+      std::vector<size_t> in_range;  // positions of an update's entries in the range
+      std::vector<int64_t> rows;     // the rows they hold, for the counts
+      for (size_t u = 0; u < values.size(); ++u) {
+        const FieldValue& value = *values[u];
+        const absl::Span<const int64_t> ids = value.indices;
+        in_range.clear();
+        if (value.ascending) {
+          const size_t first = static_cast<size_t>(std::lower_bound(ids.begin(), ids.end(), row_begin) - ids.begin());
+          const size_t last = static_cast<size_t>(std::lower_bound(ids.begin(), ids.end(), row_end) - ids.begin());
+          for (size_t k = first; k < last; ++k) in_range.push_back(k);
+        } else {
+          for (size_t k = 0; k < ids.size(); ++k) {
+            if (ids[k] >= row_begin && ids[k] < row_end) in_range.push_back(k);
+          }
+        }
+        const In* x = ValuesOf<In>(value);
+        for (size_t n = 0; n < in_range.size(); ++n) {
+          if (n + kPrefetchDistance < in_range.size()) sums_.Prefetch(ids[in_range[n + kPrefetchDistance]] * width);
+          const size_t k = in_range[n];
+          for (int64_t e = 0; e < width; ++e) {
+            sums_.Add(ids[k] * width + e, Contribution(x[static_cast<int64_t>(k) * width + e], weights[u], weighted_));
+          }
+        }
+        if (!per_row) continue;
+        // An update holding a row more than once counts for it once.
+        rows.clear();
+        for (size_t k : in_range) rows.push_back(ids[k]);
+        if (!value.ascending) std::sort(rows.begin(), rows.end());
+        rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+        for (int64_t row : rows) {
+          if (!counts_.empty()) ++counts_[static_cast<size_t>(row)];
+          if (weight_sums_.size() > 0) weight_sums_.Add(row, weights[u]);
         }
       }
-      if (!per_row) continue;
-      // An update holding a row more than once counts for it once.
-      rows.assign(value.indices.begin(), value.indices.end());
-      if (!value.ascending) std::sort(rows.begin(), rows.end());
-      rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-      for (int64_t row : rows) {
-        if (!counts_.empty()) ++counts_[static_cast<size_t>(row)];
-        if (weight_sums_.size() > 0) weight_sums_.Add(row, weights[u]);
-      }
-    }
+    });
   });
 }
 

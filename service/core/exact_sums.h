@@ -49,6 +49,12 @@ class ExactSums {
   // sums[i] += value. `value` must be finite, and within the grid's range: below 2^170 in
   // magnitude on a float32 grid (float32 values times weights up to 2^40).
   void Add(int64_t i, double value);
+  // Asks the CPU to bring sums[i] into the cache for a coming Add (the sparse family's
+  // scatter: each entry's sum is elsewhere in a large state).
+  void Prefetch(int64_t i) const {
+    __builtin_prefetch(sum(i), 1);
+    __builtin_prefetch(sum(i) + words_ - 1, 1);
+  }
   // sums[i] += other[j]; `other` must be on the same grid.
   void AddSum(int64_t i, const ExactSums& other, int64_t j);
   // The float64 nearest to sums[i], ties to even (+-Inf beyond float64's range).

@@ -15,6 +15,7 @@
 #include "service/core/cpu_kernels.h"
 #include "service/core/exact_sums.h"
 #include "service/core/partial_aggregate.h"
+#include "service/core/update_validator.h"
 #include "tests/core/core_test_util.h"
 #include "tests/core/correctly_rounded_sum.h"
 
@@ -49,7 +50,9 @@ std::shared_ptr<const ReductionSpec> EverySummingField(ReductionOptions options 
                                      {"rows_sum", T(DType::kFloat32, {30, 3})},
                                      {"union", T(DType::kFloat32, {100000})},
                                      {"max", T(DType::kFloat32, {10})},
-                                     {"large", T(DType::kFloat32, {20000})}}),  // split over threads
+                                     {"large", T(DType::kFloat32, {20000})},  // split over threads
+                                     {"large_coo", T(DType::kFloat32, {50000})},
+                                     {"large_rows", T(DType::kFloat64, {9000, 2})}}),
                   {{Intrinsic::kFederatedSum},
                    {Intrinsic::kFederatedMean},
                    {Intrinsic::kFederatedWeightedMean},
@@ -62,7 +65,9 @@ std::shared_ptr<const ReductionSpec> EverySummingField(ReductionOptions options 
                    {Intrinsic::kRowSparseSum},
                    {Intrinsic::kSparseSumSparse, true},
                    {Intrinsic::kFederatedMax},
-                   {Intrinsic::kFederatedMean}},
+                   {Intrinsic::kFederatedMean},
+                   {Intrinsic::kSparseWeightedMean, true},
+                   {Intrinsic::kRowSparseMean, true}},
                   options);
 }
 
@@ -85,12 +90,13 @@ Update RandomUpdate(const ReductionSpec& spec, std::mt19937_64& random) {
         for (int64_t i = 0; i < n; ++i) out.push_back(FromDouble<V>(IsInteger(field.type.dtype) ? static_cast<double>(random() % 2001) - 1000 : RandomValue(field, random)));
         return out;
       };
-      auto indices = [&](int64_t n) {  // repeats included
+      auto indices = [&](int64_t n) {  // repeats included; ascending half of the time
         std::vector<int64_t> out;
         for (int64_t i = 0; i < n; ++i) out.push_back(static_cast<int64_t>(random() % static_cast<uint64_t>(field.rows)));
+        if (random() % 2 == 0) std::sort(out.begin(), out.end());
         return out;
       };
-      const int64_t touched = 1 + static_cast<int64_t>(random() % 12);
+      const int64_t touched = 1 + static_cast<int64_t>(random() % (field.rows > 5000 ? 400 : 12));
       switch (field.encoding) {
         case Encoding::kDense: update.Dense(values(field.row_width)); break;
         case Encoding::kSparse: update.Sparse(indices(touched), values(touched)); break;
@@ -130,7 +136,15 @@ AggregateResult ReducedByARandomTree(std::shared_ptr<const ReductionSpec> spec, 
     PartialAggregate leaf(spec);
     for (size_t begin = 0; begin < part.size();) {
       const size_t size = std::min(part.size() - begin, static_cast<size_t>(1 + random() % 6));
-      EXPECT_TRUE(IsOk(leaf.AccumulateBatch(absl::MakeConstSpan(part).subspan(begin, size))));
+      // Marked by validation as the service marks them (indices that ascend), or not.
+      std::vector<UpdateView> batch(part.begin() + static_cast<std::ptrdiff_t>(begin),
+                                    part.begin() + static_cast<std::ptrdiff_t>(begin + size));
+      if (random() % 2 == 0) {
+        for (UpdateView& view : batch) EXPECT_TRUE(IsOk(ValidateAndMarkUpdate(*spec, view)));
+        EXPECT_TRUE(IsOk(leaf.AccumulateValidatedBatch(batch)));
+      } else {
+        EXPECT_TRUE(IsOk(leaf.AccumulateBatch(batch)));
+      }
       begin += size;
     }
     partials.push_back(ValueOrDie(PartialAggregate::Deserialize(spec, ValueOrDie(leaf.Serialize()))));
@@ -149,7 +163,7 @@ TEST(DeterministicAggregateTest, EverySummingIntrinsicGivesTheSameBitsForAnyOrde
   PartialAggregate in_order(spec);
   ASSERT_TRUE(IsOk(in_order.AccumulateBatch(Views(updates))));
   const AggregateResult expected = ValueOrDie(in_order.Report());
-  for (int trial = 0; trial < 12; ++trial) {
+  for (int trial = 0; trial < 6; ++trial) {
     SCOPED_TRACE(absl::StrCat("trial ", trial));
     ExpectSameBits(ReducedByARandomTree(spec, updates, random), expected);
   }
