@@ -155,17 +155,27 @@ AggregateResult ReducedByARandomTree(std::shared_ptr<const ReductionSpec> spec, 
   return ValueOrDie(root.Report());
 }
 
+// 40 random updates of `spec`, and their result reduced in order in one batch.
+struct InOrder {
+  std::vector<Update> updates;
+  AggregateResult result;
+};
+InOrder ReducedInOrder(const std::shared_ptr<const ReductionSpec>& spec, std::mt19937_64& random) {
+  InOrder out;
+  for (int i = 0; i < 40; ++i) out.updates.push_back(RandomUpdate(*spec, random));
+  PartialAggregate partial(spec);
+  EXPECT_TRUE(IsOk(partial.AccumulateBatch(Views(out.updates))));
+  out.result = ValueOrDie(partial.Report());
+  return out;
+}
+
 TEST(DeterministicAggregateTest, EverySummingIntrinsicGivesTheSameBitsForAnyOrderAndTree) {
   const auto spec = EverySummingField();
   std::mt19937_64 random(11);
-  std::vector<Update> updates;
-  for (int i = 0; i < 40; ++i) updates.push_back(RandomUpdate(*spec, random));
-  PartialAggregate in_order(spec);
-  ASSERT_TRUE(IsOk(in_order.AccumulateBatch(Views(updates))));
-  const AggregateResult expected = ValueOrDie(in_order.Report());
+  const InOrder in_order = ReducedInOrder(spec, random);
   for (int trial = 0; trial < 6; ++trial) {
     SCOPED_TRACE(absl::StrCat("trial ", trial));
-    ExpectSameBits(ReducedByARandomTree(spec, updates, random), expected);
+    ExpectSameBits(ReducedByARandomTree(spec, in_order.updates, random), in_order.result);
   }
 }
 
@@ -173,16 +183,12 @@ TEST(DeterministicAggregateTest, WithoutTheOptionTheSameUpdatesGiveOrderDependen
   // What the test above guards against: float sums of these values differ by order.
   const auto spec = EverySummingField(ReductionOptions{});
   std::mt19937_64 random(11);
-  std::vector<Update> updates;
-  for (int i = 0; i < 40; ++i) updates.push_back(RandomUpdate(*spec, random));
-  PartialAggregate in_order(spec);
-  ASSERT_TRUE(IsOk(in_order.AccumulateBatch(Views(updates))));
-  const AggregateResult expected = ValueOrDie(in_order.Report());
+  const InOrder in_order = ReducedInOrder(spec, random);
   bool some_differ = false;
   for (int trial = 0; trial < 12 && !some_differ; ++trial) {
-    const AggregateResult other = ReducedByARandomTree(spec, updates, random);
-    for (size_t f = 0; f < expected.fields.size(); ++f) {
-      some_differ |= other.fields[f].value.bytes != expected.fields[f].value.bytes;
+    const AggregateResult other = ReducedByARandomTree(spec, in_order.updates, random);
+    for (size_t f = 0; f < in_order.result.fields.size(); ++f) {
+      some_differ |= other.fields[f].value.bytes != in_order.result.fields[f].value.bytes;
     }
   }
   EXPECT_TRUE(some_differ);

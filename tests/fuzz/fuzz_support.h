@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "service/core/reduction_spec.h"
 #include "service/core/value_type.h"
@@ -24,24 +25,30 @@
 
 namespace fedagg::fuzz {
 
+// A spec of four fields: "dense" [8], "sparse" [16], "rows" [4,2] and "union" [32], of the
+// dtypes and intrinsics given.
+inline std::shared_ptr<const ReductionSpec> FourFieldSpec(const DType (&dtypes)[4],
+                                                         std::vector<FieldIntrinsic> intrinsics,
+                                                         ReductionOptions options) {
+  ValueType type = ValueType::Struct({
+      {"dense", ValueType::Tensor(dtypes[0], {8})},
+      {"sparse", ValueType::Tensor(dtypes[1], {16})},
+      {"rows", ValueType::Tensor(dtypes[2], {4, 2})},
+      {"union", ValueType::Tensor(dtypes[3], {32})},
+  });
+  absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec =
+      ReductionSpec::Create(std::move(type), std::move(intrinsics), options);
+  FUZZ_CHECK(spec.ok());
+  return *spec;
+}
+
 // dense float32[8] weighted mean, sparse float32[16] sparse_mean with counts, row-sparse
 // float32[4,2] row_sparse_sum, sparse int32[32] sparse_sum_sparse; finite values required.
 inline std::shared_ptr<const ReductionSpec> FuzzSpec() {
-  ValueType type = ValueType::Struct({
-      {"dense", ValueType::Tensor(DType::kFloat32, {8})},
-      {"sparse", ValueType::Tensor(DType::kFloat32, {16})},
-      {"rows", ValueType::Tensor(DType::kFloat32, {4, 2})},
-      {"union", ValueType::Tensor(DType::kInt32, {32})},
-  });
-  ReductionOptions options;
-  options.require_finite = true;
-  absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec = ReductionSpec::Create(
-      std::move(type),
-      {{Intrinsic::kFederatedWeightedMean}, {Intrinsic::kSparseMean, true}, {Intrinsic::kRowSparseSum},
-       {Intrinsic::kSparseSumSparse}},
-      options);
-  FUZZ_CHECK(spec.ok());
-  return *spec;
+  return FourFieldSpec({DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kInt32},
+                       {{Intrinsic::kFederatedWeightedMean}, {Intrinsic::kSparseMean, true},
+                        {Intrinsic::kRowSparseSum}, {Intrinsic::kSparseSumSparse}},
+                       ReductionOptions{.require_finite = true});
 }
 
 // The partial-aggregate decoder's other layout (format version 2): a deterministic
@@ -49,21 +56,10 @@ inline std::shared_ptr<const ReductionSpec> FuzzSpec() {
 // float32[16] sparse_weighted_mean with counts (exact weight sums), row-sparse
 // float64[4,2] row_sparse_sum, sparse float32[32] sparse_sum_sparse.
 inline std::shared_ptr<const ReductionSpec> DeterministicFuzzSpec() {
-  ValueType type = ValueType::Struct({
-      {"dense", ValueType::Tensor(DType::kFloat32, {8})},
-      {"sparse", ValueType::Tensor(DType::kFloat32, {16})},
-      {"rows", ValueType::Tensor(DType::kFloat64, {4, 2})},
-      {"union", ValueType::Tensor(DType::kFloat32, {32})},
-  });
-  ReductionOptions options;
-  options.deterministic = true;
-  absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec = ReductionSpec::Create(
-      std::move(type),
-      {{Intrinsic::kFederatedWeightedMean}, {Intrinsic::kSparseWeightedMean, true}, {Intrinsic::kRowSparseSum},
-       {Intrinsic::kSparseSumSparse}},
-      options);
-  FUZZ_CHECK(spec.ok());
-  return *spec;
+  return FourFieldSpec({DType::kFloat32, DType::kFloat32, DType::kFloat64, DType::kFloat32},
+                       {{Intrinsic::kFederatedWeightedMean}, {Intrinsic::kSparseWeightedMean, true},
+                        {Intrinsic::kRowSparseSum}, {Intrinsic::kSparseSumSparse}},
+                       ReductionOptions{.deterministic = true});
 }
 
 // Reads a fuzz input front to back (zeros once it is exhausted), so that a seed can be
