@@ -3,6 +3,7 @@
 #include "service/core/exact_field_accumulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -73,7 +74,11 @@ void ExactFieldAccumulator::AccumulateDense(absl::Span<const FieldValue* const> 
       // is added, as everywhere else). Where no addition rounded (values of a few
       // neighbouring binades, as a coordinate's updates mostly are) that sum is exact and
       // goes into the element's exact sum as one value; the other elements take their
-      // contributions one by one. Either way the sum is exact.
+      // contributions one by one. Either way the sum is exact. A contribution finer than
+      // the float32 grid (a weighted product below 2^-96) is rounded to the grid on its
+      // own wherever it is added, so its element takes the one-by-one path too: rounding
+      // a sum of such contributions once would depend on which share a batch.
+      const double finest_exact = sums_.grid() == ExactSums::Grid::kFloat32 && weighted_ ? 0x1p-96 : 0.0;
       double partial[kElementsPerBlock];
       bool rounded[kElementsPerBlock];
       for (int64_t block = begin; block < end; block += kElementsPerBlock) {
@@ -87,7 +92,7 @@ void ExactFieldAccumulator::AccumulateDense(absl::Span<const FieldValue* const> 
             const double sum = partial[k] + value;
             const double value_part = sum - partial[k];
             const double error = (partial[k] - (sum - value_part)) + (value - value_part);
-            rounded[k] |= error != 0;
+            rounded[k] |= (error != 0) | (value != 0 && std::abs(value) < finest_exact);
             partial[k] = sum;
           }
         }

@@ -234,6 +234,23 @@ TEST(DeterministicAggregateTest, DenseResultsAreTheCorrectlyRoundedSumDividedOnc
   }
 }
 
+TEST(DeterministicAggregateTest, ProductsFinerThanTheFloat32GridRoundTheSameInAnyBatch) {
+  // 2^-126 * 2^-24 = 2^-150, half of the float32 grid's step: each such product rounds to
+  // 0 (ties to even) wherever it is added, also when two of them share a batch.
+  const auto spec = MakeSpec(T(DType::kFloat32, {1}), {{Intrinsic::kFederatedWeightedMean}}, kDeterministic);
+  Update a, b;
+  a.Dense<float>({0x1p-126f}).Weight(0x1p-24);
+  b.Dense<float>({0x1p-126f}).Weight(0x1p-24);
+  PartialAggregate together(spec), apart(spec);
+  const std::vector<UpdateView> both = {a.view(), b.view()};
+  ASSERT_TRUE(IsOk(together.AccumulateBatch(both)));
+  ASSERT_TRUE(IsOk(apart.Accumulate(a.view())));
+  ASSERT_TRUE(IsOk(apart.Accumulate(b.view())));
+  const AggregateResult x = ValueOrDie(together.Report()), y = ValueOrDie(apart.Report());
+  ExpectSameBits(x, y);
+  EXPECT_EQ(x.fields[0].value.ValueAsDouble(0), 0.0);
+}
+
 TEST(DeterministicAggregateTest, RefusesNonFiniteValuesAndOverflowingWeightedProducts) {
   const auto spec = MakeSpec(ValueType::Struct({{"x", T(DType::kFloat32, {2})}, {"m", T(DType::kFloat32, {1})}}),
                              {{Intrinsic::kFederatedSum}, {Intrinsic::kFederatedMax}}, kDeterministic);
