@@ -114,14 +114,6 @@ void ExactSums::AddSum(int64_t i, const ExactSums& other, int64_t j) {
   }
 }
 
-bool ExactSums::IsZero(int64_t i) const {
-  const uint64_t* s = sum(i);
-  for (int w = 0; w < words_; ++w) {
-    if (s[w] != 0) return false;
-  }
-  return true;
-}
-
 double ExactSums::Rounded(int64_t i) const {
   const uint64_t* s = sum(i);
   const bool negative = (s[words_ - 1] >> 63) != 0;

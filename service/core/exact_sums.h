@@ -1,6 +1,6 @@
 // ExactSums: an array of exact sums of floating-point numbers, for deterministic
 // aggregations (ReductionOptions::deterministic). Each sum is a fixed-point number of
-// `words()` 64-bit words in two's complement whose least significant bit is the grid's
+// `WordsOf(grid)` 64-bit words in two's complement whose least significant bit is the grid's
 // smallest step, so adding is exact and the order of additions cannot change a sum:
 //   kFloat32 grid — steps of 2^-149 (float32's smallest subnormal), 6 words: every float32
 //     value, and every float64 product of a float32 value and a weight in fedagg's float32
@@ -41,7 +41,6 @@ class ExactSums {
   static uint64_t BytesPerSum(Grid grid) { return static_cast<uint64_t>(WordsOf(grid)) * sizeof(uint64_t); }
 
   Grid grid() const { return grid_; }
-  int words() const { return words_; }
   int64_t size() const { return static_cast<int64_t>(state_.size()) / words_; }
   // Makes room for `size` sums; new ones are 0.
   void Resize(int64_t size);
@@ -59,7 +58,6 @@ class ExactSums {
   void AddSum(int64_t i, const ExactSums& other, int64_t j);
   // The float64 nearest to sums[i], ties to even (+-Inf beyond float64's range).
   double Rounded(int64_t i) const;
-  bool IsZero(int64_t i) const;
 
   // The words of every sum, in order: the partial-aggregate format's layout.
   void SerializeTo(ByteWriter& out) const;

@@ -129,12 +129,12 @@ absl::Status CheckField(const ReductionSpec& spec, const FieldSpec& field, const
     }
     if (ascending != nullptr) *ascending = scan.descents == 0;
   }
-  if (spec.options().require_finite && !ValuesFinite(value.dtype, value.values)) {
-    return FieldError(field, "holds NaN or Inf, and this aggregation requires finite values");
-  }
-  if (field.exact_sum && !ValuesFinite(value.dtype, value.values)) {
-    return FieldError(field, "holds NaN or Inf; a deterministic aggregation sums exactly, which "
-                             "needs finite values");
+  // One pass for either reason: the spec asks, or the field is summed exactly.
+  if ((spec.options().require_finite || field.exact_sum) && !ValuesFinite(value.dtype, value.values)) {
+    return FieldError(field, spec.options().require_finite
+                                 ? "holds NaN or Inf, and this aggregation requires finite values"
+                                 : "holds NaN or Inf; a deterministic aggregation sums exactly, which "
+                                   "needs finite values");
   }
   return absl::OkStatus();
 }
