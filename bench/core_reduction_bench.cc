@@ -200,6 +200,10 @@ void BM_SparseSumAscendingDeterministic(benchmark::State& s) {
   RunReduction(s, Intrinsic::kSparseSum, {kSparseCoordinates}, kSparseNnz, 16, true, CpuAccumulatorFactory::Default(),
                kDeterministic);
 }
+void BM_SparseSumSparseDeterministic(benchmark::State& s) {
+  RunReduction(s, Intrinsic::kSparseSumSparse, {kSparseCoordinates}, kSparseNnz, 1, false,
+               CpuAccumulatorFactory::Default(), kDeterministic);
+}
 void BM_SparseSum(benchmark::State& s) {
   RunReduction(s, Intrinsic::kSparseSum, {kSparseCoordinates}, kSparseNnz);
 }
@@ -350,6 +354,7 @@ BENCHMARK(BM_DenseMax)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillise
 BENCHMARK(BM_DenseSumDeterministic)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DenseWeightedMeanDeterministic)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SparseSumAscendingDeterministic)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SparseSumSparseDeterministic)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SparseSum)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SparseSumColdTable)->Arg(1)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SparseSumAscending)->Arg(1)->Arg(3)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);

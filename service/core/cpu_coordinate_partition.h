@@ -5,11 +5,16 @@
 // writes them behind those of the threads before it, so every bucket holds its entries in
 // batch order. The sparse family's reductions then work bucket by bucket, each bucket's
 // share of their state small enough to stay in a core's cache: the dense-result scatter
-// (cpu_partitioned_scatter.h) and the sparse-result union (cpu_sparse_union_accumulator.h).
+// (cpu_partitioned_scatter.h) and the sparse-result unions, float and exact
+// (cpu_sparse_union_accumulator.h, exact_sparse_union.h), which also share here the size
+// of their shards, the stable radix sort of a shard's entries and the loop that spreads
+// the shards over the threads.
 #ifndef FEDAGG_SERVICE_CORE_CPU_COORDINATE_PARTITION_H_
 #define FEDAGG_SERVICE_CORE_CPU_COORDINATE_PARTITION_H_
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -92,6 +97,58 @@ CoordinatePartition PartitionByCoordinate(absl::Span<const FieldValue* const> va
     });
   });
   return partition;
+}
+
+// The shards of a sparse-result union over `rows` coordinates: 2^UnionShardBits
+// coordinates each, at least 2^12 (smaller shards would be mostly empty or cost more in
+// per-shard overhead than they save) and at most 2^10 of them (the partition pass writes
+// to every shard at once, and more write streams than that no longer fit the L1 cache and
+// the TLB).
+inline int UnionShardBits(int64_t rows) {
+  constexpr int kMaxShardFanoutBits = 10;
+  constexpr int kMinShardBits = 12;
+  const int rows_bits = std::bit_width(static_cast<uint64_t>(std::max<int64_t>(rows - 1, 0)));
+  return std::min(rows_bits, std::max(kMinShardBits, rows_bits - kMaxShardFanoutBits));
+}
+inline size_t UnionShardCount(int64_t rows, int shard_bits) {
+  return rows <= 1 ? 1 : static_cast<size_t>(((rows - 1) >> shard_bits) + 1);
+}
+
+// Stable LSD radix sort of one shard's entries (anything with an unsigned `index`) by
+// their offset in the shard (the index's low `offset_bits` bits), with equal passes of at
+// most 8 bits (256 counters, in L1); a pass whose digit is the same for every entry is
+// skipped. `scratch` has room for n entries. Returns where the sorted entries ended up:
+// `entries` or `scratch`. Stable: entries of one coordinate keep their batch order.
+template <typename Entry>
+const Entry* SortByOffset(Entry* entries, Entry* scratch, size_t n, int offset_bits) {
+  constexpr int kMaxDigitBits = 8;
+  if (n < 2 || offset_bits == 0) return entries;
+  const int passes = (offset_bits + kMaxDigitBits - 1) / kMaxDigitBits;
+  const int digit_bits = (offset_bits + passes - 1) / passes;
+  const uint64_t digit_mask = (uint64_t{1} << digit_bits) - 1;
+  size_t offsets[(size_t{1} << kMaxDigitBits) + 1];
+  for (int shift = 0; shift < offset_bits; shift += digit_bits) {
+    auto digit = [&](const Entry& e) { return static_cast<size_t>((e.index >> shift) & digit_mask); };
+    std::fill(offsets, offsets + digit_mask + 2, size_t{0});
+    for (size_t i = 0; i < n; ++i) ++offsets[digit(entries[i]) + 1];
+    if (offsets[digit(entries[0]) + 1] == n) continue;
+    for (size_t d = 0; d <= digit_mask; ++d) offsets[d + 1] += offsets[d];
+    for (size_t i = 0; i < n; ++i) scratch[offsets[digit(entries[i])]++] = entries[i];
+    std::swap(entries, scratch);
+  }
+  return entries;
+}
+
+// Calls fn(shard, local) for shards [0, shards), spread over `threads` threads of the
+// pool, each thread taking the next shard when it is done with one; make_local() makes
+// each thread's working state (its scratch), passed as `local`.
+template <typename MakeLocal, typename Fn>
+void ForEachShard(size_t shards, int threads, ThreadPool& pool, MakeLocal&& make_local, Fn&& fn) {
+  std::atomic<size_t> next_shard{0};
+  pool.ParallelFor(threads, 1, [&](int64_t, int64_t) {
+    auto local = make_local();
+    for (size_t s; (s = next_shard.fetch_add(1, std::memory_order_relaxed)) < shards;) fn(s, local);
+  });
 }
 
 }  // namespace fedagg::cpu

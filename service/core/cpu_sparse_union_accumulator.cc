@@ -2,8 +2,6 @@
 #include "service/core/cpu_sparse_union_accumulator.h"
 
 #include <algorithm>
-#include <atomic>
-#include <bit>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -16,24 +14,6 @@
 namespace fedagg {
 namespace {
 
-// At most 2^10 shards: the partition pass writes to every shard at once, and more write
-// streams than that no longer fit the L1 cache and the TLB.
-constexpr int kMaxShardFanoutBits = 10;
-// Shards of fewer than 2^12 coordinates would be mostly empty or cost more in per-shard
-// overhead than they save.
-constexpr int kMinShardBits = 12;
-// The radix sort within a shard takes at most 8 bits a pass (256 counters, in L1).
-constexpr int kMaxDigitBits = 8;
-
-int ShardBits(int64_t rows) {
-  const int rows_bits = std::bit_width(static_cast<uint64_t>(std::max<int64_t>(rows - 1, 0)));
-  return std::min(rows_bits, std::max(kMinShardBits, rows_bits - kMaxShardFanoutBits));
-}
-
-size_t ShardCount(int64_t rows, int shard_bits) {
-  return rows <= 1 ? 1 : static_cast<size_t>(((rows - 1) >> shard_bits) + 1);
-}
-
 // One entry of a batch: its coordinate, its update's position in the batch (an update is
 // counted once per coordinate however often it repeats it) and its widened value.
 template <typename Acc>
@@ -42,29 +22,6 @@ struct Entry {
   uint32_t update;
   Acc value;
 };
-
-// Stable LSD radix sort of one shard's entries by their offset in the shard (its low
-// `offset_bits` bits), with equal passes of at most kMaxDigitBits bits; a pass whose digit
-// is the same for every entry is skipped. `scratch` has room for n entries. Returns where
-// the sorted entries ended up: `entries` or `scratch`.
-template <typename Acc>
-const Entry<Acc>* SortByOffset(Entry<Acc>* entries, Entry<Acc>* scratch, size_t n, int offset_bits) {
-  if (n < 2 || offset_bits == 0) return entries;
-  const int passes = (offset_bits + kMaxDigitBits - 1) / kMaxDigitBits;
-  const int digit_bits = (offset_bits + passes - 1) / passes;
-  const uint64_t digit_mask = (uint64_t{1} << digit_bits) - 1;
-  size_t offsets[(size_t{1} << kMaxDigitBits) + 1];
-  for (int shift = 0; shift < offset_bits; shift += digit_bits) {
-    auto digit = [&](const Entry<Acc>& e) { return static_cast<size_t>((e.index >> shift) & digit_mask); };
-    std::fill(offsets, offsets + digit_mask + 2, size_t{0});
-    for (size_t i = 0; i < n; ++i) ++offsets[digit(entries[i]) + 1];
-    if (offsets[digit(entries[0]) + 1] == n) continue;
-    for (size_t d = 0; d <= digit_mask; ++d) offsets[d + 1] += offsets[d];
-    for (size_t i = 0; i < n; ++i) scratch[offsets[digit(entries[i])]++] = entries[i];
-    std::swap(entries, scratch);
-  }
-  return entries;
-}
 
 // What MergeShard merges into a shard, one coalesced coordinate at a time, in increasing
 // order of coordinate: done(), index() of the next one, and Take(value, count), which
@@ -242,26 +199,12 @@ void MergeShard(Shard& state, Source&& source, size_t source_size, Shard& added)
   }
 }
 
-// Calls fn(shard, added, local) for shards [0, shards), spread over `threads` threads of
-// the pool, each thread taking the next shard when it is done with one. `added` is the
-// thread's scratch for MergeShard; make_local() makes any other per-thread working state,
-// passed as `local`.
-template <typename Shard, typename MakeLocal, typename Fn>
-void ForEachShard(size_t shards, int threads, ThreadPool& pool, MakeLocal&& make_local, Fn&& fn) {
-  std::atomic<size_t> next_shard{0};
-  pool.ParallelFor(threads, 1, [&](int64_t, int64_t) {
-    Shard added;
-    auto local = make_local();
-    for (size_t s; (s = next_shard.fetch_add(1, std::memory_order_relaxed)) < shards;) fn(s, added, local);
-  });
-}
-
 }  // namespace
 
 template <typename Acc>
 CpuSparseUnionAccumulator<Acc>::CpuSparseUnionAccumulator(const FieldSpec& field, ThreadPool& pool)
-    : field_(field), pool_(pool), shard_bits_(ShardBits(field.rows)),
-      shards_(ShardCount(field.rows, shard_bits_)) {}
+    : field_(field), pool_(pool), shard_bits_(cpu::UnionShardBits(field.rows)),
+      shards_(cpu::UnionShardCount(field.rows, shard_bits_)) {}
 
 template <typename Acc>
 absl::Status CpuSparseUnionAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldValue* const> values,
@@ -279,20 +222,23 @@ absl::Status CpuSparseUnionAccumulator<Acc>::AccumulateBatch(absl::Span<const Fi
       values, shard_bits_, shards_.size(), threads, pool_, entries, [](size_t u, uint64_t index, auto in) {
         return Entry<Acc>{index, static_cast<uint32_t>(u), cpu::Widen<Acc>(in)};
       });
-  // Slot tables are made where the first shard that pays for one is met.
-  auto no_table = [] { return std::unique_ptr<SlotTable<Acc>>(); };
-  ForEachShard<Shard>(shards_.size(), threads, pool_, no_table,
-                      [&](size_t s, Shard& added, std::unique_ptr<SlotTable<Acc>>& table) {
+  // A thread's scratch: MergeShard's, and a slot table, made where the first shard that
+  // pays for one is met.
+  struct Local {
+    Shard added;
+    std::unique_ptr<SlotTable<Acc>> table;
+  };
+  cpu::ForEachShard(shards_.size(), threads, pool_, [] { return Local(); }, [&](size_t s, Local& local) {
     const size_t begin = partition.bucket_start[s];
     const size_t n = partition.bucket_start[s + 1] - begin;
     if (n == 0) return;
     if (SlotTable<Acc>::Fits(shard_bits_) && SlotTable<Acc>::Pays(n, shard_bits_)) {
-      if (table == nullptr) table = std::make_unique<SlotTable<Acc>>(shard_bits_);
-      table->Fill(entries + begin, n, static_cast<int64_t>(s) << shard_bits_);
-      MergeShard<Acc>(shards_[s], *table, n, added);
+      if (local.table == nullptr) local.table = std::make_unique<SlotTable<Acc>>(shard_bits_);
+      local.table->Fill(entries + begin, n, static_cast<int64_t>(s) << shard_bits_);
+      MergeShard<Acc>(shards_[s], *local.table, n, local.added);
     } else {
-      const Entry<Acc>* sorted = SortByOffset(entries + begin, scratch + begin, n, shard_bits_);
-      MergeShard<Acc>(shards_[s], SortedEntries<Acc>(sorted, n), n, added);
+      const Entry<Acc>* sorted = cpu::SortByOffset(entries + begin, scratch + begin, n, shard_bits_);
+      MergeShard<Acc>(shards_[s], SortedEntries<Acc>(sorted, n), n, local.added);
     }
   });
   return absl::OkStatus();
@@ -302,7 +248,7 @@ template <typename Acc>
 absl::Status CpuSparseUnionAccumulator<Acc>::MergeWith(const FieldAccumulator& other_base) {
   const auto& other = static_cast<const CpuSparseUnionAccumulator<Acc>&>(other_base);
   const int threads = Nonzeros() + other.Nonzeros() < cpu::kMinEntriesToSplit ? 1 : pool_.threads();
-  ForEachShard<Shard>(shards_.size(), threads, pool_, [] { return 0; }, [&](size_t s, Shard& added, int) {
+  cpu::ForEachShard(shards_.size(), threads, pool_, [] { return Shard(); }, [&](size_t s, Shard& added) {
     const Shard& from = other.shards_[s];
     if (from.indices.empty()) return;
     MergeShard<Acc>(shards_[s], ShardEntries<Shard>(from), from.indices.size(), added);

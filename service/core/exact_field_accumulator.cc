@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_kernels.h"
@@ -48,13 +47,17 @@ ExactFieldAccumulator::ExactFieldAccumulator(const FieldSpec& field, ThreadPool&
                   ? static_cast<size_t>(field.rows)
                   : 0,
               0),
-      weight_sums_(ExactSums::Grid::kFloat64, field.keeps_weight_sums ? field.rows : 0) {}
+      weight_sums_(ExactSums::Grid::kFloat64, field.keeps_weight_sums ? field.rows : 0) {
+  if (field.intrinsic == Intrinsic::kSparseSumSparse) {
+    union_.emplace(field.type.num_elements(), ExactSums::GridFor(field.accumulation_dtype), pool);
+  }
+}
 
 absl::Status ExactFieldAccumulator::AccumulateBatch(absl::Span<const FieldValue* const> values,
                                                     absl::Span<const double> weights) {
   if (values.empty()) return absl::OkStatus();
   if (is_union()) {
-    AccumulateUnion(values, weights);
+    union_->AddBatch(values);  // sparse_sum_sparse takes no weights
   } else if (field_.encoding == Encoding::kDense) {
     AccumulateDense(values, weights);
   } else {
@@ -158,72 +161,10 @@ void ExactFieldAccumulator::AccumulateRows(absl::Span<const FieldValue* const> v
   });
 }
 
-void ExactFieldAccumulator::AccumulateUnion(absl::Span<const FieldValue* const> values,
-                                            absl::Span<const double> weights) {
-  struct Entry {
-    int64_t index;
-    size_t update;
-    size_t position;
-  };
-  std::vector<Entry> entries;
-  for (size_t u = 0; u < values.size(); ++u) {
-    for (size_t k = 0; k < values[u]->indices.size(); ++k) entries.push_back({values[u]->indices[k], u, k});
-  }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return std::tie(a.index, a.update) < std::tie(b.index, b.update);
-  });
-  std::vector<int64_t> indices, counts;
-  ExactSums sums(sums_.grid(), 0);
-  cpu::DispatchDType(field_.type.dtype, [&](auto tag) {
-    using In = typename decltype(tag)::type;
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const Entry& entry = entries[i];
-      const bool new_index = i == 0 || entries[i - 1].index != entry.index;
-      if (new_index) {
-        indices.push_back(entry.index);
-        counts.push_back(0);
-        sums.Resize(static_cast<int64_t>(indices.size()));
-      }
-      if (new_index || entries[i - 1].update != entry.update) ++counts.back();
-      const In* x = ValuesOf<In>(*values[entry.update]);
-      sums.Add(sums.size() - 1, Contribution(x[entry.position], weights[entry.update], weighted_));
-    }
-  });
-  MergeUnion(indices, sums, counts);
-}
-
-void ExactFieldAccumulator::MergeUnion(absl::Span<const int64_t> indices, const ExactSums& sums,
-                                       absl::Span<const int64_t> counts) {
-  std::vector<int64_t> merged_indices, merged_counts;
-  merged_indices.reserve(indices_.size() + indices.size());
-  merged_counts.reserve(indices_.size() + indices.size());
-  ExactSums merged(sums_.grid(), static_cast<int64_t>(indices_.size() + indices.size()));
-  size_t a = 0, b = 0;
-  while (a < indices_.size() || b < indices.size()) {
-    const int64_t m = static_cast<int64_t>(merged_indices.size());
-    const bool take_a = a < indices_.size() && (b == indices.size() || indices_[a] <= indices[b]);
-    const bool take_b = b < indices.size() && (a == indices_.size() || indices[b] <= indices_[a]);
-    merged_indices.push_back(take_a ? indices_[a] : indices[b]);
-    merged_counts.push_back(0);
-    if (take_a) {
-      merged.AddSum(m, sums_, static_cast<int64_t>(a));
-      merged_counts.back() += counts_[a++];
-    }
-    if (take_b) {
-      merged.AddSum(m, sums, static_cast<int64_t>(b));
-      merged_counts.back() += counts[b++];
-    }
-  }
-  merged.Resize(static_cast<int64_t>(merged_indices.size()));
-  indices_ = std::move(merged_indices);
-  counts_ = std::move(merged_counts);
-  sums_ = std::move(merged);
-}
-
 absl::Status ExactFieldAccumulator::MergeWith(const FieldAccumulator& other_base) {
   const auto& other = static_cast<const ExactFieldAccumulator&>(other_base);
   if (is_union()) {
-    MergeUnion(other.indices_, other.sums_, other.counts_);
+    union_->MergeWith(*other.union_);
     return absl::OkStatus();
   }
   pool_.ParallelFor(sums_.size(), kMinElementsPerThread, [&](int64_t begin, int64_t end) {
@@ -236,9 +177,7 @@ absl::Status ExactFieldAccumulator::MergeWith(const FieldAccumulator& other_base
 
 absl::Status ExactFieldAccumulator::SerializeTo(ByteWriter& out) const {
   if (is_union()) {
-    out.PutArray(indices_.data(), indices_.size());
-    sums_.SerializeTo(out);
-    out.PutArray(counts_.data(), counts_.size());
+    union_->SerializeTo(out);
     return absl::OkStatus();
   }
   sums_.SerializeTo(out);
@@ -251,32 +190,18 @@ absl::Status ExactFieldAccumulator::SerializeTo(ByteWriter& out) const {
 
 absl::Status ExactFieldAccumulator::DeserializeFrom(ByteReader& in, int64_t contributions) {
   const std::string what = absl::StrCat("field '", field_.path, "'");
-  if (is_union()) {
-    std::vector<int64_t> indices;
-    if (absl::Status s = in.GetArray(&indices); !s.ok()) return s;
-    if (absl::Status s = in.CheckRemaining(indices.size(), ExactSums::BytesPerSum(sums_.grid())); !s.ok()) return s;
-    for (size_t i = 0; i < indices.size(); ++i) {
-      if (indices[i] < 0 || indices[i] >= field_.type.num_elements() || (i > 0 && indices[i] <= indices[i - 1])) {
-        return absl::DataLossError(absl::StrCat("partial aggregate: ", what, " has index ", indices[i],
-                                                " at position ", i, ", out of range or not increasing"));
-      }
-    }
-    indices_ = std::move(indices);
-    sums_.Resize(static_cast<int64_t>(indices_.size()));
-    counts_.resize(indices_.size());
-  }
+  if (is_union()) return union_->DeserializeFrom(in, contributions, what);
   if (absl::Status s = sums_.DeserializeFrom(in, what); !s.ok()) return s;
-  if (is_union() || field_.encoding != Encoding::kDense) {
+  if (field_.encoding != Encoding::kDense) {
     if (absl::Status s = in.GetArrayExact(counts_.data(), counts_.size(), what + " counts"); !s.ok()) return s;
-    const int64_t least = is_union() ? 1 : 0;
     for (int64_t count : counts_) {
-      if (count < least || count > contributions) {
+      if (count < 0 || count > contributions) {
         return absl::DataLossError(absl::StrCat("partial aggregate: ", what, " has a count of ", count,
                                                 " with ", contributions, " contributions"));
       }
     }
   }
-  if (!is_union() && field_.encoding != Encoding::kDense) {
+  if (field_.encoding != Encoding::kDense) {
     if (absl::Status s = weight_sums_.DeserializeFrom(in, what + " weight sums"); !s.ok()) return s;
     for (int64_t r = 0; r < weight_sums_.size(); ++r) {
       if (!(weight_sums_.Rounded(r) >= 0)) {
@@ -296,22 +221,30 @@ std::vector<double> ExactFieldAccumulator::RoundedSums(const ExactSums& sums) co
 }
 
 absl::StatusOr<ReportedField> ExactFieldAccumulator::Report(int64_t contributions, double weight_sum) const {
+  if (is_union()) {
+    auto report = [&](auto zero) {
+      using Out = decltype(zero);
+      const std::vector<ExactSparseUnion::Piece> shards = union_->Pieces();
+      std::vector<std::vector<Out>> values(shards.size());
+      std::vector<UnionPiece<Out>> pieces;
+      pieces.reserve(shards.size());
+      for (size_t p = 0; p < shards.size(); ++p) {
+        const std::vector<double> sums = RoundedSums(*shards[p].sums);
+        values[p].assign(sums.begin(), sums.end());
+        pieces.push_back({shards[p].indices, values[p], shards[p].counts});
+      }
+      return ReportUnion<Out>(field_, pieces);
+    };
+    return field_.result_dtype == DType::kFloat32 ? report(0.0f) : report(0.0);
+  }
   const std::vector<double> sums = RoundedSums(sums_);
   if (field_.encoding == Encoding::kDense) return ReportDense<double>(field_, sums, contributions, weight_sum);
-  if (!is_union()) return ReportScatter<double>(field_, sums, counts_, RoundedSums(weight_sums_));
-  auto report = [&](auto zero) {
-    using Out = decltype(zero);
-    std::vector<Out> values(sums.size());
-    std::transform(sums.begin(), sums.end(), values.begin(), [](double v) { return static_cast<Out>(v); });
-    const UnionPiece<Out> piece{indices_, values, counts_};
-    return ReportUnion<Out>(field_, absl::MakeConstSpan(&piece, 1));
-  };
-  return field_.result_dtype == DType::kFloat32 ? report(0.0f) : report(0.0);
+  return ReportScatter<double>(field_, sums, counts_, RoundedSums(weight_sums_));
 }
 
 uint64_t ExactFieldAccumulator::MemoryBytes() const {
   return sums_.MemoryBytes() + weight_sums_.MemoryBytes() + counts_.capacity() * sizeof(int64_t) +
-         indices_.capacity() * sizeof(int64_t);
+         (is_union() ? union_->MemoryBytes() : 0);
 }
 
 }  // namespace fedagg

@@ -8,13 +8,16 @@
 // weight sum, all exact), then rounded to the result dtype. Serves every intrinsic that
 // sums: the dense ones (federated_sum, _mean, _weighted_mean), the dense-result sparse
 // family and sparse_sum_sparse. Its state is larger than a float one (ExactSums::
-// BytesPerSum per element, per-row weight sums too), so FixedStateBytes counts it.
+// BytesPerSum per element, per-row weight sums too), so FixedStateBytes counts it. A
+// sparse_sum_sparse field keeps its state in an ExactSparseUnion (exact_sparse_union.h).
 #ifndef FEDAGG_SERVICE_CORE_EXACT_FIELD_ACCUMULATOR_H_
 #define FEDAGG_SERVICE_CORE_EXACT_FIELD_ACCUMULATOR_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "service/core/exact_sparse_union.h"
 #include "service/core/exact_sums.h"
 #include "service/core/field_accumulator.h"
 #include "service/core/thread_pool.h"
@@ -35,23 +38,19 @@ class ExactFieldAccumulator final : public FieldAccumulator {
   uint64_t MemoryBytes() const override;
 
  private:
-  bool is_union() const { return field_.intrinsic == Intrinsic::kSparseSumSparse; }
+  bool is_union() const { return union_.has_value(); }
   void AccumulateDense(absl::Span<const FieldValue* const> values, absl::Span<const double> weights);
   void AccumulateRows(absl::Span<const FieldValue* const> values, absl::Span<const double> weights);
-  void AccumulateUnion(absl::Span<const FieldValue* const> values, absl::Span<const double> weights);
-  // sparse_sum_sparse: adds coalesced entries (strictly increasing indices) into the state.
-  void MergeUnion(absl::Span<const int64_t> indices, const ExactSums& sums,
-                  absl::Span<const int64_t> counts);
   // The sums rounded to float64, one per element.
   std::vector<double> RoundedSums(const ExactSums& sums) const;
 
   const FieldSpec& field_;
   ThreadPool& pool_;
   const bool weighted_;
-  ExactSums sums_;                 // per element (sparse_sum_sparse: per entry of indices_)
-  std::vector<int64_t> counts_;    // per row when kept (sparse_sum_sparse: per entry)
+  ExactSums sums_;                 // per element (none for sparse_sum_sparse)
+  std::vector<int64_t> counts_;    // per row when kept
   ExactSums weight_sums_;          // per row, sparse_weighted_mean only (float64 grid)
-  std::vector<int64_t> indices_;   // sparse_sum_sparse: the coordinates held, ascending
+  std::optional<ExactSparseUnion> union_;  // sparse_sum_sparse's state
 };
 
 }  // namespace fedagg

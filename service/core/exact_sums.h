@@ -15,6 +15,7 @@
 #define FEDAGG_SERVICE_CORE_EXACT_SUMS_H_
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -56,13 +57,22 @@ class ExactSums {
   }
   // sums[i] += other[j]; `other` must be on the same grid.
   void AddSum(int64_t i, const ExactSums& other, int64_t j);
+  // sums[i] = other[j] (`other` on the same grid; may be this one, with i != j).
+  void Copy(int64_t i, const ExactSums& other, int64_t j) {
+    std::memcpy(sum(i), other.sum(j), static_cast<size_t>(words_) * sizeof(uint64_t));
+  }
   // The float64 nearest to sums[i], ties to even (+-Inf beyond float64's range).
   double Rounded(int64_t i) const;
 
-  // The words of every sum, in order: the partial-aggregate format's layout.
+  // The words of every sum, in order, after their count: the partial-aggregate format's
+  // layout.
   void SerializeTo(ByteWriter& out) const;
   // Reads `size()` sums written by SerializeTo; DATA_LOSS when the input is short.
   absl::Status DeserializeFrom(ByteReader& in, absl::string_view what);
+  // The same for a part of the sums written in parts (a sharded state): the words only,
+  // whose count the caller writes (and checks) once for all the parts.
+  void PutWords(ByteWriter& out) const { out.PutElements(state_.data(), state_.size()); }
+  absl::Status GetWords(ByteReader& in) { return in.GetElements(state_.data(), state_.size()); }
   uint64_t MemoryBytes() const { return state_.capacity() * sizeof(uint64_t); }
 
  private:

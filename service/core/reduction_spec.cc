@@ -101,16 +101,18 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
 
 uint64_t FixedStateBytes(const ReductionSpec& spec) {
   uint64_t bytes = 0;
-  for (const FieldSpec& field : spec.fields()) {
-    if (field.intrinsic == Intrinsic::kSparseSumSparse) continue;
-    const uint64_t rows = field.encoding == Encoding::kDense ? 0 : static_cast<uint64_t>(field.rows);
-    const uint64_t element = field.exact_sum ? ExactSums::BytesPerSum(ExactSums::GridFor(field.accumulation_dtype))
-                                             : DTypeSize(field.accumulation_dtype);
-    const uint64_t weight_sum = field.exact_sum ? ExactSums::BytesPerSum(ExactSums::Grid::kFloat64) : sizeof(double);
-    bytes += static_cast<uint64_t>(field.type.num_elements()) * element +
-             (field.keeps_counts ? rows * sizeof(int64_t) : 0) + (field.keeps_weight_sums ? rows * weight_sum : 0);
-  }
+  for (const FieldSpec& field : spec.fields()) bytes += FixedStateBytes(field);
   return bytes;
+}
+
+uint64_t FixedStateBytes(const FieldSpec& field) {
+  if (field.intrinsic == Intrinsic::kSparseSumSparse) return 0;
+  const uint64_t rows = field.encoding == Encoding::kDense ? 0 : static_cast<uint64_t>(field.rows);
+  const uint64_t element = field.exact_sum ? ExactSums::BytesPerSum(ExactSums::GridFor(field.accumulation_dtype))
+                                           : DTypeSize(field.accumulation_dtype);
+  const uint64_t weight_sum = field.exact_sum ? ExactSums::BytesPerSum(ExactSums::Grid::kFloat64) : sizeof(double);
+  return static_cast<uint64_t>(field.type.num_elements()) * element +
+         (field.keeps_counts ? rows * sizeof(int64_t) : 0) + (field.keeps_weight_sums ? rows * weight_sum : 0);
 }
 
 }  // namespace fedagg

@@ -85,6 +85,8 @@ class ReductionSpec {
 // with the coordinates it receives). Checked before an aggregation is made
 // (Aggregation::Make), so that a spec the node cannot hold is refused, not allocated.
 uint64_t FixedStateBytes(const ReductionSpec& spec);
+// One field's share of FixedStateBytes.
+uint64_t FixedStateBytes(const FieldSpec& field);
 
 }  // namespace fedagg
 

@@ -19,12 +19,17 @@ absl::Status AlreadyExists(const std::string& id) {
   return absl::AlreadyExistsError(absl::StrCat("aggregation '", id, "' already exists"));
 }
 
-// The host memory a new aggregation's accumulators take: none for a backend that reduces
-// on devices (one with a device monitor), whose allocations report their own failures on
-// first use.
+// The host memory a new aggregation's accumulators take: all of it with a backend that
+// reduces in host memory; with one that reduces on devices (one with a device monitor),
+// whose device allocations report their own failures on first use, the exact sums of a
+// deterministic aggregation's fields, which every backend keeps in host memory.
 uint64_t HostStateBytes(const AggregationConfig& config, const AggregationOptions& options) {
   const bool host_state = options.backend == nullptr || options.backend->device_monitor() == nullptr;
-  return host_state ? FixedStateBytes(*config.reduction) : 0;
+  uint64_t bytes = 0;
+  for (const FieldSpec& field : config.reduction->fields()) {
+    if (host_state || field.exact_sum) bytes += FixedStateBytes(field);
+  }
+  return bytes;
 }
 }  // namespace
 

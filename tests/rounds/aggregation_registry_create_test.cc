@@ -15,6 +15,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "service/core/cpu_accumulator_factory.h"
+#include "service/core/device_monitor.h"
 #include "service/core/machine_resources.h"
 #include "service/core/memory_budget.h"
 #include "service/core/thread_pool.h"
@@ -124,6 +126,54 @@ TEST(AggregationRegistryCreateTest, AccumulatorsBeyondTheMemoryBudgetAreRefusedB
   EXPECT_EQ(budget.used(), 512u << 10);  // nothing held for it
   EXPECT_EQ(registry.Find("too-big").status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(registry.Create(SpecOfElements("fits-too", 32 << 10)).ok());
+}
+
+// Reduces like the CPU backend and says it reduces on a device (a monitor that reads none):
+// what the registry counts of such a backend's accumulators is the host memory they take.
+class DeviceBackendOnTheHost final : public AccumulatorFactory {
+ public:
+  class NoDevices final : public DeviceMonitor {
+   public:
+    absl::StatusOr<std::vector<DeviceMemoryReading>> ReadMemory() const override {
+      return std::vector<DeviceMemoryReading>{};
+    }
+  };
+  absl::string_view name() const override { return "device-on-the-host"; }
+  std::unique_ptr<FieldAccumulator> Make(const FieldSpec& field) const override {
+    return CpuAccumulatorFactory::Default().Make(field);
+  }
+  const DeviceMonitor* device_monitor() const override { return &monitor_; }
+
+ private:
+  NoDevices monitor_;
+};
+
+// A federated_sum of float32[elements], deterministic or not.
+v1::AggregationSpec FloatSumOfElements(const std::string& id, int64_t elements, bool deterministic) {
+  v1::AggregationSpec spec = CountingSpec(id);
+  absl::StatusOr<ValueType> type = ParseValueType(absl::StrCat("<w=float32[", elements, "]>"));
+  EXPECT_TRUE(type.ok()) << type.status();
+  *spec.mutable_value_type() = ValueTypeToProto(*type);
+  spec.set_deterministic(deterministic);
+  return spec;
+}
+
+TEST(AggregationRegistryCreateTest, ADeviceBackendsExactSumsAreHostMemoryAndWeighedAsSuch) {
+  // 32 Ki exact sums of 48 bytes: 1.5 MiB of host memory on every backend.
+  constexpr int64_t kElements = 32 << 10;
+  MemoryBudget budget(1 << 20);
+  DeviceBackendOnTheHost backend;
+  AggregationOptions options;
+  options.backend = &backend;
+  options.batching.memory_budget = &budget;
+  AggregationRegistry registry(options);
+  const absl::StatusOr<std::shared_ptr<Aggregation>> refused =
+      registry.Create(FloatSumOfElements("exact", kElements, /*deterministic=*/true));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("needs 1572864 bytes"));
+  EXPECT_EQ(budget.used(), 0u);
+  // The same field summed in float lives on the device: the host budget does not weigh it.
+  EXPECT_TRUE(registry.Create(FloatSumOfElements("float", kElements, /*deterministic=*/false)).ok());
 }
 
 TEST(AggregationRegistryCreateTest, TheOldestFinishedAggregationsGiveWayToANewOne) {
