@@ -36,6 +36,7 @@
 #include "cuda/dense_sum_kernel.h"
 #include "cuda/device_probe.h"
 #include "monitoring/metrics_registry.h"
+#include "service/core/cpu_accumulator_factory.h"
 #include "service/core/large_allocation.h"
 #include "service/core/partial_aggregate.h"
 #include "service/core/status_macros.h"
@@ -78,7 +79,7 @@ void Row(const char* what, double bytes, double seconds, double baseline_gbps) {
 // back once).
 absl::StatusOr<double> TimeBackendBatch(const std::shared_ptr<const ReductionSpec>& spec,
                                         const std::vector<UpdateView>& views) {
-  FEDAGG_ASSIGN_OR_RETURN(const AccumulatorFactory* backend, CudaBackend());
+  FEDAGG_ASSIGN_OR_RETURN(const AccumulatorFactory* backend, CudaBackend(CpuAccumulatorFactory::Default()));
   PartialAggregate partial(spec, *backend);
   FEDAGG_RETURN_IF_ERROR(partial.AccumulateBatch(views));
   FEDAGG_RETURN_IF_ERROR(partial.Serialize().status());
@@ -237,7 +238,8 @@ absl::Status Run() {
   // ring; on device 0 alone, the device the figures above are measured on. First from
   // update buffers received as the server receives them: each its own mapping, pinned by
   // the backend's pinner while `pinned_mappings` lives (the server holds one for its life).
-  FEDAGG_ASSIGN_OR_RETURN(const AccumulatorFactory* backend, CudaBackend({}, std::vector<int>{0}));
+  FEDAGG_ASSIGN_OR_RETURN(const AccumulatorFactory* backend,
+                          CudaBackend(CpuAccumulatorFactory::Default(), {}, std::vector<int>{0}));
   FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<const ReductionSpec> spec,
                           ReductionSpec::Create(ValueType::Tensor(DType::kFloat32, {kColumns}),
                                                 {{Intrinsic::kFederatedSum, false}}));

@@ -35,7 +35,8 @@ struct Backend {
   std::unique_ptr<const PortableAccumulatorFactory> factory;
 };
 
-absl::StatusOr<Backend> MakeBackend(const portable::StagingRingOptions& staging, const std::vector<int>& devices) {
+absl::StatusOr<Backend> MakeBackend(const AccumulatorFactory& host, const portable::StagingRingOptions& staging,
+                                     const std::vector<int>& devices) {
   Backend backend;
   backend.monitor = std::make_unique<const CudaDeviceMonitor>(devices);
   std::vector<std::unique_ptr<portable::StagingRing>> rings;
@@ -71,14 +72,15 @@ absl::StatusOr<Backend> MakeBackend(const portable::StagingRingOptions& staging,
     mergers = NcclDeviceMergers(std::shared_ptr<DeviceGroup>(*std::move(group)), per_device[0]);
   }
   backend.factory = std::make_unique<const PortableAccumulatorFactory>(
-      "cuda", portable::MultiDeviceMakers(per_device, mergers), std::move(rings), backend.monitor.get(),
+      "cuda", host, portable::MultiDeviceMakers(per_device, mergers), std::move(rings), backend.monitor.get(),
       std::make_shared<CudaHostPinner>());
   return backend;
 }
 
 }  // namespace
 
-absl::StatusOr<const AccumulatorFactory*> CudaBackend(const portable::StagingRingOptions& staging,
+absl::StatusOr<const AccumulatorFactory*> CudaBackend(const AccumulatorFactory& host,
+                                                      const portable::StagingRingOptions& staging,
                                                       const std::optional<std::vector<int>>& requested) {
   FEDAGG_ASSIGN_OR_RETURN(const int count, UsableDeviceCount());
   std::vector<int> devices(static_cast<size_t>(count));
@@ -99,7 +101,7 @@ absl::StatusOr<const AccumulatorFactory*> CudaBackend(const portable::StagingRin
   const auto key = std::make_tuple(devices, staging.slots, staging.slot_bytes);
   auto found = backends->find(key);
   if (found == backends->end()) {
-    FEDAGG_ASSIGN_OR_RETURN(Backend backend, MakeBackend(staging, devices));
+    FEDAGG_ASSIGN_OR_RETURN(Backend backend, MakeBackend(host, staging, devices));
     found = backends->emplace(key, std::move(backend)).first;
   }
   return found->second.factory.get();

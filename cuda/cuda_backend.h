@@ -20,11 +20,15 @@ namespace fedagg::cuda {
 
 // The process-wide cuda backend with these staging options on `devices` (distinct CUDA
 // device ids; nullopt: every device cudaGetDeviceCount finds), one per distinct
-// arguments, made on first use and never freed. UNAVAILABLE, with the runtime's reason,
-// when this machine has no usable CUDA device; INVALID_ARGUMENT for an empty list or an
-// id the machine does not have; INTERNAL when NCCL cannot join the devices.
+// arguments, made on first use and never freed. `host` is the process's CPU backend
+// (CpuAccumulatorFactory::Default() of the program, which lives as long as it): what the
+// backend keeps on the host's cores (a deterministic aggregation's exact sums, the checks
+// of serialized partials) runs there (portable_accumulator_factory.h); the first call's is
+// kept. UNAVAILABLE, with the runtime's reason, when this machine has no usable CUDA
+// device; INVALID_ARGUMENT for an empty list or an id the machine does not have; INTERNAL
+// when NCCL cannot join the devices.
 absl::StatusOr<const AccumulatorFactory*> CudaBackend(
-    const portable::StagingRingOptions& staging = {},
+    const AccumulatorFactory& host, const portable::StagingRingOptions& staging = {},
     const std::optional<std::vector<int>>& devices = std::nullopt);
 
 }  // namespace fedagg::cuda

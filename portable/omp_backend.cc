@@ -14,6 +14,7 @@
 #include "portable/portable_accumulator_factory.h"
 #include "portable/ring_field_reducer.h"
 #include "portable/thrust_field_reducer.h"
+#include "service/core/cpu_accumulator_factory.h"
 #include "service/core/mutex.h"
 
 namespace fedagg {
@@ -41,7 +42,8 @@ const AccumulatorFactory& ThrustOmpBackend(const portable::StagingRingOptions& s
     }
     portable::ReducerMakers makers =
         portable::MultiDeviceMakers(per_device, portable::HostDeviceMergers(per_device.front()));
-    backend = std::make_unique<const PortableAccumulatorFactory>("thrust-omp", std::move(makers), std::move(rings));
+    backend = std::make_unique<const PortableAccumulatorFactory>("thrust-omp", CpuAccumulatorFactory::Default(),
+                                                                 std::move(makers), std::move(rings));
   }
   return *backend;
 }

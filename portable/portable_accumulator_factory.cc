@@ -4,11 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "service/core/cpu_accumulator_factory.h"
-#include "service/core/exact_field_accumulator.h"
 #include "service/core/field_report.h"
 #include "service/core/status_macros.h"
-#include "service/core/thread_pool.h"
 
 namespace fedagg {
 namespace {
@@ -63,8 +60,10 @@ portable::ResultRequest RequestOf(const ResultDivision& division) {
 template <typename Acc>
 class PortableAccumulator final : public FieldAccumulator {
  public:
-  PortableAccumulator(const FieldSpec& field, std::unique_ptr<portable::FieldReducer<Acc>> reducer)
-      : field_(field), kind_(ReducerSpecOf(field).kind), reducer_(std::move(reducer)) {}
+  // `host` checks serialized partials (PortableAccumulatorFactory's).
+  PortableAccumulator(const FieldSpec& field, const AccumulatorFactory& host,
+                      std::unique_ptr<portable::FieldReducer<Acc>> reducer)
+      : field_(field), host_(host), kind_(ReducerSpecOf(field).kind), reducer_(std::move(reducer)) {}
 
   absl::Status AccumulateBatch(absl::Span<const FieldValue* const> values,
                                absl::Span<const double> weights) override {
@@ -103,7 +102,7 @@ class PortableAccumulator final : public FieldAccumulator {
     {
       std::string bytes;
       {
-        std::unique_ptr<FieldAccumulator> checked = CpuAccumulatorFactory::Default().Make(field_);
+        std::unique_ptr<FieldAccumulator> checked = host_.Make(field_);
         FEDAGG_RETURN_IF_ERROR(checked->DeserializeFrom(in, contributions));
         ByteWriter writer;
         FEDAGG_RETURN_IF_ERROR(checked->SerializeTo(writer));
@@ -139,6 +138,7 @@ class PortableAccumulator final : public FieldAccumulator {
 
  private:
   const FieldSpec& field_;
+  const AccumulatorFactory& host_;
   const ReducerKind kind_;
   std::unique_ptr<portable::FieldReducer<Acc>> reducer_;
 };
@@ -175,13 +175,13 @@ portable::ReducerSpec ReducerSpecOf(const FieldSpec& field) {
 
 std::unique_ptr<FieldAccumulator> PortableAccumulatorFactory::Make(const FieldSpec& field) const {
   // A deterministic aggregation's summed float fields are summed exactly, on the host's
-  // cores: the same accumulator and format as the cpu backend's.
-  if (field.exact_sum) return std::make_unique<ExactFieldAccumulator>(field, ThreadPool::Default());
+  // cores: the cpu backend's accumulator and format.
+  if (field.exact_sum) return host_.Make(field);
   const portable::ReducerSpec spec = ReducerSpecOf(field);
   switch (field.accumulation_dtype) {
-    case DType::kFloat64: return std::make_unique<PortableAccumulator<double>>(field, makers_.f64(spec));
-    case DType::kInt64: return std::make_unique<PortableAccumulator<int64_t>>(field, makers_.i64(spec));
-    default: return std::make_unique<PortableAccumulator<float>>(field, makers_.f32(spec));
+    case DType::kFloat64: return std::make_unique<PortableAccumulator<double>>(field, host_, makers_.f64(spec));
+    case DType::kInt64: return std::make_unique<PortableAccumulator<int64_t>>(field, host_, makers_.i64(spec));
+    default: return std::make_unique<PortableAccumulator<float>>(field, host_, makers_.f32(spec));
   }
 }
 

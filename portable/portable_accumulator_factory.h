@@ -10,7 +10,10 @@
 // host copy of the state (sparse_sum_sparse's from the copied-back state, by the CPU
 // backend's own ReportUnion), so the format and the results are the CPU backend's, to the
 // bit (backend_check.cc compares them). A deterministic aggregation's summed float fields
-// get the exact accumulator of the CPU backend instead (exact_field_accumulator.h).
+// get the exact accumulator of the CPU backend instead (exact_field_accumulator.h), made by
+// the host backend the factory is given: the CPU backend of the process that uses it, so
+// that the cuda plugin, which links its own copy of fedagg's core, sums them on the
+// server's thread pool and memory, not on a second pool of its own.
 #ifndef FEDAGG_PORTABLE_PORTABLE_ACCUMULATOR_FACTORY_H_
 #define FEDAGG_PORTABLE_PORTABLE_ACCUMULATOR_FACTORY_H_
 
@@ -26,16 +29,19 @@ namespace fedagg {
 
 class PortableAccumulatorFactory final : public AccumulatorFactory {
  public:
-  // `makers` make each field's reducer (one device's, fed through its staging ring, or
-  // one over several devices: multi_device_reducer.h); the factory owns `rings`, one per
-  // device, which must outlive every reducer made. `device_monitor` (optional, must
-  // outlive the factory) reports the devices the reducers run on; null for reducers in
-  // host memory. `pinner` (optional) pins the memory updates are received into.
-  PortableAccumulatorFactory(std::string name, portable::ReducerMakers makers,
+  // `host` (the process's CPU backend, which must outlive the factory) makes the exact
+  // accumulators and checks serialized partials before they are loaded. `makers` make each
+  // field's reducer (one device's, fed through its staging ring, or one over several
+  // devices: multi_device_reducer.h); the factory owns `rings`, one per device, which must
+  // outlive every reducer made. `device_monitor` (optional, must outlive the factory)
+  // reports the devices the reducers run on; null for reducers in host memory. `pinner`
+  // (optional) pins the memory updates are received into.
+  PortableAccumulatorFactory(std::string name, const AccumulatorFactory& host, portable::ReducerMakers makers,
                              std::vector<std::unique_ptr<portable::StagingRing>> rings,
                              const DeviceMonitor* device_monitor = nullptr,
                              std::shared_ptr<HostMemoryPinner> pinner = nullptr)
       : name_(std::move(name)),
+        host_(host),
         makers_(std::move(makers)),
         rings_(std::move(rings)),
         device_monitor_(device_monitor),
@@ -49,6 +55,7 @@ class PortableAccumulatorFactory final : public AccumulatorFactory {
 
  private:
   std::string name_;
+  const AccumulatorFactory& host_;
   portable::ReducerMakers makers_;
   std::vector<std::unique_ptr<portable::StagingRing>> rings_;
   const DeviceMonitor* device_monitor_;

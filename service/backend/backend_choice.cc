@@ -49,7 +49,8 @@ absl::StatusOr<BackendChoice> ChooseCuda(absl::string_view name, const portable:
     return absl::FailedPreconditionError(
         absl::StrCat("--backend=cuda: ", plugin.status().message(), "; or use --backend=cpu or --backend=auto"));
   }
-  absl::StatusOr<const AccumulatorFactory*> cuda = (*plugin)->backend(staging, devices);
+  absl::StatusOr<const AccumulatorFactory*> cuda =
+      (*plugin)->backend(CpuAccumulatorFactory::Default(), staging, devices);
   if (cuda.ok()) {
     return BackendChoice{*cuda, absl::StrCat(automatic ? "cuda: --backend=auto found a CUDA device"
                                                        : "cuda: chosen by --backend=cuda",

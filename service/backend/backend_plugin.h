@@ -17,14 +17,17 @@
 namespace fedagg {
 
 // Raised whenever the table or the types it carries change.
-inline constexpr int kBackendPluginVersion = 3;
+inline constexpr int kBackendPluginVersion = 4;
 
 struct BackendPlugin {
   int version = kBackendPluginVersion;  // the plugin's build's kBackendPluginVersion
   // The process-wide backend with these staging options on `devices` (nullopt: every
   // device), as cuda/cuda_backend.h's CudaBackend: UNAVAILABLE, with the runtime's reason,
-  // on a machine without a usable device.
-  absl::StatusOr<const AccumulatorFactory*> (*backend)(const portable::StagingRingOptions& staging,
+  // on a machine without a usable device. `host` is the server's CPU backend: the plugin
+  // links its own copy of fedagg's core, and what it does on the host's cores (exact sums,
+  // checks of partials) must use the server's thread pool and memory, not that copy's.
+  absl::StatusOr<const AccumulatorFactory*> (*backend)(const AccumulatorFactory& host,
+                                                        const portable::StagingRingOptions& staging,
                                                         const std::optional<std::vector<int>>& devices) = nullptr;
 };
 

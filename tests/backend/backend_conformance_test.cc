@@ -32,7 +32,9 @@ namespace {
 
 #if FEDAGG_CONFORMANCE_CUDA
 struct CudaUnderTest {
-  static absl::StatusOr<const AccumulatorFactory*> Get() { return cuda::CudaBackend({}, std::vector<int>{0}); }
+  static absl::StatusOr<const AccumulatorFactory*> Get() {
+    return cuda::CudaBackend(CpuAccumulatorFactory::Default(), {}, std::vector<int>{0});
+  }
 };
 // Device 1 alone (reducers bound to a device other than the thread's default), or every
 // device (batches spread, summed with NCCL): both need a second device.
@@ -43,7 +45,8 @@ struct CudaSeveralDevicesUnderTest {
     if (devices.ok() && *devices < 2) {
       return absl::UnavailableError(absl::StrCat("needs two or more CUDA devices, found ", *devices));
     }
-    return kAllDevices ? cuda::CudaBackend() : cuda::CudaBackend({}, std::vector<int>{1});
+    const AccumulatorFactory& host = CpuAccumulatorFactory::Default();
+    return kAllDevices ? cuda::CudaBackend(host) : cuda::CudaBackend(host, {}, std::vector<int>{1});
   }
 };
 using BackendsUnderTest =

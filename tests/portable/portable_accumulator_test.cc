@@ -1,7 +1,9 @@
 // PortableAccumulatorFactory's adapter, over a fake reducer: a dense or scatter field's
 // report asks the reducer for the result, divided as the CPU backend's report divides
 // (DivisionOf), written straight into the result (and its counts), with no host copy of
-// the state; sparse_sum_sparse's is made from a host copy of the state.
+// the state; sparse_sum_sparse's is made from a host copy of the state. What runs on the
+// host's cores (exact sums, the checks of partials) is the host backend's the factory is
+// given.
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -9,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "portable/portable_accumulator_factory.h"
+#include "service/core/cpu_accumulator_factory.h"
 #include "tests/core/core_test_util.h"
 
 namespace fedagg {
@@ -67,13 +70,28 @@ class FixedStateReducer final : public FieldReducer<Acc> {
   Calls* const calls_;
 };
 
+// The CPU backend, counting the accumulators it makes.
+class CountingHost final : public AccumulatorFactory {
+ public:
+  absl::string_view name() const override { return "cpu"; }
+  std::unique_ptr<FieldAccumulator> Make(const FieldSpec& field) const override {
+    ++made;
+    return CpuAccumulatorFactory::Default().Make(field);
+  }
+  mutable int made = 0;
+};
+
+ReducerMakers FixedStateMakers(Calls* calls) {
+  ReducerMakers makers;
+  makers.f32 = [calls](const ReducerSpec& r) { return std::make_unique<FixedStateReducer<float>>(r, calls); };
+  makers.i64 = [calls](const ReducerSpec& r) { return std::make_unique<FixedStateReducer<int64_t>>(r, calls); };
+  return makers;
+}
+
 class PortableAccumulatorTest : public ::testing::Test {
  protected:
   absl::StatusOr<ReportedField> Report(const ReductionSpec& spec, int64_t contributions, double weight_sum) {
-    ReducerMakers makers;
-    makers.f32 = [this](const ReducerSpec& r) { return std::make_unique<FixedStateReducer<float>>(r, &calls_); };
-    makers.i64 = [this](const ReducerSpec& r) { return std::make_unique<FixedStateReducer<int64_t>>(r, &calls_); };
-    PortableAccumulatorFactory factory("fake", std::move(makers), {});
+    PortableAccumulatorFactory factory("fake", CpuAccumulatorFactory::Default(), FixedStateMakers(&calls_), {});
     const std::unique_ptr<FieldAccumulator> accumulator = factory.Make(spec.fields()[0]);
     return accumulator->Report(contributions, weight_sum);
   }
@@ -158,6 +176,28 @@ TEST_F(PortableAccumulatorTest, ACoalescedSparseSumIsMadeFromACopyOfTheState) {
   EXPECT_EQ(calls_.saves, 1);
   EXPECT_FALSE(calls_.request.has_value());
   EXPECT_EQ(reported->indices, (std::vector<int64_t>{0, 1, 2, 3}));
+}
+
+// A deterministic aggregation's exact sums are the host backend's accumulator, and a
+// serialized partial is checked by the host backend's accumulator of the field before the
+// reducer loads it: in a plugin, the server's, with its threads and memory.
+TEST_F(PortableAccumulatorTest, TheHostBackendMakesTheExactSumsAndChecksPartials) {
+  CountingHost host;
+  PortableAccumulatorFactory factory("fake", host, FixedStateMakers(&calls_), {});
+  const auto exact = OneFieldSpec(DType::kFloat32, {4}, Intrinsic::kFederatedSum, false, {.deterministic = true});
+  ASSERT_TRUE(exact->fields()[0].exact_sum);
+  const std::unique_ptr<FieldAccumulator> exact_sums = factory.Make(exact->fields()[0]);
+  EXPECT_EQ(host.made, 1);
+
+  const auto plain = OneFieldSpec(DType::kFloat32, {4}, Intrinsic::kFederatedSum);
+  const std::unique_ptr<FieldAccumulator> on_device = factory.Make(plain->fields()[0]);
+  EXPECT_EQ(host.made, 1) << "a float sum is the reducer's";
+  ByteWriter out;
+  ASSERT_TRUE(CpuAccumulatorFactory::Default().Make(plain->fields()[0])->SerializeTo(out).ok());
+  const std::string bytes = out.Take();
+  ByteReader in(bytes);
+  ASSERT_TRUE(on_device->DeserializeFrom(in, 1).ok());
+  EXPECT_EQ(host.made, 2);
 }
 
 }  // namespace
