@@ -6,15 +6,12 @@
 // batch order. The sparse family's reductions then work bucket by bucket, each bucket's
 // share of their state small enough to stay in a core's cache: the dense-result scatter
 // (cpu_partitioned_scatter.h) and the sparse-result unions, float and exact
-// (cpu_sparse_union_accumulator.h, exact_sparse_union.h), which also share here the size
-// of their shards, the stable radix sort of a shard's entries and the loop that spreads
-// the shards over the threads.
+// (cpu_sparse_union_accumulator.h, exact_sparse_union.h, union_shards.h), which sort each
+// shard's entries with the stable radix sort here.
 #ifndef FEDAGG_SERVICE_CORE_CPU_COORDINATE_PARTITION_H_
 #define FEDAGG_SERVICE_CORE_CPU_COORDINATE_PARTITION_H_
 
 #include <algorithm>
-#include <atomic>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -99,21 +96,6 @@ CoordinatePartition PartitionByCoordinate(absl::Span<const FieldValue* const> va
   return partition;
 }
 
-// The shards of a sparse-result union over `rows` coordinates: 2^UnionShardBits
-// coordinates each, at least 2^12 (smaller shards would be mostly empty or cost more in
-// per-shard overhead than they save) and at most 2^10 of them (the partition pass writes
-// to every shard at once, and more write streams than that no longer fit the L1 cache and
-// the TLB).
-inline int UnionShardBits(int64_t rows) {
-  constexpr int kMaxShardFanoutBits = 10;
-  constexpr int kMinShardBits = 12;
-  const int rows_bits = std::bit_width(static_cast<uint64_t>(std::max<int64_t>(rows - 1, 0)));
-  return std::min(rows_bits, std::max(kMinShardBits, rows_bits - kMaxShardFanoutBits));
-}
-inline size_t UnionShardCount(int64_t rows, int shard_bits) {
-  return rows <= 1 ? 1 : static_cast<size_t>(((rows - 1) >> shard_bits) + 1);
-}
-
 // Stable LSD radix sort of one shard's entries (anything with an unsigned `index`) by
 // their offset in the shard (the index's low `offset_bits` bits), with equal passes of at
 // most 8 bits (256 counters, in L1); a pass whose digit is the same for every entry is
@@ -137,18 +119,6 @@ const Entry* SortByOffset(Entry* entries, Entry* scratch, size_t n, int offset_b
     std::swap(entries, scratch);
   }
   return entries;
-}
-
-// Calls fn(shard, local) for shards [0, shards), spread over `threads` threads of the
-// pool, each thread taking the next shard when it is done with one; make_local() makes
-// each thread's working state (its scratch), passed as `local`.
-template <typename MakeLocal, typename Fn>
-void ForEachShard(size_t shards, int threads, ThreadPool& pool, MakeLocal&& make_local, Fn&& fn) {
-  std::atomic<size_t> next_shard{0};
-  pool.ParallelFor(threads, 1, [&](int64_t, int64_t) {
-    auto local = make_local();
-    for (size_t s; (s = next_shard.fetch_add(1, std::memory_order_relaxed)) < shards;) fn(s, local);
-  });
 }
 
 }  // namespace fedagg::cpu

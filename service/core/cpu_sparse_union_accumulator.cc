@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_coordinate_partition.h"
@@ -10,6 +11,7 @@
 #include "service/core/field_report.h"
 #include "service/core/large_allocation.h"
 #include "service/core/status_macros.h"
+#include "service/core/union_shards.h"
 
 namespace fedagg {
 namespace {
@@ -140,63 +142,41 @@ class ShardEntries {
   size_t i_ = 0;
 };
 
-// state = state ∪ source: where a coordinate is in both, the values are added (state's
-// first) and the counts summed. `source_size` bounds how many coordinates the source has.
-// Coordinates already in the state are added in place, in one walk; the new ones are
-// gathered in `added` (the thread's scratch, its capacity reused) and then merged in from
-// the back, moving only the state entries above the first new coordinate. Once a
-// round's coordinates have all been seen, batches rewrite nothing but values and counts.
-template <typename Acc, typename Shard, typename Source>
-void MergeShard(Shard& state, Source&& source, size_t source_size, Shard& added) {
-  added.indices.clear();
-  added.values.clear();
-  added.counts.clear();
-  const int64_t* const state_indices = state.indices.data();
-  const size_t state_size = state.indices.size();
-  // A source much smaller than the state finds its coordinates by binary search.
-  const bool search = state_size > 8 * source_size;
-  size_t a = 0;
-  while (!source.done()) {
-    const int64_t index = source.index();
-    if (search) {
-      a = static_cast<size_t>(std::lower_bound(state_indices + a, state_indices + state_size, index) - state_indices);
-    } else {
-      while (a < state_size && state_indices[a] < index) ++a;
-    }
+// A source of coalesced coordinates, each taken as one value and count (Take), as
+// cpu::MergeIntoShard wants it: a coordinate the state holds has its value added to the
+// state's (the state's first); a new one's value is appended as it is.
+template <typename Acc, typename Taker>
+class TakenValues {
+ public:
+  explicit TakenValues(Taker& taker) : taker_(taker) {}
+  bool done() const { return taker_.done(); }
+  int64_t index() const { return taker_.index(); }
+  template <typename Shard>
+  int64_t AddTo(Shard& shard, size_t i) {
     Acc value;
     int64_t count;
-    source.Take(value, count);
-    if (a < state_size && state_indices[a] == index) {
-      state.values[a] = cpu::Add(state.values[a], value);
-      state.counts[a] += count;
-      ++a;
-      continue;
-    }
-    added.indices.push_back(index);
-    added.values.push_back(value);
-    added.counts.push_back(count);
+    taker_.Take(value, count);
+    shard.values[i] = cpu::Add(shard.values[i], value);
+    return count;
   }
-  if (added.indices.empty()) return;
-  const size_t merged_size = state_size + added.indices.size();
-  state.indices.resize(merged_size);
-  state.values.resize(merged_size);
-  state.counts.resize(merged_size);
-  // Backward merge of two sorted runs with no coordinate in common.
-  size_t from_state = state_size, from_added = added.indices.size(), to = merged_size;
-  while (from_added > 0) {
-    --to;
-    if (from_state > 0 && state.indices[from_state - 1] > added.indices[from_added - 1]) {
-      --from_state;
-      state.indices[to] = state.indices[from_state];
-      state.values[to] = state.values[from_state];
-      state.counts[to] = state.counts[from_state];
-    } else {
-      --from_added;
-      state.indices[to] = added.indices[from_added];
-      state.values[to] = added.values[from_added];
-      state.counts[to] = added.counts[from_added];
-    }
+  template <typename Shard>
+  int64_t Append(Shard& shard) {
+    Acc value;
+    int64_t count;
+    taker_.Take(value, count);
+    shard.values.push_back(value);
+    return count;
   }
+
+ private:
+  Taker& taker_;
+};
+
+// state = state ∪ what `taker` gives (cpu::MergeIntoShard).
+template <typename Acc, typename Shard, typename Taker>
+void MergeShard(Shard& state, Taker&& taker, size_t taker_size, Shard& added) {
+  TakenValues<Acc, std::remove_reference_t<Taker>> source(taker);
+  cpu::MergeIntoShard(state, source, taker_size, added);
 }
 
 }  // namespace

@@ -63,6 +63,9 @@ class CpuSparseUnionAccumulator final : public FieldAccumulator {
     Array<int64_t> indices;
     Array<Acc> values;
     Array<int64_t> counts;
+    // What cpu::MergeIntoShard (union_shards.h) asks of a shard's values.
+    void ResizeValues(size_t n) { values.resize(n); }
+    void CopyValue(size_t i, const Shard& other, size_t j) { values[i] = other.values[j]; }
   };
 
  private:

@@ -7,6 +7,7 @@
 #include "service/core/cpu_coordinate_partition.h"
 #include "service/core/cpu_kernels.h"
 #include "service/core/large_allocation.h"
+#include "service/core/union_shards.h"
 
 namespace fedagg {
 namespace {
@@ -20,23 +21,25 @@ struct Entry {
   double value;
 };
 
-// What MergeIntoShard merges into a shard, one coordinate at a time in increasing order:
-// done(), index() of the next one, and AddTo(sums, i, count), which adds its values into
-// sums[i] and its updates to `count`, and moves past it.
+// The sources cpu::MergeIntoShard merges into a shard (union_shards.h).
 
-// A shard's part of a batch, sorted by coordinate.
+// A shard's part of a batch, sorted by coordinate: each of a coordinate's values added
+// exactly, each update that sent it counted once.
 class SortedEntries {
  public:
   SortedEntries(const Entry* entries, size_t n) : entries_(entries), n_(n) {}
   bool done() const { return i_ == n_; }
   int64_t index() const { return static_cast<int64_t>(entries_[i_].index); }
-  void AddTo(ExactSums& sums, int64_t i, int64_t& count) {
+  int64_t AddTo(ExactSparseUnion::Shard& shard, size_t i) {
     const uint64_t index = entries_[i_].index;
+    int64_t updates = 0;
     for (size_t first = i_; i_ < n_ && entries_[i_].index == index; ++i_) {
-      sums.Add(i, entries_[i_].value);
-      if (i_ == first || entries_[i_].update != entries_[i_ - 1].update) ++count;
+      shard.sums.Add(static_cast<int64_t>(i), entries_[i_].value);
+      if (i_ == first || entries_[i_].update != entries_[i_ - 1].update) ++updates;
     }
+    return updates;
   }
+  int64_t Append(ExactSparseUnion::Shard& shard) { return AddTo(shard, shard.AppendZero()); }
 
  private:
   const Entry* entries_;
@@ -50,71 +53,16 @@ class ShardEntries {
   explicit ShardEntries(const ExactSparseUnion::Shard& shard) : shard_(shard) {}
   bool done() const { return i_ == shard_.indices.size(); }
   int64_t index() const { return shard_.indices[i_]; }
-  void AddTo(ExactSums& sums, int64_t i, int64_t& count) {
-    sums.AddSum(i, shard_.sums, static_cast<int64_t>(i_));
-    count += shard_.counts[i_];
-    ++i_;
+  int64_t AddTo(ExactSparseUnion::Shard& shard, size_t i) {
+    shard.sums.AddSum(static_cast<int64_t>(i), shard_.sums, static_cast<int64_t>(i_));
+    return shard_.counts[i_++];
   }
+  int64_t Append(ExactSparseUnion::Shard& shard) { return AddTo(shard, shard.AppendZero()); }
 
  private:
   const ExactSparseUnion::Shard& shard_;
   size_t i_ = 0;
 };
-
-// state ∪= source, `source_size` bounding how many coordinates the source has. Coordinates
-// the state holds are added in place, in one walk; new ones are gathered in `added` (the
-// thread's scratch, its capacity reused) and then merged in from the back, moving only
-// the state entries above the first new coordinate.
-template <typename Source>
-void MergeIntoShard(ExactSparseUnion::Shard& state, Source&& source, size_t source_size,
-                    ExactSparseUnion::Shard& added) {
-  added.indices.clear();
-  added.counts.clear();
-  added.sums.Resize(0);
-  const int64_t* const state_indices = state.indices.data();
-  const size_t state_size = state.indices.size();
-  // A source much smaller than the state finds its coordinates by binary search.
-  const bool search = state_size > 8 * source_size;
-  size_t a = 0;
-  while (!source.done()) {
-    const int64_t index = source.index();
-    if (search) {
-      a = static_cast<size_t>(std::lower_bound(state_indices + a, state_indices + state_size, index) - state_indices);
-    } else {
-      while (a < state_size && state_indices[a] < index) ++a;
-    }
-    if (a < state_size && state_indices[a] == index) {
-      source.AddTo(state.sums, static_cast<int64_t>(a), state.counts[a]);
-      ++a;
-      continue;
-    }
-    added.indices.push_back(index);
-    added.counts.push_back(0);
-    added.sums.Resize(static_cast<int64_t>(added.indices.size()));
-    source.AddTo(added.sums, static_cast<int64_t>(added.indices.size()) - 1, added.counts.back());
-  }
-  if (added.indices.empty()) return;
-  const size_t merged_size = state_size + added.indices.size();
-  state.indices.resize(merged_size);
-  state.counts.resize(merged_size);
-  state.sums.Resize(static_cast<int64_t>(merged_size));
-  // Backward merge of two sorted runs with no coordinate in common.
-  size_t from_state = state_size, from_added = added.indices.size(), to = merged_size;
-  while (from_added > 0) {
-    --to;
-    if (from_state > 0 && state.indices[from_state - 1] > added.indices[from_added - 1]) {
-      --from_state;
-      state.indices[to] = state.indices[from_state];
-      state.counts[to] = state.counts[from_state];
-      state.sums.Copy(static_cast<int64_t>(to), state.sums, static_cast<int64_t>(from_state));
-    } else {
-      --from_added;
-      state.indices[to] = added.indices[from_added];
-      state.counts[to] = added.counts[from_added];
-      state.sums.Copy(static_cast<int64_t>(to), added.sums, static_cast<int64_t>(from_added));
-    }
-  }
-}
 
 }  // namespace
 
@@ -143,8 +91,8 @@ void ExactSparseUnion::AddBatch(absl::Span<const FieldValue* const> values) {
     const size_t begin = partition.bucket_start[s];
     const size_t n = partition.bucket_start[s + 1] - begin;
     if (n == 0) return;
-    const Entry* sorted = cpu::SortByOffset(entries + begin, scratch + begin, n, shard_bits_);
-    MergeIntoShard(shards_[s], SortedEntries(sorted, n), n, added);
+    SortedEntries sorted(cpu::SortByOffset(entries + begin, scratch + begin, n, shard_bits_), n);
+    cpu::MergeIntoShard(shards_[s], sorted, n, added);
   });
 }
 
@@ -153,7 +101,8 @@ void ExactSparseUnion::MergeWith(const ExactSparseUnion& other) {
   cpu::ForEachShard(shards_.size(), threads, pool_, [this] { return Shard(grid_); }, [&](size_t s, Shard& added) {
     const Shard& from = other.shards_[s];
     if (from.indices.empty()) return;
-    MergeIntoShard(shards_[s], ShardEntries(from), from.indices.size(), added);
+    ShardEntries source(from);
+    cpu::MergeIntoShard(shards_[s], source, from.indices.size(), added);
   });
 }
 

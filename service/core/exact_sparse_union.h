@@ -59,6 +59,17 @@ class ExactSparseUnion {
   // One shard's state: strictly increasing indices, one sum and count each.
   struct Shard {
     explicit Shard(ExactSums::Grid grid) : sums(grid, 0) {}
+    // What cpu::MergeIntoShard (union_shards.h) asks of a shard's sums.
+    void ResizeValues(size_t n) { sums.Resize(static_cast<int64_t>(n)); }
+    void CopyValue(size_t i, const Shard& other, size_t j) {
+      sums.Copy(static_cast<int64_t>(i), other.sums, static_cast<int64_t>(j));
+    }
+    // Appends a sum of 0; returns its position.
+    size_t AppendZero() {
+      const int64_t i = sums.size();
+      sums.Resize(i + 1);
+      return static_cast<size_t>(i);
+    }
     std::vector<int64_t> indices;
     ExactSums sums;
     std::vector<int64_t> counts;
