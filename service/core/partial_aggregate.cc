@@ -39,6 +39,7 @@ absl::Status PartialAggregate::AccumulateBatch(absl::Span<const UpdateView> upda
 }
 
 absl::Status PartialAggregate::AccumulateValidatedBatch(absl::Span<const UpdateView> updates) {
+  FEDAGG_RETURN_IF_ERROR(CheckNotReleased());
   if (updates.empty()) return absl::OkStatus();
   std::vector<double> weights(updates.size());
   for (size_t i = 0; i < updates.size(); ++i) weights[i] = updates[i].weight.value_or(1.0);
@@ -66,6 +67,8 @@ uint32_t PartialAggregate::format_version() const {
 }
 
 absl::Status PartialAggregate::MergeWith(const PartialAggregate& other) {
+  FEDAGG_RETURN_IF_ERROR(CheckNotReleased());
+  FEDAGG_RETURN_IF_ERROR(other.CheckNotReleased());
   if (other.spec_->canonical() != spec_->canonical()) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot merge partial aggregates of different specs: ",
@@ -91,6 +94,7 @@ absl::Status PartialAggregate::MergeWith(const PartialAggregate& other) {
 }
 
 absl::StatusOr<std::string> PartialAggregate::Serialize() const {
+  FEDAGG_RETURN_IF_ERROR(CheckNotReleased());
   ByteWriter out;
   for (char c : kMagic) out.Put(c);
   out.Put<uint32_t>(format_version());
@@ -184,6 +188,7 @@ absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
 }
 
 absl::StatusOr<AggregateResult> PartialAggregate::Report() const {
+  FEDAGG_RETURN_IF_ERROR(CheckNotReleased());
   if (contributions_ == 0) {
     return absl::FailedPreconditionError("no contributions yet: there is nothing to report");
   }
@@ -195,6 +200,19 @@ absl::StatusOr<AggregateResult> PartialAggregate::Report() const {
     result.fields.push_back(std::move(reported));
   }
   return result;
+}
+
+void PartialAggregate::ReleaseAccumulators() {
+  fields_.clear();
+  fields_.shrink_to_fit();
+  released_ = true;
+}
+
+absl::Status PartialAggregate::CheckNotReleased() const {
+  if (!released_) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "this partial aggregate's accumulators were released when its aggregation finished; its result, "
+      "status and last checkpoint remain");
 }
 
 uint64_t PartialAggregate::MemoryBytes() const {

@@ -78,6 +78,13 @@ class PartialAggregate {
   // FAILED_PRECONDITION when nothing was contributed (a mean of nothing is undefined).
   absl::StatusOr<AggregateResult> Report() const;
 
+  // Frees the field accumulators of a partial no longer needed (a finished aggregation's,
+  // once its result is made and, where it is checkpointed, its last checkpoint is
+  // written): every later Accumulate, MergeWith, Serialize or Report answers
+  // FAILED_PRECONDITION, and MemoryBytes is 0; contributions() and weight_sum() stay.
+  void ReleaseAccumulators();
+  bool released() const { return released_; }
+
   // Heap bytes held by the field accumulators.
   uint64_t MemoryBytes() const;
   int64_t contributions() const { return contributions_; }
@@ -92,7 +99,10 @@ class PartialAggregate {
   // The version Serialize() writes and Deserialize() expects for this spec.
   uint32_t format_version() const;
   void AddWeights(absl::Span<const double> weights);
+  // FAILED_PRECONDITION once the accumulators are released.
+  absl::Status CheckNotReleased() const;
 
+  bool released_ = false;
   int64_t contributions_ = 0;
   double weight_sum_ = 0;
   // A deterministic aggregation with a weighted field: the weights' exact sum, which

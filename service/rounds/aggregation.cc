@@ -87,6 +87,10 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
     aggregation->weight_sum_ = aggregation->result_->weight_sum;
   }
   aggregation->durable_version_ = aggregation->version_;
+  if (aggregation->AccumulatorsUnneededLocked()) {  // finished: the checkpoint holds it
+    hold.partial().ReleaseAccumulators();
+    hold.AccountMemory();
+  }
   return aggregation;
 }
 
@@ -501,6 +505,7 @@ absl::Status Aggregation::Cancel(const std::string& reason) {
   batches_->Discard();
   for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
   NotifyWatchers();
+  ReleaseFinishedAccumulatorsSoon();
   return absl::OkStatus();
 }
 
@@ -604,6 +609,38 @@ void Aggregation::MaybeFinalize() {
     if (result_ != nullptr) weight_sum_ = result_->weight_sum;
   }
   NotifyWatchers();
+  ReleaseFinishedAccumulators();
+}
+
+bool Aggregation::AccumulatorsUnneededLocked() const {
+  const bool finished = state_ == v1::FINALIZED || state_ == v1::FAILED || state_ == v1::CANCELLED;
+  return finished && (!options_.checkpointed || durable_version_ == version_);
+}
+
+void Aggregation::ReleaseFinishedAccumulators() {
+  {
+    MutexLock lock(&mu_);
+    if (!AccumulatorsUnneededLocked()) return;  // the common case, without waiting for a reduction
+  }
+  BatchReducer::Hold hold(*batches_);
+  {
+    MutexLock lock(&mu_);
+    if (!AccumulatorsUnneededLocked() || hold.partial().released()) return;
+  }
+  hold.partial().ReleaseAccumulators();
+  hold.AccountMemory();
+}
+
+void Aggregation::ReleaseFinishedAccumulatorsSoon() {
+  {
+    MutexLock lock(&mu_);
+    if (!AccumulatorsUnneededLocked()) return;
+  }
+  if (options_.finalizer == nullptr) {
+    ReleaseFinishedAccumulators();
+    return;
+  }
+  options_.finalizer->Run([self = shared_from_this()] { self->ReleaseFinishedAccumulators(); });
 }
 
 void Aggregation::Tick(absl::Time now) {
@@ -709,6 +746,7 @@ void Aggregation::MarkForwarded(const absl::Status& delivered) {
   }
   RunDurableWaiters(not_durable, false);
   NotifyWatchers();
+  ReleaseFinishedAccumulatorsSoon();
 }
 
 absl::Status Aggregation::BackendError(absl::string_view what, const absl::Status& error) const {
@@ -731,6 +769,13 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOr
   {
     MutexLock lock(&mu_);
     if (version_ == durable_version_) return std::nullopt;
+    if (hold.partial().released()) {
+      // Finished, and checkpointed as such before its accumulators were freed: what
+      // changed since (a lost child's claims given back) matters to no restart, and no
+      // acknowledgement waits for it.
+      durable_version_ = version_;
+      return std::nullopt;
+    }
     // Everything counted goes into the partial first (reduced below, without mu_), so the
     // counted set and the partial aggregate hold exactly the same updates.
     waiting = hold.TakeWaiting();
@@ -789,6 +834,7 @@ void Aggregation::MarkDurableUpTo(uint64_t version,
     durable_waiters_.erase(durable_waiters_.begin(), end);
   }
   RunDurableWaiters(released, true);
+  ReleaseFinishedAccumulatorsSoon();
 }
 
 void Aggregation::WhenDurable(std::function<void(bool)> done) {

@@ -336,6 +336,14 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   void RunFinalizations();
   // Whether MaybeFinalize would finalize now.
   bool FinalizeDueLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees the accumulators (and their memory budget's claim) of a finished aggregation
+  // once nothing can need them: its result is made and, where it is checkpointed, a
+  // checkpoint of its finished state is written (a restart reports from that one). Takes
+  // the batches' hold, so it may wait for a reduction: call without mu_, on the finalizer
+  // (ReleaseFinishedAccumulatorsSoon from any other thread: an RPC's must not wait).
+  void ReleaseFinishedAccumulators();
+  void ReleaseFinishedAccumulatorsSoon();
+  bool AccumulatorsUnneededLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SealLocked(std::vector<ChildNotifier>* to_notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether no child is left to wait for: each child that is joined, or whose stream is
   // gone while it holds claims it has not delivered, has pushed its final partial or was

@@ -357,6 +357,27 @@ TEST(PartialAggregateTest, StructOfMixedIntrinsics) {
   EXPECT_EQ(right.contributions(), 1);  // the source of a merge is left alone
 }
 
+// Released accumulators: no memory, every use refused with FAILED_PRECONDITION, and the
+// counts kept.
+TEST(PartialAggregateTest, ReleasedAccumulatorsHoldNothingAndRefuseEveryUse) {
+  const std::vector<Update> updates = MixedUpdates();
+  PartialAggregate released(MixedSpec()), other(MixedSpec());
+  ASSERT_TRUE(IsOk(released.AccumulateBatch(Views(updates))));
+  ASSERT_TRUE(IsOk(other.Accumulate(updates[0].view())));
+  EXPECT_GT(released.MemoryBytes(), 0u);
+  released.ReleaseAccumulators();
+  EXPECT_TRUE(released.released());
+  EXPECT_EQ(released.MemoryBytes(), 0u);
+  EXPECT_EQ(released.contributions(), static_cast<int64_t>(updates.size()));
+  const absl::StatusCode refused = absl::StatusCode::kFailedPrecondition;
+  EXPECT_TRUE(StatusIs(released.Accumulate(updates[0].view()), refused, "released"));
+  EXPECT_TRUE(StatusIs(released.MergeWith(other), refused, "released"));
+  EXPECT_TRUE(StatusIs(other.MergeWith(released), refused, "released"));
+  EXPECT_TRUE(StatusIs(released.Serialize(), refused, "released"));
+  EXPECT_TRUE(StatusIs(released.Report(), refused, "released"));
+  EXPECT_EQ(other.contributions(), 1);
+}
+
 // In a weighted spec only the weighted intrinsics use the weight: federated_mean still
 // divides by the number of contributions, sparse_mean by the per-coordinate count.
 TEST(PartialAggregateTest, UnweightedMeansIgnoreTheWeightOfAWeightedSpec) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "service/core/memory_budget.h"
 #include "service/core/partial_aggregate.h"
 #include "service/rounds/aggregation.h"
 #include "service/rounds/aggregation_registry.h"
@@ -82,6 +83,56 @@ TEST(AggregationCheckpointTest, FinalizedRestoresItsResult) {
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ((*restored)->state(), v1::FINALIZED);
   EXPECT_EQ(ResultOf(**restored), (std::vector<int64_t>{1, 7}));
+}
+
+// A finalized checkpointed aggregation keeps its accumulators until a checkpoint holds its
+// finished state, then frees them (the budget gets their bytes back) and keeps its result;
+// what changes later (a child's claim given back) has nothing to write; a restart from
+// that checkpoint reports the same result and frees them too.
+TEST(AggregationCheckpointTest, AccumulatorsAreFreedOnceTheFinishedStateIsCheckpointed) {
+  MemoryBudget budget(0);  // accounts only
+  AggregationOptions options = Checkpointed();
+  options.batching.memory_budget = &budget;
+  std::shared_ptr<Aggregation> finished = NewAggregation("done", options);
+  bool granted = false;
+  finished->ClaimForChild("edge@1", "x", [&granted](absl::Status claimed) { granted = claimed.ok(); });
+  ASSERT_TRUE(granted);
+  Contribute(*finished, "a", 7);
+  ASSERT_TRUE(finished->Seal().ok());  // the child's grace is 0: finalized without it
+  ASSERT_EQ(finished->state(), v1::FINALIZED);
+  EXPECT_GT(budget.used(), 0u) << "freed before a checkpoint held the finished state";
+  std::optional<Aggregation::Snapshot> snapshot = SnapshotOf(*finished);
+  ASSERT_TRUE(snapshot.has_value());
+  EXPECT_EQ(snapshot->checkpoint.state, v1::FINALIZED);
+  finished->MarkDurable(*snapshot);
+  EXPECT_EQ(budget.used(), 0u);
+  EXPECT_EQ(ResultOf(*finished), (std::vector<int64_t>{1, 7}));
+  finished->ReleaseChildClaim("edge@1", "x");  // a new version, nothing to write for it
+  EXPECT_FALSE(SnapshotOf(*finished).has_value());
+
+  absl::StatusOr<std::shared_ptr<Aggregation>> restored = Aggregation::Restore(snapshot->checkpoint, options);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ((*restored)->state(), v1::FINALIZED);
+  EXPECT_EQ(ResultOf(**restored), (std::vector<int64_t>{1, 7}));
+  EXPECT_EQ(budget.used(), 0u);
+}
+
+// Without checkpoints, the accumulators are freed as soon as the result is made; a
+// cancelled aggregation's as soon as it is cancelled.
+TEST(AggregationCheckpointTest, WithoutCheckpointsFinishingFreesTheAccumulators) {
+  MemoryBudget budget(0);
+  AggregationOptions options;
+  options.batching.memory_budget = &budget;
+  std::shared_ptr<Aggregation> finalized = NewAggregation("finalized", options);
+  Contribute(*finalized, "a", 7);
+  ASSERT_TRUE(finalized->Seal().ok());
+  ASSERT_EQ(finalized->state(), v1::FINALIZED);
+  EXPECT_EQ(ResultOf(*finalized), (std::vector<int64_t>{1, 7}));
+  std::shared_ptr<Aggregation> cancelled = NewAggregation("cancelled", options);
+  Contribute(*cancelled, "a", 7);
+  EXPECT_GT(budget.used(), 0u);
+  ASSERT_TRUE(cancelled->Cancel("test").ok());
+  EXPECT_EQ(budget.used(), 0u);
 }
 
 TEST(AggregationCheckpointTest, RestoredSealedWaitsForItsChildrenToPushAgain) {

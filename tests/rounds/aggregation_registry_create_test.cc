@@ -176,10 +176,33 @@ TEST(AggregationRegistryCreateTest, ADeviceBackendsExactSumsAreHostMemoryAndWeig
   EXPECT_TRUE(registry.Create(FloatSumOfElements("float", kElements, /*deterministic=*/false)).ok());
 }
 
+TEST(AggregationRegistryCreateTest, FinishedAggregationsGiveBackTheirAccumulatorsAndKeepTheirStatus) {
+  MemoryBudget budget(1 << 20);
+  AggregationOptions options;
+  options.batching.memory_budget = &budget;
+  AggregationRegistry registry(options);
+  absl::StatusOr<std::shared_ptr<Aggregation>> finished = registry.Create(SpecOfElements("finished", 64 << 10));
+  absl::StatusOr<std::shared_ptr<Aggregation>> open = registry.Create(SpecOfElements("open", 32 << 10));
+  ASSERT_TRUE(finished.ok() && open.ok());
+  EXPECT_EQ(budget.used(), 768u << 10);
+  ASSERT_TRUE((*finished)->Seal().ok());  // no contribution: FAILED, finished
+  ASSERT_EQ((*finished)->state(), v1::FAILED);
+  EXPECT_EQ(budget.used(), 256u << 10);  // the open one's only
+  EXPECT_TRUE(registry.Find("finished").ok());
+  // Its 512 KiB are free for a new one, with nothing forgotten.
+  ASSERT_TRUE(registry.Create(SpecOfElements("new", 96 << 10)).ok());
+  EXPECT_TRUE(registry.Find("finished").ok());
+  EXPECT_EQ(budget.used(), 1u << 20);
+}
+
+// A checkpointed aggregation keeps its accumulators until its finished state is
+// checkpointed (here never: no checkpointer runs), so until then the oldest finished
+// ones give way.
 TEST(AggregationRegistryCreateTest, TheOldestFinishedAggregationsGiveWayToANewOne) {
   MemoryBudget budget(1 << 20);
   AggregationOptions options;
   options.batching.memory_budget = &budget;
+  options.checkpointed = true;
   AggregationRegistry registry(options);
   absl::StatusOr<std::shared_ptr<Aggregation>> older = registry.Create(SpecOfElements("older", 48 << 10));
   absl::StatusOr<std::shared_ptr<Aggregation>> old = registry.Create(SpecOfElements("old", 48 << 10));
