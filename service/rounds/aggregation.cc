@@ -90,6 +90,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
   if (aggregation->AccumulatorsUnneededLocked()) {  // finished: the checkpoint holds it
     hold.partial().ReleaseAccumulators();
     hold.AccountMemory();
+    aggregation->accumulators_released_ = true;
   }
   return aggregation;
 }
@@ -629,6 +630,13 @@ void Aggregation::ReleaseFinishedAccumulators() {
   }
   hold.partial().ReleaseAccumulators();
   hold.AccountMemory();
+  MutexLock lock(&mu_);
+  accumulators_released_ = true;
+}
+
+bool Aggregation::holds_accumulators() const {
+  MutexLock lock(&mu_);
+  return !accumulators_released_;
 }
 
 void Aggregation::ReleaseFinishedAccumulatorsSoon() {

@@ -283,6 +283,9 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   bool CountedAnyClient() const;
   v1::AggregationStatus Status() const;
   v1::AggregationState state() const;
+  // Whether its accumulators are still held: false once a finished aggregation has freed
+  // them (ReleaseFinishedAccumulators).
+  bool holds_accumulators() const;
   // The result of a FINALIZED aggregation; FAILED_PRECONDITION otherwise.
   absl::StatusOr<std::shared_ptr<const AggregateResult>> Result() const;
 
@@ -402,6 +405,7 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   Child& ChildLocked(const std::string& child_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::map<std::string, Child> children_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const AggregateResult> result_ ABSL_GUARDED_BY(mu_);
+  bool accumulators_released_ ABSL_GUARDED_BY(mu_) = false;
   std::map<int, std::function<void()>> watchers_ ABSL_GUARDED_BY(mu_);
   int next_watcher_ ABSL_GUARDED_BY(mu_) = 0;
 

@@ -146,9 +146,11 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::MakeAggregatio
   for (;;) {
     absl::StatusOr<std::shared_ptr<Aggregation>> made = MakeAggregation(config, options);
     if (made.ok() || made.status().code() != absl::StatusCode::kResourceExhausted || !room_can_help) return made;
-    // The oldest finished aggregation gives way to the new one (its accumulators and
-    // result are freed once no result stream holds it any more).
-    if (!ForgetFinished(FinishedCount() - 1)) return made;
+    // The oldest finished aggregation that still holds accumulators gives way to the new
+    // one (they are freed, with its result, once no result stream holds it any more);
+    // those that freed theirs already keep their results, as forgetting them frees nothing
+    // the check counts.
+    if (!ForgetOldestFinishedHoldingAccumulators()) return made;
   }
 }
 
@@ -287,11 +289,6 @@ std::vector<std::string> AggregationRegistry::FinishedLocked() const {
   return finished;
 }
 
-int AggregationRegistry::FinishedCount() const {
-  MutexLock lock(&mu_);
-  return static_cast<int>(FinishedLocked().size());
-}
-
 bool AggregationRegistry::ForgetFinished(int keep) {
   std::vector<std::shared_ptr<Aggregation>> forgotten;  // destroyed after the lock is released
   {
@@ -299,15 +296,30 @@ bool AggregationRegistry::ForgetFinished(int keep) {
     const std::vector<std::string> finished = FinishedLocked();
     const int excess = static_cast<int>(finished.size()) - std::max(keep, 0);
     if (excess <= 0) return false;
-    const std::set<std::string> forget(finished.begin(), finished.begin() + excess);
-    for (const std::string& id : forget) {
-      forgotten.push_back(std::move(by_id_.at(id)));
-      by_id_.erase(id);
-      if (store_ != nullptr) store_->Forgotten(id);
-    }
-    std::erase_if(creation_order_, [&forget](const std::string& id) { return forget.contains(id); });
+    ForgetLocked(std::set<std::string>(finished.begin(), finished.begin() + excess), &forgotten);
   }
   return true;
+}
+
+bool AggregationRegistry::ForgetOldestFinishedHoldingAccumulators() {
+  std::vector<std::shared_ptr<Aggregation>> forgotten;  // destroyed after the lock is released
+  MutexLock lock(&mu_);
+  for (const std::string& id : FinishedLocked()) {
+    if (!by_id_.at(id)->holds_accumulators()) continue;
+    ForgetLocked({id}, &forgotten);
+    return true;
+  }
+  return false;
+}
+
+void AggregationRegistry::ForgetLocked(const std::set<std::string>& ids,
+                                       std::vector<std::shared_ptr<Aggregation>>* forgotten) {
+  for (const std::string& id : ids) {
+    forgotten->push_back(std::move(by_id_.at(id)));
+    by_id_.erase(id);
+    if (store_ != nullptr) store_->Forgotten(id);
+  }
+  std::erase_if(creation_order_, [&ids](const std::string& id) { return ids.contains(id); });
 }
 
 }  // namespace fedagg

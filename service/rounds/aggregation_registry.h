@@ -105,7 +105,13 @@ class AggregationRegistry {
   // Forgets the oldest finished aggregations beyond the newest `keep`; false when there
   // were no more than `keep`.
   bool ForgetFinished(int keep);
-  int FinishedCount() const;
+  // Forgets the oldest finished aggregation that still holds its accumulators (its
+  // finished state not checkpointed yet); false when none does.
+  bool ForgetOldestFinishedHoldingAccumulators();
+  // Removes `ids` (finished ones) from the registry and its store; they are destroyed
+  // with `forgotten`, after the lock is released.
+  void ForgetLocked(const std::set<std::string>& ids, std::vector<std::shared_ptr<Aggregation>>* forgotten)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::string> FinishedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const AggregationOptions options_;

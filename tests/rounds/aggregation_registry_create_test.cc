@@ -193,6 +193,10 @@ TEST(AggregationRegistryCreateTest, FinishedAggregationsGiveBackTheirAccumulator
   ASSERT_TRUE(registry.Create(SpecOfElements("new", 96 << 10)).ok());
   EXPECT_TRUE(registry.Find("finished").ok());
   EXPECT_EQ(budget.used(), 1u << 20);
+  // One that open aggregations leave no room for is refused, and the finished one, which
+  // frees nothing by going, keeps its status.
+  EXPECT_EQ(registry.Create(SpecOfElements("too-big", 8 << 10)).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(registry.Find("finished").ok());
 }
 
 // A checkpointed aggregation keeps its accumulators until its finished state is
