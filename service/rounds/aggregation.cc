@@ -727,7 +727,14 @@ absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {
   }
   final_delta_taken_ |= final;
   delta.contributions = hold.partial().contributions();
-  hold.ReplacePartial(PartialAggregate(config_.reduction, BackendOf(options_)));
+  if (final) {
+    // Nothing more goes up, nor is merged here: no fresh accumulators are made.
+    hold.partial().ReleaseAccumulators();
+    hold.AccountMemory();
+    accumulators_released_ = true;
+  } else {
+    hold.ReplacePartial(PartialAggregate(config_.reduction, BackendOf(options_)));
+  }
   return delta;
 }
 

@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "service/core/memory_budget.h"
 #include "service/core/mutex.h"
 #include "service/core/thread_pool.h"
 #include "service/rounds/aggregation.h"
@@ -171,6 +172,29 @@ TEST(AggregationBatchingTest, AMirrorKeepsCountingWhileItsDeltaIsReduced) {
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->contributions, 1);
   EXPECT_EQ(second->covered_client_ids, std::vector<std::string>{"after-the-cut"});
+}
+
+// A delta that is not the last leaves fresh accumulators for what comes next; after the
+// final one, nothing more goes up and the mirror holds none.
+TEST(AggregationBatchingTest, AMirrorsFinalDeltaLeavesNoAccumulatorsBehind) {
+  MemoryBudget budget(0);  // accounts only
+  AggregationOptions options;
+  options.forwarding = true;
+  options.batching.memory_budget = &budget;
+  std::shared_ptr<Aggregation> mirror = NewCountingAggregation("m", options);
+  mirror->SetJoinedUpstream(true);
+  Contribute(*mirror, "a", 1);
+  const uint64_t fresh = budget.used();
+  ASSERT_GT(fresh, 0u);
+  ASSERT_TRUE(mirror->TakeDelta(false).ok());
+  EXPECT_EQ(budget.used(), fresh);
+  EXPECT_TRUE(mirror->holds_accumulators());
+  Contribute(*mirror, "b", 2);
+  absl::StatusOr<Aggregation::Delta> last = mirror->TakeDelta(true);
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->contributions, 1);
+  EXPECT_EQ(budget.used(), 0u);
+  EXPECT_FALSE(mirror->holds_accumulators());
 }
 
 }  // namespace
