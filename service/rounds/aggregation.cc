@@ -88,9 +88,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
   }
   aggregation->durable_version_ = aggregation->version_;
   if (aggregation->AccumulatorsUnneededLocked()) {  // finished: the checkpoint holds it
-    hold.partial().ReleaseAccumulators();
-    hold.AccountMemory();
-    aggregation->accumulators_released_ = true;
+    aggregation->ReleaseAccumulatorsLocked(hold);
   }
   return aggregation;
 }
@@ -624,13 +622,13 @@ void Aggregation::ReleaseFinishedAccumulators() {
     if (!AccumulatorsUnneededLocked()) return;  // the common case, without waiting for a reduction
   }
   BatchReducer::Hold hold(*batches_);
-  {
-    MutexLock lock(&mu_);
-    if (!AccumulatorsUnneededLocked() || hold.partial().released()) return;
-  }
+  MutexLock lock(&mu_);
+  if (AccumulatorsUnneededLocked() && !accumulators_released_) ReleaseAccumulatorsLocked(hold);
+}
+
+void Aggregation::ReleaseAccumulatorsLocked(BatchReducer::Hold& hold) {
   hold.partial().ReleaseAccumulators();
   hold.AccountMemory();
-  MutexLock lock(&mu_);
   accumulators_released_ = true;
 }
 
@@ -729,9 +727,7 @@ absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {
   delta.contributions = hold.partial().contributions();
   if (final) {
     // Nothing more goes up, nor is merged here: no fresh accumulators are made.
-    hold.partial().ReleaseAccumulators();
-    hold.AccountMemory();
-    accumulators_released_ = true;
+    ReleaseAccumulatorsLocked(hold);
   } else {
     hold.ReplacePartial(PartialAggregate(config_.reduction, BackendOf(options_)));
   }

@@ -346,6 +346,8 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // (ReleaseFinishedAccumulatorsSoon from any other thread: an RPC's must not wait).
   void ReleaseFinishedAccumulators();
   void ReleaseFinishedAccumulatorsSoon();
+  // Frees the held partial's accumulators, gives their memory back and records it.
+  void ReleaseAccumulatorsLocked(BatchReducer::Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AccumulatorsUnneededLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SealLocked(std::vector<ChildNotifier>* to_notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether no child is left to wait for: each child that is joined, or whose stream is
