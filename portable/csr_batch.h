@@ -4,10 +4,12 @@
 // Written once with Thrust algorithms for any system, so the thrust-omp build runs on the
 // CPU exactly the path the GPU runs. Offsets and columns are 32-bit when D and the entry
 // count allow (FitsNarrow), 64-bit otherwise. A row's columns come out strictly
-// increasing, an update's repeated coordinates summed into one entry; when every update's
-// indices already increase strictly (checked on the system), the entries are taken as
-// they are, without a sort. The vectors are kept between batches, so a batch of the
-// same size allocates nothing.
+// increasing, an update's repeated coordinates summed into one entry. When every update's
+// indices already increase strictly (the caller checked: CooBatch::rows_increase), the
+// batch is a CSR matrix as staged: its update offsets are the row offsets and its indices
+// the columns, so a 64-bit build borrows them (and the values too, when they need no
+// widening) and makes no pass at all. The vectors are kept between batches, so a batch of
+// the same size allocates nothing.
 #ifndef FEDAGG_PORTABLE_CSR_BATCH_H_
 #define FEDAGG_PORTABLE_CSR_BATCH_H_
 
@@ -18,7 +20,6 @@
 #include <thrust/binary_search.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
-#include <thrust/logical.h>
 #include <thrust/reduce.h>
 #include <thrust/sequence.h>
 #include <thrust/sort.h>
@@ -32,24 +33,19 @@ namespace fedagg::portable {
 // A batch's COO entries in the system's memory, grouped by update in update order.
 template <typename In>
 struct CooBatch {
-  const int64_t* ids = nullptr;     // [entries], each in [0, columns) (checked before)
-  const int32_t* update = nullptr;  // [entries], nondecreasing: the update of each entry
-  const In* values = nullptr;       // [entries]
+  const int64_t* ids = nullptr;      // [entries], each in [0, columns) (checked before)
+  const int64_t* offsets = nullptr;  // [updates + 1]: each update's first entry, then `entries`
+  const In* values = nullptr;        // [entries]
   int64_t entries = 0;
   int64_t updates = 0;  // B, the rows of A; an update may have no entry
   int64_t columns = 0;  // D, the coordinates of the field
+  // Every update's ids increase strictly: the entries are a CSR matrix as they are.
+  bool rows_increase = false;
+  // [entries], nondecreasing: the update of each entry; read only when !rows_increase.
+  const int32_t* update = nullptr;
 };
 
 namespace csr_functors {
-
-// True where entry k does not come strictly after entry k - 1 of the same update.
-struct BreaksRowOrder {
-  const int64_t* ids;
-  const int32_t* update;
-  FEDAGG_HOST_DEVICE bool operator()(int64_t k) const {
-    return update[k] == update[k - 1] && ids[k] <= ids[k - 1];
-  }
-};
 
 // (update, coordinate) as one key ordered row-major: update * D + coordinate.
 struct RowMajorKey {
@@ -107,40 +103,41 @@ class CsrBatch {
     const auto policy = System::policy();
     const thrust::counting_iterator<int64_t> first(0);
     const int64_t entries = batch.entries;
-    offsets.resize(static_cast<size_t>(batch.updates + 1));
-    int64_t nnz = entries;
-    if (entries == 0 || thrust::none_of(policy, first + 1, first + entries,
-                                        csr_functors::BreaksRowOrder{batch.ids, batch.update})) {
-      columns.resize(static_cast<size_t>(entries));
-      values_.resize(static_cast<size_t>(entries));
-      thrust::transform(policy, batch.ids, batch.ids + entries, columns.begin(),
-                        csr_functors::NarrowTo<Index>{});
-      thrust::transform(policy, first, first + entries, values_.begin(), WidenEntry<Acc, In>{batch.values});
-      thrust::lower_bound(policy, batch.update, batch.update + entries, thrust::counting_iterator<int32_t>(0),
-                          thrust::counting_iterator<int32_t>(0) + (batch.updates + 1), offsets.begin());
-    } else {
-      // Sort the entries row-major (stably: repeated coordinates are summed in batch
-      // order), then sum the runs of one key.
-      keys_.resize(static_cast<size_t>(entries));
-      order_.resize(static_cast<size_t>(entries));
-      unique_keys_.resize(static_cast<size_t>(entries));
-      values_.resize(static_cast<size_t>(entries));
-      thrust::transform(policy, first, first + entries, keys_.begin(),
-                        csr_functors::RowMajorKey{batch.ids, batch.update, batch.columns});
-      thrust::sequence(policy, order_.begin(), order_.end(), int64_t{0});
-      thrust::stable_sort_by_key(policy, keys_.begin(), keys_.end(), order_.begin());
-      const auto ends = thrust::reduce_by_key(
-          policy, keys_.begin(), keys_.end(),
-          thrust::make_transform_iterator(order_.begin(), WidenEntry<Acc, In>{batch.values}),
-          unique_keys_.begin(), values_.begin());
-      nnz = ends.first - unique_keys_.begin();
-      columns.resize(static_cast<size_t>(nnz));
-      thrust::transform(policy, unique_keys_.begin(), unique_keys_.begin() + nnz, columns.begin(),
-                        csr_functors::ColumnOfKey<Index>{batch.columns});
-      const auto row_starts = thrust::make_transform_iterator(first, csr_functors::RowStart{batch.columns});
-      thrust::lower_bound(policy, unique_keys_.begin(), unique_keys_.begin() + nnz, row_starts,
-                          row_starts + (batch.updates + 1), offsets.begin());
+    if (batch.rows_increase) {
+      const Acc* values = Widened(batch);
+      if constexpr (std::is_same_v<Index, int64_t>) {
+        return CsrMatrix<Index, Acc>{batch.updates, batch.columns, entries, batch.offsets, batch.ids, values};
+      } else {
+        offsets.resize(static_cast<size_t>(batch.updates + 1));
+        columns.resize(static_cast<size_t>(entries));
+        thrust::transform(policy, batch.offsets, batch.offsets + batch.updates + 1, offsets.begin(),
+                          csr_functors::NarrowTo<Index>{});
+        thrust::transform(policy, batch.ids, batch.ids + entries, columns.begin(), csr_functors::NarrowTo<Index>{});
+        return CsrMatrix<Index, Acc>{batch.updates, batch.columns, entries, Raw(offsets), Raw(columns), values};
+      }
     }
+    // Sort the entries row-major (stably: repeated coordinates are summed in batch
+    // order), then sum the runs of one key.
+    offsets.resize(static_cast<size_t>(batch.updates + 1));
+    keys_.resize(static_cast<size_t>(entries));
+    order_.resize(static_cast<size_t>(entries));
+    unique_keys_.resize(static_cast<size_t>(entries));
+    values_.resize(static_cast<size_t>(entries));
+    thrust::transform(policy, first, first + entries, keys_.begin(),
+                      csr_functors::RowMajorKey{batch.ids, batch.update, batch.columns});
+    thrust::sequence(policy, order_.begin(), order_.end(), int64_t{0});
+    thrust::stable_sort_by_key(policy, keys_.begin(), keys_.end(), order_.begin());
+    const auto ends = thrust::reduce_by_key(
+        policy, keys_.begin(), keys_.end(),
+        thrust::make_transform_iterator(order_.begin(), WidenEntry<Acc, In>{batch.values}),
+        unique_keys_.begin(), values_.begin());
+    const int64_t nnz = ends.first - unique_keys_.begin();
+    columns.resize(static_cast<size_t>(nnz));
+    thrust::transform(policy, unique_keys_.begin(), unique_keys_.begin() + nnz, columns.begin(),
+                      csr_functors::ColumnOfKey<Index>{batch.columns});
+    const auto row_starts = thrust::make_transform_iterator(first, csr_functors::RowStart{batch.columns});
+    thrust::lower_bound(policy, unique_keys_.begin(), unique_keys_.begin() + nnz, row_starts,
+                        row_starts + (batch.updates + 1), offsets.begin());
     return CsrMatrix<Index, Acc>{batch.updates, batch.columns, nnz, Raw(offsets), Raw(columns), Raw(values_)};
   }
 
@@ -151,6 +148,20 @@ class CsrBatch {
   }
 
  private:
+  // The batch's values as Acc: its own when they are Acc already, else widened here.
+  template <typename In>
+  const Acc* Widened(const CooBatch<In>& batch) {
+    if constexpr (std::is_same_v<In, Acc>) {
+      return batch.values;
+    } else {
+      values_.resize(static_cast<size_t>(batch.entries));
+      const thrust::counting_iterator<int64_t> first(0);
+      thrust::transform(System::policy(), first, first + batch.entries, values_.begin(),
+                        WidenEntry<Acc, In>{batch.values});
+      return Raw(values_);
+    }
+  }
+
   template <typename T>
   static uint64_t Bytes(const Vec<T>& v) {
     return static_cast<uint64_t>(v.capacity()) * sizeof(T);
@@ -180,7 +191,7 @@ class CsrBatch {
   Vec<int32_t> narrow_columns_;
   Vec<int64_t> wide_offsets_;
   Vec<int64_t> wide_columns_;
-  Vec<Acc> values_;
+  Vec<Acc> values_;  // widened or summed values; unused when a batch's own are borrowed
   // Only for batches whose updates' indices are not strictly increasing.
   Vec<int64_t> keys_;
   Vec<int64_t> order_;

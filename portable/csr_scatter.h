@@ -61,9 +61,13 @@ class CsrScatter {
            CsrBatch<System, Acc>::Fits(updates, spec.rows);
   }
 
+  // A batch whose rows increase goes as staged, with 64-bit offsets and columns (no
+  // pass to narrow them); one that is sorted here gets 32-bit ones when they fit.
   template <typename In>
   Outcome Add(const CooBatch<In>& batch, const ScatterTargets<Acc>& to) {
-    if (CsrBatch<System, Acc>::FitsNarrow(batch.columns, batch.entries)) return AddAs<int32_t>(batch, to);
+    if (!batch.rows_increase && CsrBatch<System, Acc>::FitsNarrow(batch.columns, batch.entries)) {
+      return AddAs<int32_t>(batch, to);
+    }
     return AddAs<int64_t>(batch, to);
   }
 

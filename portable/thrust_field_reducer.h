@@ -3,7 +3,8 @@
 // execution policy and host<->system copies: omp_system.h, cuda/cuda_system.h). Batches
 // arrive already in the system's memory, in the staging layout (StagedBatch, laid out by
 // batch_packer.h, copied by the staging ring); the entries' indices are checked against
-// the field here, one pass on the system before anything is added.
+// the field here, one pass on the system before anything is added (the same pass finds
+// whether each update's indices increase strictly, where the CSR path needs to know).
 //   dense    [B, C] part of a batch: one pass per column over the B rows (each input byte
 //            read once), sum / weighted sum / max / min, float16 and bfloat16 decoded in place;
 //            a work item takes a run of System::kElementsPerWorkItem columns (a GPU thread
@@ -14,7 +15,8 @@
 //            (validation found it) and the updates are large: one pass per update in
 //            batch order (no two entries of one pass touch the same row); CSR + SpMV, into
 //            a floating-point accumulator with rows of one element: the batch as a CSR
-//            matrix through the system's SpMV (csr_scatter.h, whose Applies() is the rule);
+//            matrix through the system's SpMV (csr_scatter.h, whose Applies() is the rule;
+//            a batch whose updates' indices increase strictly is one as staged);
 //            otherwise a stable sort of the entries by row and one segmented reduction per
 //            (row, element) adding into the dense table in batch order. The update passes
 //            go first where they apply, except on a system whose SpMV beats them
@@ -43,7 +45,6 @@
 #include <vector>
 
 #include <thrust/copy.h>
-#include <thrust/count.h>
 #include <thrust/fill.h>
 #include <thrust/for_each.h>
 #include <thrust/functional.h>
@@ -59,6 +60,7 @@
 #include <thrust/sequence.h>
 #include <thrust/sort.h>
 #include <thrust/transform.h>
+#include <thrust/transform_reduce.h>
 #include <thrust/tuple.h>
 
 #include "portable/csr_batch.h"
@@ -334,10 +336,44 @@ struct MarkUpdateStart {
   }
 };
 
-// Whether an index lies outside [0, rows).
-struct OutsideRows {
+// What one pass over a batch's indices finds: how many lie outside [0, rows), and how
+// many do not come strictly after the entry before them (counted only when asked).
+struct IndexScan {
+  int64_t outside = 0;
+  int64_t not_increasing = 0;
+};
+
+struct ScanIndex {
+  const int64_t* ids;
   int64_t rows;
-  FEDAGG_HOST_DEVICE bool operator()(int64_t index) const { return index < 0 || index >= rows; }
+  bool order;  // count not_increasing too
+  FEDAGG_HOST_DEVICE IndexScan operator()(int64_t k) const {
+    IndexScan scan;
+    scan.outside = (ids[k] < 0 || ids[k] >= rows) ? 1 : 0;
+    scan.not_increasing = (order && k > 0 && ids[k] <= ids[k - 1]) ? 1 : 0;
+    return scan;
+  }
+};
+
+struct AddScans {
+  FEDAGG_HOST_DEVICE IndexScan operator()(const IndexScan& a, const IndexScan& b) const {
+    IndexScan sum;
+    sum.outside = a.outside + b.outside;
+    sum.not_increasing = a.not_increasing + b.not_increasing;
+    return sum;
+  }
+};
+
+// 1 where update u has entries and its first index does not come after the last index
+// of the entries before it: the pairs of ScanIndex's not_increasing that straddle two
+// updates, which do not break either update's order.
+struct StartsNotAbove {
+  const int64_t* ids;
+  const int64_t* offsets;  // [updates + 1]
+  FEDAGG_HOST_DEVICE int64_t operator()(int64_t u) const {
+    const int64_t first = offsets[u];
+    return (first > 0 && first < offsets[u + 1] && ids[first] <= ids[first - 1]) ? 1 : 0;
+  }
 };
 
 // 1 where sorted position k starts a new (index, update) pair.
@@ -521,44 +557,46 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
   }
 
   // Every index checked against the field first (nothing is added when one is outside),
-  // then the entries sorted by index (stably: batch order within an index).
+  // in one pass that also finds, where the CSR path will take the batch, whether every
+  // update's indices increase strictly (then the batch is a CSR matrix as staged); then
+  // the entries added update by update, through CSR and SpMV, or sorted by index (stably:
+  // batch order within an index).
   template <typename In>
   Outcome AccumulateEntries(const In* values, const StagedBatch& batch) {
     const int64_t total = batch.entries;
     if (total == 0) return Outcome{};
-    const int64_t outside = thrust::count_if(System::policy(), batch.indices, batch.indices + total,
-                                             functors::OutsideRows{spec_.rows});
-    if (outside > 0) {
+    const bool csr = CsrScatter<System, Acc>::Applies(spec_, batch.updates);
+    const bool update_passes = spec_.kind == ReducerKind::kScatter && AddsUpdateByUpdate(batch) &&
+                               (!csr || System::kUpdatePassesBeforeSpmv);
+    const bool via_csr = csr && !update_passes;
+    const thrust::counting_iterator<int64_t> first(0);
+    const functors::IndexScan scan =
+        thrust::transform_reduce(System::policy(), first, first + total,
+                                 functors::ScanIndex{batch.indices, spec_.rows, via_csr}, functors::IndexScan{},
+                                 functors::AddScans{});
+    if (scan.outside > 0) {
       return Outcome{Outcome::Code::kInvalidArgument,
-                     std::to_string(outside) + " of the batch's indices lie outside the field's " +
+                     std::to_string(scan.outside) + " of the batch's indices lie outside the field's " +
                          std::to_string(spec_.rows) + " rows; nothing of the part of the batch that holds them was added"};
     }
-    const bool csr = CsrScatter<System, Acc>::Applies(spec_, batch.updates);
-    if ((!csr || System::kUpdatePassesBeforeSpmv) && spec_.kind == ReducerKind::kScatter &&
-        AddsUpdateByUpdate(batch)) {
-      return ScatterUpdates(values, batch);
+    if (update_passes) return ScatterUpdates(values, batch);
+    // Only pairs that straddle two updates fall: each update's own indices increase.
+    const bool rows_increase = via_csr && scan.not_increasing == FallsBetweenUpdates(batch);
+    // Each entry's update, where the path reads it (a CSR matrix built by sorting, the
+    // union's counts, the segments' weights and counts; not an unweighted
+    // row_sparse_sum's segments).
+    if ((via_csr && !rows_increase) ||
+        (!via_csr && (spec_.kind == ReducerKind::kUnion || spec_.op == ReducerOp::kWeightedSum ||
+                      spec_.keeps_counts || spec_.keeps_weight_sums))) {
+      FindEntryUpdates(batch);
     }
-    // Each entry's update, where the path reads it (the CSR matrix's rows, the union's
-    // counts, the segments' weights and counts; not an unweighted row_sparse_sum's
-    // segments), from the offsets (the packer sends no per-entry owners): entry k belongs
-    // to the update u with offsets[u] <= k < offsets[u + 1]. Each update's number at its
-    // first entry, 0 elsewhere, then a running maximum over the entries.
-    if (csr || spec_.kind == ReducerKind::kUnion || spec_.op == ReducerOp::kWeightedSum || spec_.keeps_counts ||
-        spec_.keeps_weight_sums) {
-      entry_update_.resize(static_cast<size_t>(total));
-      thrust::fill(System::policy(), entry_update_.begin(), entry_update_.end(), int32_t{0});
-      thrust::for_each(System::policy(), thrust::counting_iterator<int64_t>(1),
-                       thrust::counting_iterator<int64_t>(batch.updates),
-                       functors::MarkUpdateStart{batch.update_offsets, Raw(entry_update_)});
-      thrust::inclusive_scan(System::policy(), entry_update_.begin(), entry_update_.end(), entry_update_.begin(),
-                             thrust::maximum<int32_t>());
-    }
-    if (csr) {
-      return csr_.Add(CooBatch<In>{batch.indices, Raw(entry_update_), values, total, batch.updates, spec_.rows},
-                      ScatterTargets<Acc>{Raw(acc_), spec_.keeps_counts ? Raw(counts_) : nullptr,
-                                          spec_.keeps_weight_sums ? Raw(weight_sums_) : nullptr,
-                                          spec_.op == ReducerOp::kWeightedSum ? Raw(acc_weights_) : nullptr,
-                                          batch.weights});
+    if (via_csr) {
+      CooBatch<In> coo{batch.indices, batch.update_offsets, values, total, batch.updates, spec_.rows, rows_increase,
+                       rows_increase ? nullptr : Raw(entry_update_)};
+      return csr_.Add(coo, ScatterTargets<Acc>{Raw(acc_), spec_.keeps_counts ? Raw(counts_) : nullptr,
+                                               spec_.keeps_weight_sums ? Raw(weight_sums_) : nullptr,
+                                               spec_.op == ReducerOp::kWeightedSum ? Raw(acc_weights_) : nullptr,
+                                               batch.weights});
     }
     sorted_ids_.resize(static_cast<size_t>(total));
     thrust::copy(System::policy(), batch.indices, batch.indices + total, sorted_ids_.begin());
@@ -567,6 +605,27 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     thrust::stable_sort_by_key(System::policy(), sorted_ids_.begin(), sorted_ids_.end(), order_.begin());
     if (spec_.kind == ReducerKind::kUnion) return UnionBatch(values, batch);
     return ScatterBatch(values, batch);
+  }
+
+  // How many updates start at or below the index before them (functors::StartsNotAbove).
+  int64_t FallsBetweenUpdates(const StagedBatch& batch) const {
+    const thrust::counting_iterator<int64_t> first(0);
+    return thrust::transform_reduce(System::policy(), first, first + batch.updates,
+                                    functors::StartsNotAbove{batch.indices, batch.update_offsets}, int64_t{0},
+                                    thrust::plus<int64_t>());
+  }
+
+  // entry_update_: each entry's update, from the offsets (the packer sends no per-entry
+  // owners): entry k belongs to the update u with offsets[u] <= k < offsets[u + 1]. Each
+  // update's number at its first entry, 0 elsewhere, then a running maximum.
+  void FindEntryUpdates(const StagedBatch& batch) {
+    entry_update_.resize(static_cast<size_t>(batch.entries));
+    thrust::fill(System::policy(), entry_update_.begin(), entry_update_.end(), int32_t{0});
+    thrust::for_each(System::policy(), thrust::counting_iterator<int64_t>(1),
+                     thrust::counting_iterator<int64_t>(batch.updates),
+                     functors::MarkUpdateStart{batch.update_offsets, Raw(entry_update_)});
+    thrust::inclusive_scan(System::policy(), entry_update_.begin(), entry_update_.end(), entry_update_.begin(),
+                           thrust::maximum<int32_t>());
   }
 
   // Whether to add the batch's updates one by one (ScatterUpdates) rather than sort its

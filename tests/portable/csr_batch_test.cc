@@ -1,8 +1,10 @@
 // CsrBatch on Thrust's OpenMP system: offsets from the entries' updates (empty updates
 // included), columns increasing within a row, an update's repeated coordinates summed,
-// values widened, the 32- / 64-bit choice, and 64-bit columns beyond 2^31.
+// values widened, the 32- / 64-bit choice, and 64-bit columns beyond 2^31; a batch whose
+// rows increase taken as staged (borrowed whole when 64-bit and of the accumulator's type).
 #include "portable/csr_batch.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -35,10 +37,16 @@ struct Entries {
   std::vector<int64_t> ids;
   std::vector<int32_t> update;
   std::vector<In> values;
+  mutable std::vector<int64_t> offsets;  // made by Batch from `update`
 
-  CooBatch<In> Batch(int64_t updates, int64_t columns) const {
-    return CooBatch<In>{ids.data(), update.data(), values.data(), static_cast<int64_t>(ids.size()), updates,
-                        columns};
+  // `rows_increase`: what the caller found (every update's ids strictly increasing).
+  CooBatch<In> Batch(int64_t updates, int64_t columns, bool rows_increase = false) const {
+    offsets.clear();
+    for (int64_t u = 0; u <= updates; ++u) {
+      offsets.push_back(std::lower_bound(update.begin(), update.end(), u) - update.begin());
+    }
+    return CooBatch<In>{ids.data(),  offsets.data(), values.data(), static_cast<int64_t>(ids.size()),
+                        updates,     columns,        rows_increase, update.data()};
   }
 };
 
@@ -47,14 +55,32 @@ class CsrBatchTest : public ::testing::Test {};
 using Indices = ::testing::Types<int32_t, int64_t>;
 TYPED_TEST_SUITE(CsrBatchTest, Indices);
 
-TYPED_TEST(CsrBatchTest, SortedRowsAreTakenAsTheyAreWithEmptyUpdates) {
+TYPED_TEST(CsrBatchTest, IncreasingRowsAreTakenAsTheyAreWithEmptyUpdates) {
   // Updates 0 and 3 have no entry; 1 and 2 have increasing indices.
   const Entries<float> e{{2, 5, 9, 0, 7}, {1, 1, 1, 2, 2}, {1.5f, 2, 3, 4, 5}};
   CsrBatch<OmpSystem, double> csr;
-  const Built<TypeParam, double> a = Copy(csr.template Build<TypeParam>(e.Batch(/*updates=*/4, /*columns=*/10)));
+  const Built<TypeParam, double> a =
+      Copy(csr.template Build<TypeParam>(e.Batch(/*updates=*/4, /*columns=*/10, /*rows_increase=*/true)));
   EXPECT_EQ(a.offsets, (std::vector<TypeParam>{0, 0, 3, 5, 5}));
   EXPECT_EQ(a.columns, (std::vector<TypeParam>{2, 5, 9, 0, 7}));
   EXPECT_EQ(a.values, (std::vector<double>{1.5, 2, 3, 4, 5}));
+  // Taken as they are, or sorted: the same matrix.
+  const Built<TypeParam, double> sorted = Copy(csr.template Build<TypeParam>(e.Batch(4, 10, false)));
+  EXPECT_EQ(sorted.offsets, a.offsets);
+  EXPECT_EQ(sorted.columns, a.columns);
+  EXPECT_EQ(sorted.values, a.values);
+}
+
+TEST(CsrBatchBorrowTest, IncreasingRowsOfAccValuesAreTheMatrixWithoutACopy) {
+  const Entries<float> e{{2, 5, 9, 0, 7}, {0, 0, 0, 2, 2}, {1.5f, 2, 3, 4, 5}};
+  CsrBatch<OmpSystem, float> csr;
+  const CooBatch<float> batch = e.Batch(3, 10, true);
+  const CsrMatrix<int64_t, float> a = csr.Build<int64_t>(batch);
+  EXPECT_EQ(a.row_offsets, batch.offsets);
+  EXPECT_EQ(a.column_indices, batch.ids);
+  EXPECT_EQ(a.values, batch.values);
+  EXPECT_EQ(a.nnz, 5);
+  EXPECT_EQ(csr.Bytes(), 0u) << "a borrowed batch needs no vector of its own";
 }
 
 TYPED_TEST(CsrBatchTest, UnsortedRowsAreSortedAndRepeatsWithinAnUpdateSummed) {

@@ -4,9 +4,11 @@
 // from the batch's offsets (updates without entries included), for each kind of entries
 // and each path (the CSR SpMV of sparse_sum, the sort and segment of row-sparse sums and
 // integer sums, the union of sparse_sum_sparse); and updates whose indices ascend, added
-// one by one with the sort and segment path's sums.
+// one by one with the sort and segment path's sums; and the CSR path taking updates whose
+// indices increase strictly as staged, sorting any other batch.
 #include "portable/thrust_field_reducer.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -158,6 +160,91 @@ TEST(ThrustFieldReducerTest, UpdatesWithoutEntriesOwnNone) {
   spec.keeps_counts = false;
   spec.kind = ReducerKind::kUnion;
   ExpectEntriesOfTheirOwnUpdates<double>(spec, "sparse_sum_sparse (union)");
+}
+
+// A batch of sparse_mean entries given update by update, values k / 4 (exact sums).
+struct UpdatesOf {
+  std::vector<int64_t> indices;
+  std::vector<int64_t> offsets = {0};
+  std::vector<float> values;
+  std::vector<double> weights;
+
+  explicit UpdatesOf(const std::vector<std::vector<int64_t>>& updates) {
+    for (const std::vector<int64_t>& ids : updates) {
+      for (const int64_t id : ids) {
+        indices.push_back(id);
+        values.push_back(0.25f * static_cast<float>(indices.size()));
+      }
+      offsets.push_back(static_cast<int64_t>(indices.size()));
+      weights.push_back(1);
+    }
+  }
+  StagedBatch View() const {
+    StagedBatch batch;
+    batch.updates = static_cast<int64_t>(weights.size());
+    batch.entries = static_cast<int64_t>(indices.size());
+    batch.values = values.data();
+    batch.indices = indices.data();
+    batch.update_offsets = offsets.data();
+    batch.weights = weights.data();
+    return batch;
+  }
+};
+
+// The CSR path takes a batch as staged when every update's indices increase strictly,
+// whatever the order between updates (one pass finds it), and sorts it otherwise (an
+// index repeated, or falling, within one update): the sums and the counts of distinct
+// updates are a plain loop's either way.
+TEST(ThrustFieldReducerTest, CsrPathTakesIncreasingUpdatesAsStagedAndSortsTheRest) {
+  ReducerSpec spec;
+  spec.rows = kRows;
+  spec.in = InType::kF32;
+  spec.kind = ReducerKind::kScatter;
+  spec.keeps_counts = true;
+  struct Case {
+    const char* what;
+    std::vector<std::vector<int64_t>> updates;
+    bool as_staged;
+  };
+  const std::vector<Case> cases = {
+      {"increasing, falling between updates", {{1, 4, 7}, {}, {0, 4, 9}, {2}}, true},
+      {"increasing, the same index ending one update and starting the next", {{1, 4}, {4, 6}}, true},
+      {"an empty first update", {{}, {3, 8}}, true},
+      {"a repeat within an update", {{1, 4, 4, 7}, {2}}, false},
+      {"a fall within an update", {{1, 7, 4}, {2, 3}}, false},
+  };
+  for (const Case& c : cases) {
+    const UpdatesOf batch(c.updates);
+    std::vector<float> expected(kRows, 0);
+    std::vector<int64_t> expected_counts(kRows, 0);
+    for (size_t u = 0; u + 1 < batch.offsets.size(); ++u) {
+      std::vector<bool> touched(kRows, false);
+      for (int64_t k = batch.offsets[u]; k < batch.offsets[u + 1]; ++k) {
+        expected[static_cast<size_t>(batch.indices[k])] += batch.values[k];
+        touched[static_cast<size_t>(batch.indices[k])] = true;
+      }
+      for (int64_t r = 0; r < kRows; ++r) expected_counts[r] += touched[r] ? 1 : 0;
+    }
+    // The same entries with each update's indices reversed: none increases, so the
+    // batch is sorted, which makes the sort's vectors (entries' updates, keys, order).
+    std::vector<std::vector<int64_t>> reversed = c.updates;
+    for (std::vector<int64_t>& ids : reversed) std::reverse(ids.begin(), ids.end());
+    ThrustFieldReducer<OmpSystem, float> reducer(spec), sorted(spec);
+    ASSERT_TRUE(reducer.Accumulate(batch.View()).ok()) << c.what;
+    const UpdatesOf reversed_batch(reversed);
+    ASSERT_TRUE(sorted.Accumulate(reversed_batch.View()).ok()) << c.what;
+    HostState<float> state, sorted_state;
+    ASSERT_TRUE(reducer.Save(&state).ok()) << c.what;
+    ASSERT_TRUE(sorted.Save(&sorted_state).ok()) << c.what;
+    EXPECT_EQ(state.values, expected) << c.what;
+    EXPECT_EQ(state.counts, expected_counts) << c.what;
+    EXPECT_EQ(sorted_state.counts, expected_counts) << c.what << ", reversed";
+    if (c.as_staged) {
+      EXPECT_LT(reducer.HostBytes(), sorted.HostBytes()) << c.what << ": sorted, not taken as staged";
+    } else {
+      EXPECT_EQ(reducer.HostBytes(), sorted.HostBytes()) << c.what << ": not sorted";
+    }
+  }
 }
 
 // A batch of four updates over `rows` rows of `width` values (the second update empty),
