@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <google/protobuf/util/json_util.h>
@@ -29,6 +30,7 @@
 #include "client_stub/encoding_conversion.h"
 #include "client_stub/npy_file.h"
 #include "client_stub/npz_file.h"
+#include "service/core/intrinsic.h"
 #include "service/core/status_macros.h"
 #include "service/rounds/spec_conversion.h"
 #include "service/core/read_file.h"
@@ -255,15 +257,23 @@ struct ResultArray {
   size_t bytes;
 };
 
+// The counts in the shape the Python package gives them: one per entry of the indices
+// (sparse_sum_sparse), per row (row-sparse), or per coordinate in the field's shape.
+std::vector<int64_t> CountsShape(const ReportedField& field) {
+  if (field.has_indices()) return {static_cast<int64_t>(field.counts.size())};
+  if (EncodingOf(field.intrinsic) == Encoding::kRowSparse) return {field.value.shape.at(0)};
+  return field.value.shape;
+}
+
 std::vector<ResultArray> ArraysOf(const ReportedField& field) {
   std::vector<ResultArray> arrays = {
       {field.path, field.value.dtype, field.value.shape, field.value.bytes.data(), field.value.bytes.size()}};
-  auto add_int64 = [&](const char* suffix, const std::vector<int64_t>& values) {
-    arrays.push_back({field.path + suffix, DType::kInt64, {static_cast<int64_t>(values.size())}, values.data(),
+  auto add_int64 = [&](const char* suffix, std::vector<int64_t> shape, const std::vector<int64_t>& values) {
+    arrays.push_back({field.path + suffix, DType::kInt64, std::move(shape), values.data(),
                       values.size() * sizeof(int64_t)});
   };
-  if (field.has_indices()) add_int64(".indices", field.indices);
-  if (field.has_counts) add_int64(".counts", field.counts);
+  if (field.has_indices()) add_int64(".indices", {static_cast<int64_t>(field.indices.size())}, field.indices);
+  if (field.has_counts) add_int64(".counts", CountsShape(field), field.counts);
   return arrays;
 }
 

@@ -128,8 +128,8 @@ PY
 # dense; client b the row-sparse field as rows, the sparse_mean field as rows of one element
 # (an explicit 0 counts as touched). Refused locally (exit 2): two forms for one field, and
 # a name that is no field's.
-cli create r4 --type='<w=float32[4],emb=float32[3,2],ids=float32[5]>' \
-    --intrinsics=federated_sum,row_sparse_sum,sparse_mean --min_contributions=2
+cli create r4 --type='<w=float32[4],emb=float32[3,2],ids=float32[5],grid=float32[2,2]>' \
+    --intrinsics=federated_sum,row_sparse_sum+counts,sparse_mean,sparse_sum+counts --min_contributions=2
 /usr/bin/python3 - "$E2E_DIR" <<'PY'
 import sys
 import numpy as np
@@ -137,26 +137,29 @@ d = sys.argv[1]
 np.save(f"{d}/a_w_i.npy", np.int64([3, 0, 3])); np.save(f"{d}/a_w_v.npy", np.float32([1, 2, 4]))
 np.save(f"{d}/a_emb.npy", np.float32([[0, 0], [1, 2], [0, 0]]))
 np.save(f"{d}/a_ids.npy", np.float32([0, 3, 0, 0, 6]))
+np.save(f"{d}/a_grid.npy", np.float32([[1, 0], [0, 2]]))
 np.savez(f"{d}/b.npz", **{"w": np.float32([1, 1, 1, 1]), "emb.row_ids": np.int64([2]),
                           "emb.rows": np.float32([[5, 6]]), "ids.row_ids": np.int64([1, 4]),
-                          "ids.rows": np.float32([5, 0])})
+                          "ids.rows": np.float32([5, 0]), "grid.indices": np.int64([3]),
+                          "grid.values": np.float32([1])})
 PY
 set +e
 cli submit r4 --client_id=a w="$E2E_DIR/a_w_v.npy" w.indices="$E2E_DIR/a_w_i.npy" w.values="$E2E_DIR/a_w_v.npy" \
-    emb="$E2E_DIR/a_emb.npy" ids="$E2E_DIR/a_ids.npy" 2>"$E2E_DIR/twice.err"
+    emb="$E2E_DIR/a_emb.npy" ids="$E2E_DIR/a_ids.npy" grid="$E2E_DIR/a_grid.npy" 2>"$E2E_DIR/twice.err"
 twice=$?
 set -e
 echo "a field given twice: exit $twice ($(cat "$E2E_DIR/twice.err"))"
 [ "$twice" = 2 ] && grep -q "field 'w' is given both as w and as w.values; give one" "$E2E_DIR/twice.err"
 set +e
 cli submit r4 --client_id=a w.indices="$E2E_DIR/a_w_i.npy" w.values="$E2E_DIR/a_w_v.npy" \
-    emb="$E2E_DIR/a_emb.npy" ids="$E2E_DIR/a_ids.npy" id="$E2E_DIR/a_ids.npy" 2>"$E2E_DIR/typo.err"
+    emb="$E2E_DIR/a_emb.npy" ids="$E2E_DIR/a_ids.npy" grid="$E2E_DIR/a_grid.npy" id="$E2E_DIR/a_ids.npy" \
+    2>"$E2E_DIR/typo.err"
 typo=$?
 set -e
 echo "a name of no field: exit $typo ($(cat "$E2E_DIR/typo.err"))"
 [ "$typo" = 2 ] && grep -q "'id' names no field of aggregation 'r4'" "$E2E_DIR/typo.err"
 cli submit r4 --client_id=a w.indices="$E2E_DIR/a_w_i.npy" w.values="$E2E_DIR/a_w_v.npy" \
-    emb="$E2E_DIR/a_emb.npy" ids="$E2E_DIR/a_ids.npy"
+    emb="$E2E_DIR/a_emb.npy" ids="$E2E_DIR/a_ids.npy" grid="$E2E_DIR/a_grid.npy"
 cli submit r4 --client_id=b "$E2E_DIR/b.npz"
 cli seal r4 && cli watch r4 | tail -n 1 | grep -q FINALIZED
 cli result r4 --out="$E2E_DIR/r4.npz"
@@ -168,4 +171,8 @@ with np.load(sys.argv[1]) as r:
     assert r["w"].tolist() == [3, 1, 1, 6]
     assert r["emb"].tolist() == [[0, 0], [1, 2], [5, 6]]
     assert r["ids"].tolist() == [0, 4, 0, 0, 3]
+    assert r["grid"].tolist() == [[1, 0], [0, 3]]
+    # Counts as the Python package gives them: per coordinate in the field's shape, per row.
+    assert r["grid.counts"].shape == (2, 2) and r["grid.counts"].tolist() == [[1, 0], [0, 2]]
+    assert r["emb.counts"].shape == (3,) and r["emb.counts"].tolist() == [0, 1, 1]
 PY
