@@ -1,5 +1,6 @@
 // SpmvTransposeOnCpu against a plain serial loop: bitwise equal (both add each column's
-// entries in row order), for both index widths and value types, any thread count.
+// entries in row order), for both index widths and value types, any thread count, y in
+// one tile or several.
 #include "portable/cpu_spmv.h"
 
 #include <omp.h>
@@ -64,8 +65,10 @@ TYPED_TEST(CpuSpmvTest, MatchesSerialLoopBitwiseForAnyThreadCount) {
   using Index = typename TypeParam::first_type;
   using T = typename TypeParam::second_type;
   const int initial_threads = omp_get_max_threads();
-  for (const int64_t columns : {int64_t{1}, int64_t{3}, int64_t{1000}}) {
-    const HostCsr<Index, T> a = RandomCsr<Index, T>(/*rows=*/17, columns, /*sparsity=*/3, /*seed=*/11);
+  // 300,000 columns: several tiles of y (cpu_spmv.h), rows crossing from one to the next.
+  for (const int64_t columns : {int64_t{1}, int64_t{3}, int64_t{1000}, int64_t{300000}}) {
+    const int sparsity = columns > 1000 ? 50 : 3;
+    const HostCsr<Index, T> a = RandomCsr<Index, T>(/*rows=*/17, columns, sparsity, /*seed=*/11);
     std::vector<T> x(17), start(static_cast<size_t>(columns));
     for (size_t r = 0; r < x.size(); ++r) x[r] = static_cast<T>(0.25 * static_cast<double>(r) - 1.5);
     for (size_t c = 0; c < start.size(); ++c) start[c] = static_cast<T>(0.1 * static_cast<double>(c));
