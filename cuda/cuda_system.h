@@ -59,6 +59,10 @@ struct CudaSystem {
   // CSR build, no transposition, no SpMV; the sparse_sum row's reductions took half the
   // time on an H200 (docs/BENCHMARKS.md item 52).
   static constexpr bool kUpdatePassesBeforeSpmv = true;
+  // Whether its SpMV gives the same bits with 64-bit indices as with 32-bit ones: no —
+  // cuSPARSE's reproducible Aᵀx transposes A with cusparseCsr2cscEx2, which has no 64-bit
+  // form, so a batch that fits 32-bit indices is narrowed to them (csr_scatter.h).
+  static constexpr bool kWideSpmvReproducible = false;
 
   // Thrust's policy on this thread's reduction stream, with stream-ordered temporaries
   // (the allocator lives as long as the thread; the policy refers to it). Each algorithm

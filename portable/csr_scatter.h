@@ -61,11 +61,13 @@ class CsrScatter {
            CsrBatch<System, Acc>::Fits(updates, spec.rows);
   }
 
-  // A batch whose rows increase goes as staged, with 64-bit offsets and columns (no
-  // pass to narrow them); one that is sorted here gets 32-bit ones when they fit.
+  // 32-bit offsets and columns when they fit, except for a batch whose rows increase on
+  // a system whose SpMV gives the same bits either way: that one goes as staged, with its
+  // 64-bit ones (no pass to narrow them).
   template <typename In>
   Outcome Add(const CooBatch<In>& batch, const ScatterTargets<Acc>& to) {
-    if (!batch.rows_increase && CsrBatch<System, Acc>::FitsNarrow(batch.columns, batch.entries)) {
+    const bool as_staged = batch.rows_increase && System::kWideSpmvReproducible;
+    if (!as_staged && CsrBatch<System, Acc>::FitsNarrow(batch.columns, batch.entries)) {
       return AddAs<int32_t>(batch, to);
     }
     return AddAs<int64_t>(batch, to);

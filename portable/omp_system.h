@@ -31,6 +31,10 @@ struct OmpSystem {
   // where the SpMV works one block of y per thread and the passes' scattered adds miss the
   // cache entry by entry (docs/BENCHMARKS.md item 49).
   static constexpr bool kUpdatePassesBeforeSpmv = false;
+  // Whether its SpMV gives the same bits with 64-bit indices as with 32-bit ones: yes
+  // (cpu_spmv.h, for any index width), so a batch whose rows increase goes as staged,
+  // with its 64-bit offsets and indices, not narrowed.
+  static constexpr bool kWideSpmvReproducible = true;
 
   static auto policy() { return thrust::omp::par; }
   static void ToDevice(void* dst, const void* src, size_t bytes) {

@@ -1,7 +1,8 @@
 // CsrScatter on Thrust's OpenMP system against a plain loop: values (unweighted and
 // weighted), counts of distinct updates (an update repeating a coordinate counts once)
 // and weight sums, added onto existing state, for batches sorted here and batches whose
-// rows increase as staged; and the rule that picks the CSR path.
+// rows increase as staged; the index width the SpMV gets; and the rule that picks the CSR
+// path.
 #include "portable/csr_scatter.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "portable/csr_matrix.h"
 #include "portable/field_reducer.h"
 #include "portable/omp_system.h"
 
@@ -102,6 +104,45 @@ TEST(CsrScatterTest, StateNotKeptIsNotTouched) {
                                    ScatterTargets<float>{values.data()});
   ASSERT_TRUE(done.ok()) << done.message;
   EXPECT_EQ(values, (std::vector<float>{0, 3, 0, 0, 7, 0}));
+}
+
+// OmpSystem, recording the index width the SpMV gets, as a system whose 64-bit SpMV is
+// as reproducible as its 32-bit one (OmpSystem's own) or not (the cuda backend's).
+template <bool kWideReproducible>
+struct IndexWidthRecordingSystem : OmpSystem {
+  static constexpr bool kWideSpmvReproducible = kWideReproducible;
+  static inline size_t index_bytes = 0;
+  template <typename Index, typename T>
+  static Outcome SpmvTranspose(const CsrMatrix<Index, T>& a, const T* x, T* y) {
+    index_bytes = sizeof(Index);
+    return OmpSystem::SpmvTranspose(a, x, y);
+  }
+};
+
+template <typename System>
+size_t IndexBytesFor(bool rows_increase) {
+  const std::vector<int64_t> ids = {1, 4, 2};
+  const std::vector<int32_t> update = {0, 0, 1};
+  const std::vector<int64_t> offsets = {0, 2, 3};
+  const std::vector<float> in = {2, 3, 5};
+  std::vector<float> values(6, 0);
+  CsrScatter<System, float> scatter;
+  const Outcome done = scatter.Add(CooBatch<float>{ids.data(), offsets.data(), in.data(), 3, 2, 6, rows_increase,
+                                                   update.data()},
+                                   ScatterTargets<float>{values.data()});
+  EXPECT_TRUE(done.ok()) << done.message;
+  EXPECT_EQ(values, (std::vector<float>{0, 2, 5, 0, 3, 0}));
+  return System::index_bytes;
+}
+
+// A batch whose rows increase goes to the SpMV as staged, with 64-bit indices, only where
+// that gives the same bits as 32-bit ones; otherwise, and for a batch sorted here, the
+// indices are 32-bit when they fit.
+TEST(CsrScatterTest, IncreasingRowsKeepTheir64BitIndicesOnlyWhereTheSpmvIsAsReproducible) {
+  EXPECT_EQ(IndexBytesFor<IndexWidthRecordingSystem<true>>(true), sizeof(int64_t));
+  EXPECT_EQ(IndexBytesFor<IndexWidthRecordingSystem<true>>(false), sizeof(int32_t));
+  EXPECT_EQ(IndexBytesFor<IndexWidthRecordingSystem<false>>(true), sizeof(int32_t));
+  EXPECT_EQ(IndexBytesFor<IndexWidthRecordingSystem<false>>(false), sizeof(int32_t));
 }
 
 TEST(CsrScatterTest, RuleTakesFloatingScattersOfRowWidthOne) {
