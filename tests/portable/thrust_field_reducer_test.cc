@@ -25,6 +25,16 @@ namespace {
 
 constexpr int64_t kRows = 10;
 
+// A float32 sparse_mean over kRows coordinates: the CSR path, counts kept.
+ReducerSpec SparseMeanSpec() {
+  ReducerSpec spec;
+  spec.rows = kRows;
+  spec.in = InType::kF32;
+  spec.kind = ReducerKind::kScatter;
+  spec.keeps_counts = true;
+  return spec;
+}
+
 // Two updates of two entries each, rows of `width` values 1.. (float32, or int32 for
 // `integers`); `indices` as given.
 struct Staged {
@@ -75,11 +85,7 @@ void ExpectOutsideIndexAddsNothing(const ReducerSpec& spec, const char* what) {
 }
 
 TEST(ThrustFieldReducerTest, AnIndexOutsideTheFieldAddsNothingOfItsPart) {
-  ReducerSpec spec;
-  spec.rows = kRows;
-  spec.in = InType::kF32;
-  spec.kind = ReducerKind::kScatter;
-  spec.keeps_counts = true;
+  ReducerSpec spec = SparseMeanSpec();
   ExpectOutsideIndexAddsNothing<double>(spec, "sparse_mean (CSR and SpMV)");
   spec.in = InType::kI32;
   ExpectOutsideIndexAddsNothing<int64_t>(spec, "integer sparse sum (sort and segment)");
@@ -142,11 +148,7 @@ void ExpectEntriesOfTheirOwnUpdates(const ReducerSpec& spec, const char* what) {
 }
 
 TEST(ThrustFieldReducerTest, UpdatesWithoutEntriesOwnNone) {
-  ReducerSpec spec;
-  spec.rows = kRows;
-  spec.in = InType::kF32;
-  spec.kind = ReducerKind::kScatter;
-  spec.keeps_counts = true;
+  ReducerSpec spec = SparseMeanSpec();
   ExpectEntriesOfTheirOwnUpdates<double>(spec, "sparse_mean (CSR and SpMV)");
   spec.op = ReducerOp::kWeightedSum;
   spec.keeps_weight_sums = true;
@@ -196,11 +198,7 @@ struct UpdatesOf {
 // index repeated, or falling, within one update): the sums and the counts of distinct
 // updates are a plain loop's either way.
 TEST(ThrustFieldReducerTest, CsrPathTakesIncreasingUpdatesAsStagedAndSortsTheRest) {
-  ReducerSpec spec;
-  spec.rows = kRows;
-  spec.in = InType::kF32;
-  spec.kind = ReducerKind::kScatter;
-  spec.keeps_counts = true;
+  const ReducerSpec spec = SparseMeanSpec();
   struct Case {
     const char* what;
     std::vector<std::vector<int64_t>> updates;
