@@ -581,7 +581,11 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     }
     if (update_passes) return ScatterUpdates(values, batch);
     // Only pairs that straddle two updates fall: each update's own indices increase.
-    const bool rows_increase = via_csr && scan.not_increasing == FallsBetweenUpdates(batch);
+    // There are at most updates - 1 such pairs, so the pass over the update starts runs
+    // only when the count leaves the answer open.
+    const bool rows_increase =
+        via_csr && (scan.not_increasing == 0 ||
+                    (scan.not_increasing < batch.updates && scan.not_increasing == FallsBetweenUpdates(batch)));
     // Each entry's update, where the path reads it (a CSR matrix built by sorting, the
     // union's counts, the segments' weights and counts; not an unweighted
     // row_sparse_sum's segments).
