@@ -9,6 +9,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <optional>
+#include <string>
+
+#include <unistd.h>
 
 #include "service/core/cpu_accumulator_factory.h"
 #include "service/core/mutex.h"
@@ -38,7 +41,9 @@ struct Lint {
 };
 std::optional<Lint> PromtoolCheck(const std::string& body) {
   if (std::system("command -v promtool >/dev/null 2>&1") != 0) return std::nullopt;
-  const std::string path = ::testing::TempDir() + "/fedagg-metrics.txt";
+  // One file per process: ctest runs this suite's cases as processes side by side, and a
+  // shared name let one case lint another's half-written exposition.
+  const std::string path = ::testing::TempDir() + "/fedagg-metrics-" + std::to_string(::getpid()) + ".txt";
   std::ofstream(path) << body;
   const std::string command = "promtool check metrics < " + path + " > " + path + ".lint 2>&1";
   const bool passed = std::system(command.c_str()) == 0;
