@@ -17,29 +17,16 @@ namespace {
 const AccumulatorFactory& BackendOf(const AggregationOptions& options) {
   return options.backend != nullptr ? *options.backend : CpuAccumulatorFactory::Default();
 }
-
-// The node part of a child id "<node>@<incarnation>" (service/server.cc names children
-// so); empty when the id names no incarnation.
-absl::string_view NodeOfChild(absl::string_view child_id) {
-  const size_t at = child_id.rfind('@');
-  return at == absl::string_view::npos ? absl::string_view() : child_id.substr(0, at);
-}
 }  // namespace
 
 Aggregation::Aggregation(AggregationConfig config, AggregationOptions options)
     : config_(std::move(config)),
       options_(options),
+      children_(config_.id),
+      durable_(options_.checkpointed),
       batches_(BatchReducer::Create(config_.reduction, BackendOf(options_), options_.batching)) {}
 
-Aggregation::~Aggregation() {
-  std::vector<std::function<void(bool)>> waiters;
-  {
-    MutexLock lock(&mu_);
-    for (auto& [version, waiter] : durable_waiters_) waiters.push_back(std::move(waiter));
-    durable_waiters_.clear();
-  }
-  RunDurableWaiters(waiters, false);
-}
+Aggregation::~Aggregation() { StopDurability(); }
 
 absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
     const AggregationCheckpoint& checkpoint, AggregationOptions options) {
@@ -64,19 +51,11 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
   aggregation->counted_.insert(checkpoint.counted.begin(), checkpoint.counted.end());
   aggregation->contributions_ = checkpoint.contributions;
   aggregation->weight_sum_ = checkpoint.weight_sum;
+  const absl::Time now = absl::Now();
   for (const AggregationCheckpoint::ChildProgress& progress : checkpoint.children) {
-    Child& child = aggregation->ChildLocked(progress.child_id);
-    child.last_sequence = progress.last_sequence;
-    child.durable_sequence = progress.last_sequence;
-    child.final_received = progress.final_received;
-    child.released = progress.released;
-    // Waited for as if joined: it rejoins after the restart to push what is missing; one
-    // that never does is given up after the child grace period, like a silent child (and
-    // its leases are released then).
-    child.connected = !progress.final_received && !progress.released;
-    for (const std::string& client_id : progress.leased) aggregation->leases_.Grant(progress.child_id, client_id);
+    aggregation->children_.Restore(progress, now);
   }
-  aggregation->sealed_at_ = absl::Now();
+  aggregation->sealed_at_ = now;
   if (checkpoint.state == v1::FINALIZED) {
     absl::StatusOr<AggregateResult> report = hold.partial().Report();
     if (!report.ok()) {
@@ -86,7 +65,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
     aggregation->result_ = std::make_shared<const AggregateResult>(*std::move(report));
     aggregation->weight_sum_ = aggregation->result_->weight_sum;
   }
-  aggregation->durable_version_ = aggregation->version_;
+  aggregation->durable_.MarkAllDurable();
   if (aggregation->AccumulatorsUnneededLocked()) {  // finished: the checkpoint holds it
     aggregation->ReleaseAccumulatorsLocked(hold);
   }
@@ -119,7 +98,7 @@ absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
                                            "' is in flight; wait for its ack"));
   }
   if (config_.max_contributions > 0 &&
-      contributions_ + static_cast<int64_t>(in_flight_.size() + leases_.size()) >= config_.max_contributions) {
+      contributions_ + static_cast<int64_t>(in_flight_.size() + children_.claims()) >= config_.max_contributions) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "aggregation '", id(), "' has all ", config_.max_contributions,
         " contributions it accepts (counted, in flight, or acknowledged by child aggregators)"));
@@ -129,7 +108,7 @@ absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
 }
 
 absl::Status Aggregation::CountedRefusalLocked(const std::string& client_id) const {
-  if (const std::string* holder = leases_.HolderOf(client_id)) {
+  if (const std::string* holder = children_.HolderOf(client_id)) {
     return absl::AbortedError(absl::StrCat(
         "the update of client '", client_id, "' to aggregation '", id(),
         "' was acknowledged by another aggregator (child '", *holder,
@@ -195,7 +174,7 @@ void Aggregation::ClaimForChild(const std::string& child_id, const std::string& 
   absl::Status begun;
   {
     MutexLock lock(&mu_);
-    begun = CheckChildNotReleasedLocked(child_id);
+    begun = children_.CheckNotGivenUp(child_id);
   }
   if (begun.ok()) begun = BeginUpdate(client_id);
   if (!begun.ok()) {
@@ -247,23 +226,22 @@ absl::Status Aggregation::CountClientLocked(const std::string& client_id) {
 
 absl::Status Aggregation::CommitChildClaim(const std::string& child_id, const std::string& client_id) {
   MutexLock lock(&mu_);
-  if (absl::Status released = CheckChildNotReleasedLocked(child_id); !released.ok()) {
+  if (absl::Status given_up = children_.CheckNotGivenUp(child_id); !given_up.ok()) {
     in_flight_.erase(client_id);
-    return released;
+    return given_up;
   }
   FEDAGG_RETURN_IF_ERROR(CountClientLocked(client_id));
-  ChildLocked(child_id);  // a child that claims before it joins is still given up if it never does
-  leases_.Grant(child_id, client_id);
-  ++version_;
+  children_.Grant(child_id, client_id);
+  durable_.Changed();
   return absl::OkStatus();
 }
 
 void Aggregation::ReleaseChildClaim(const std::string& child_id, const std::string& client_id) {
   {
     MutexLock lock(&mu_);
-    if (!leases_.Release(child_id, client_id)) return;
+    if (!children_.ReleaseClaim(child_id, client_id)) return;
     counted_.erase(client_id);
-    ++version_;
+    durable_.Changed();
   }
   ReleaseUpstream({client_id});
 }
@@ -275,36 +253,10 @@ void Aggregation::ReleaseUpstream(const std::vector<std::string>& client_ids) {
   }
 }
 
-Aggregation::Child& Aggregation::ChildLocked(const std::string& child_id) {
-  auto [it, created] = children_.try_emplace(child_id);
-  if (created) it->second.lost_since = absl::Now();
-  return it->second;
-}
-
-absl::Status Aggregation::CheckChildNotReleasedLocked(const std::string& child_id) const {
-  auto it = children_.find(child_id);
-  if (it == children_.end() || !it->second.released) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "this aggregator gave child '", child_id, "' up as lost for aggregation '", id(),
-      "' (its Join stream was gone for longer than the parent's --child_grace_ms, or a newer incarnation of "
-      "it joined) and released the client ids it had claimed without delivering their updates, so those "
-      "clients may send them again; it takes nothing more from that child for this aggregation"));
-}
-
-void Aggregation::ReleaseLostChildLocked(const std::string& child_id, const std::string& why,
-                                         std::vector<std::string>* released) {
-  Child& child = ChildLocked(child_id);
-  child.released = true;
-  child.connected = false;
-  child.notifier = nullptr;
-  std::vector<std::string> ids = leases_.ReleaseAll(child_id);
-  for (const std::string& client_id : ids) counted_.erase(client_id);
-  ++version_;
-  std::fprintf(stderr,
-               "fedagg-server: aggregation '%s': child aggregator '%s' is lost (%s); released the %zu client "
-               "ids it had claimed without delivering their updates, so those clients may send them again\n",
-               id().c_str(), child_id.c_str(), why.c_str(), ids.size());
-  released->insert(released->end(), std::make_move_iterator(ids.begin()), std::make_move_iterator(ids.end()));
+void Aggregation::ForgetGivenUpLocked(const ChildAggregators::GivenUp& given_up) {
+  if (given_up.children == 0) return;
+  for (const std::string& client_id : given_up.client_ids) counted_.erase(client_id);
+  durable_.Changed();
 }
 
 absl::StatusOr<int64_t> Aggregation::CommitUpdate(const std::string& client_id, ValidatedUpdate validated) {
@@ -323,7 +275,7 @@ absl::StatusOr<int64_t> Aggregation::CountUpdate(const std::string& client_id, V
   {
     MutexLock lock(&mu_);
     FEDAGG_RETURN_IF_ERROR(CountClientLocked(client_id));
-    ++version_;
+    durable_.Changed();
     if (options_.forwarding) undelivered_.push_back(client_id);
     weight_sum_ += update.view().weight.value_or(1.0);
     batches_->Add(std::move(update));  // under mu_: what is counted is pending, queued or reduced
@@ -373,25 +325,13 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
           final_delta_taken_ ? " and its final partial already went up" : "",
           "; the partial from child '", child_id, "' was not merged"));
     }
-    if (sequence == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "partial from child '", child_id, "' has sequence 0; sequences start at 1"));
-    }
-    FEDAGG_RETURN_IF_ERROR(CheckChildNotReleasedLocked(child_id));
-    Child& child_state = ChildLocked(child_id);
-    if (sequence <= child_state.last_sequence) return contributions_;  // a retried push
-    if (sequence != child_state.last_sequence + 1) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "partial ", sequence, " from child '", child_id, "' skips ahead: expected ",
-          child_state.last_sequence + 1));
-    }
+    FEDAGG_ASSIGN_OR_RETURN(const bool next, children_.CheckPush(child_id, sequence));
+    if (!next) return contributions_;  // a retried push
     absl::Status merged = hold.partial().MergeWith(taken);
     if (!merged.ok()) return merged;
     hold.AccountMemory();
-    child_state.last_sequence = sequence;
-    child_state.final_received |= final;
-    ++version_;
-    std::vector<std::string> covered = leases_.Cover(child_id, covered_client_ids);
+    durable_.Changed();
+    std::vector<std::string> covered = children_.RecordPush(child_id, sequence, final, covered_client_ids);
     if (options_.forwarding) undelivered_.insert(undelivered_.end(), covered.begin(), covered.end());
     contributions_ += taken.contributions();
     weight_sum_ += taken.weight_sum();
@@ -413,30 +353,14 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
 
 absl::StatusOr<Aggregation::ChildRegistration> Aggregation::ChildJoined(const std::string& child_id,
                                                                         ChildNotifier notifier) {
-  std::vector<std::string> released;
-  ChildRegistration registration;
+  ChildAggregators::GivenUp given_up;
+  absl::StatusOr<ChildRegistration> registration;
   {
     MutexLock lock(&mu_);
-    FEDAGG_RETURN_IF_ERROR(CheckChildNotReleasedLocked(child_id));
-    // An earlier incarnation of the same node whose stream is gone will not come back.
-    const absl::string_view node = NodeOfChild(child_id);
-    std::vector<std::string> earlier;
-    for (const auto& [other_id, other] : children_) {
-      if (!node.empty() && other_id != child_id && NodeOfChild(other_id) == node && !other.link_up &&
-          !other.released && !other.final_received && leases_.Holds(other_id)) {
-        earlier.push_back(other_id);
-      }
-    }
-    for (const std::string& other_id : earlier) {
-      ReleaseLostChildLocked(other_id, absl::StrCat("a newer incarnation '", child_id, "' joined"), &released);
-    }
-    Child& child = ChildLocked(child_id);
-    child.notifier = std::move(notifier);
-    child.connected = true;
-    child.link_up = true;
-    registration = ChildRegistration{child.last_sequence, state_ != v1::OPEN, ++child.joins};
+    registration = children_.Join(child_id, std::move(notifier), state_ != v1::OPEN, &given_up);
+    ForgetGivenUpLocked(given_up);
   }
-  ReleaseUpstream(released);
+  ReleaseUpstream(given_up.client_ids);
   return registration;
 }
 
@@ -444,24 +368,18 @@ void Aggregation::ChildLeft(const std::string& child_id, uint64_t join) {
   bool finalize = false;
   {
     MutexLock lock(&mu_);
-    auto it = children_.find(child_id);
-    if (it == children_.end() || it->second.joins != join) return;
-    it->second.connected = false;
-    it->second.notifier = nullptr;
-    it->second.link_up = false;
-    it->second.lost_since = absl::Now();
-    finalize = FinalizeDueLocked(absl::Now());
+    const absl::Time now = absl::Now();
+    if (!children_.Leave(child_id, join, now)) return;
+    finalize = FinalizeDueLocked(now);
   }
   if (finalize) FinalizeSoon(nullptr);
 }
 
 void Aggregation::SealLocked(std::vector<ChildNotifier>* to_notify) {
   state_ = v1::SEALED;
-  ++version_;
+  durable_.Changed();
   sealed_at_ = absl::Now();
-  for (const auto& [child_id, child] : children_) {
-    if (child.connected && child.notifier) to_notify->push_back(child.notifier);
-  }
+  *to_notify = children_.JoinedNotifiers();
 }
 
 absl::Status Aggregation::Seal(std::function<void()> settled) {
@@ -494,11 +412,9 @@ absl::Status Aggregation::Cancel(const std::string& reason) {
       return absl::FailedPreconditionError(absl::StrCat(
           "aggregation '", id(), "' is already ", v1::AggregationState_Name(state_)));
     }
-    for (const auto& [child_id, child] : children_) {
-      if (child.connected && child.notifier) to_notify.push_back(child.notifier);
-    }
+    to_notify = children_.JoinedNotifiers();
     state_ = v1::CANCELLED;
-    ++version_;
+    durable_.Changed();
     detail_ = reason.empty() ? "cancelled by an operator" : reason;
   }
   batches_->Discard();
@@ -508,20 +424,9 @@ absl::Status Aggregation::Cancel(const std::string& reason) {
   return absl::OkStatus();
 }
 
-bool Aggregation::ChildrenDoneLocked() const {
-  for (const auto& [child_id, child] : children_) {
-    if (child.final_received || child.released) continue;
-    // A joined child may still push. One whose stream is gone but that holds claims it
-    // has not delivered acknowledged those updates to their clients: it is waited for
-    // too, until it rejoins and pushes them or the grace period gives it up.
-    if (child.connected || leases_.Holds(child_id)) return false;
-  }
-  return true;
-}
-
 bool Aggregation::FinalizeDueLocked(absl::Time now) const {
   return !options_.forwarding && state_ == v1::SEALED &&
-         (ChildrenDoneLocked() || now >= sealed_at_ + options_.child_grace);
+         (children_.AllDone() || now >= sealed_at_ + options_.child_grace);
 }
 
 void Aggregation::FinalizeSoon(std::function<void()> then) {
@@ -599,7 +504,7 @@ void Aggregation::MaybeFinalize() {
     }
     MutexLock lock(&mu_);
     if (state_ != v1::SEALED) return;  // cancelled meanwhile: the outcome is that
-    ++version_;
+    durable_.Changed();
     state_ = state;
     detail_ = std::move(detail);
     result_ = std::move(result);
@@ -613,7 +518,7 @@ void Aggregation::MaybeFinalize() {
 
 bool Aggregation::AccumulatorsUnneededLocked() const {
   const bool finished = state_ == v1::FINALIZED || state_ == v1::FAILED || state_ == v1::CANCELLED;
-  return finished && (!options_.checkpointed || durable_version_ == version_);
+  return finished && (!options_.checkpointed || durable_.AllDurable());
 }
 
 void Aggregation::ReleaseFinishedAccumulators() {
@@ -655,23 +560,13 @@ void Aggregation::Tick(absl::Time now) {
   bool finalize = false;
   std::vector<ChildNotifier> to_notify;
   std::vector<std::function<void()>> join_waits_over;
-  std::vector<std::string> released;
+  ChildAggregators::GivenUp given_up;
   {
     MutexLock lock(&mu_);
     // Children whose stream has been gone for the grace period are lost: the clients whose
     // claims they hold may send their updates again.
-    std::vector<std::string> lost;
-    for (const auto& [child_id, child] : children_) {
-      if (!child.link_up && !child.released && !child.final_received && leases_.Holds(child_id) &&
-          now - child.lost_since >= options_.child_grace) {
-        lost.push_back(child_id);
-      }
-    }
-    for (const std::string& child_id : lost) {
-      ReleaseLostChildLocked(child_id,
-                             absl::StrCat("no Join stream for ", absl::FormatDuration(options_.child_grace)),
-                             &released);
-    }
+    given_up = children_.GiveUpSilent(now, options_.child_grace);
+    ForgetGivenUpLocked(given_up);
     // Join waiters whose deadline passed, or all of them once the aggregation left OPEN.
     const auto over = state_ == v1::OPEN ? join_waiters_.upper_bound(now) : join_waiters_.end();
     for (auto it = join_waiters_.begin(); it != over; ++it) join_waits_over.push_back(std::move(it->second));
@@ -684,7 +579,7 @@ void Aggregation::Tick(absl::Time now) {
     }
     finalize = FinalizeDueLocked(now);
   }
-  ReleaseUpstream(released);
+  ReleaseUpstream(given_up.client_ids);
   for (const std::function<void()>& run : join_waits_over) run();
   if (flush) FlushPending();
   for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
@@ -702,8 +597,8 @@ absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {
     MutexLock lock(&mu_);
     waiting = hold.TakeWaiting();
     delta.covered_client_ids.swap(undelivered_);
-    delta.durable_mark.version = version_;
-    for (const auto& [child_id, child] : children_) delta.durable_mark.child_sequences.emplace_back(child_id, child.last_sequence);
+    delta.durable_mark.version = durable_.version();
+    delta.durable_mark.child_sequences = children_.Sequences();
   }
   // Reduced and serialized without mu_, so that updates keep being counted meanwhile.
   absl::Status failed = hold.Reduce(std::move(waiting));
@@ -736,26 +631,24 @@ absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {
 
 bool Aggregation::AwaitChildren(absl::Time deadline) {
   MutexLock lock(&mu_);
-  return mu_.AwaitWithDeadline([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ChildrenDoneLocked(); }, deadline);
+  return mu_.AwaitWithDeadline([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return children_.AllDone(); }, deadline);
 }
 
 void Aggregation::MarkForwarded(const absl::Status& delivered) {
-  std::vector<std::function<void(bool)>> not_durable;
+  DurableAcks::Waiters not_durable;
   {
     MutexLock lock(&mu_);
     if (state_ == v1::CANCELLED || state_ == v1::FINALIZED || state_ == v1::FAILED) return;
     state_ = delivered.ok() ? v1::FINALIZED : v1::FAILED;
-    ++version_;
+    durable_.Changed();
     detail_ = delivered.ok() ? "forwarded to the parent aggregator"
                              : absl::StrCat("the final partial could not be delivered to the parent "
                                             "aggregator: ", delivered.ToString());
     // A delivered final push that waited for the parent's checkpoint released its waiters
     // already (MarkDurable); any left are not known to be durable.
-    durability_stopped_ = true;
-    for (auto& [version, waiter] : durable_waiters_) not_durable.push_back(std::move(waiter));
-    durable_waiters_.clear();
+    not_durable = durable_.Stop();
   }
-  RunDurableWaiters(not_durable, false);
+  DurableAcks::Run(not_durable, false);
   NotifyWatchers();
   ReleaseFinishedAccumulatorsSoon();
 }
@@ -766,31 +659,31 @@ absl::Status Aggregation::BackendError(absl::string_view what, const absl::Statu
 }
 
 absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshot() {
-  std::vector<std::function<void(bool)>> abandoned;
+  DurableAcks::Waiters abandoned;
   absl::StatusOr<std::optional<Snapshot>> snapshot = TakeSnapshotOrAbandon(&abandoned);
-  RunDurableWaiters(abandoned, false);  // outside the locks
+  DurableAcks::Run(abandoned, false);  // outside the locks
   return snapshot;
 }
 
 absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOrAbandon(
-    std::vector<std::function<void(bool)>>* abandoned) {
+    DurableAcks::Waiters* abandoned) {
   BatchReducer::Hold hold(*batches_);
   Snapshot snapshot;
   BatchReducer::Waiting waiting;
   {
     MutexLock lock(&mu_);
-    if (version_ == durable_version_) return std::nullopt;
+    if (durable_.AllDurable()) return std::nullopt;
     if (hold.partial().released()) {
       // Finished, and checkpointed as such before its accumulators were freed: what
       // changed since (a lost child's claims given back) matters to no restart, and no
       // acknowledgement waits for it.
-      durable_version_ = version_;
+      durable_.MarkAllDurable();
       return std::nullopt;
     }
     // Everything counted goes into the partial first (reduced below, without mu_), so the
     // counted set and the partial aggregate hold exactly the same updates.
     waiting = hold.TakeWaiting();
-    snapshot.version = version_;
+    snapshot.version = durable_.version();
     AggregationCheckpoint& checkpoint = snapshot.checkpoint;
     checkpoint.spec = config_.proto;
     checkpoint.state = state_;
@@ -798,10 +691,7 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOr
     checkpoint.contributions = contributions_;
     checkpoint.weight_sum = weight_sum_;
     checkpoint.counted.assign(counted_.begin(), counted_.end());
-    for (const auto& [child_id, child] : children_) {
-      checkpoint.children.push_back(
-          {child_id, child.last_sequence, child.final_received, child.released, leases_.HeldBy(child_id)});
-    }
+    checkpoint.children = children_.Progress();
   }
   // The partial changes only under the hold, still held: updates committed meanwhile wait
   // pending or queued and belong to the next snapshot.
@@ -809,9 +699,7 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOr
   if (!reduced.ok()) {
     // The partial no longer holds everything counted: no checkpoint will hold it.
     MutexLock lock(&mu_);
-    durability_stopped_ = true;
-    for (auto& [version, waiter] : durable_waiters_) abandoned->push_back(std::move(waiter));
-    durable_waiters_.clear();
+    *abandoned = durable_.Stop();
     return BackendError("reducing a batch failed, so no checkpoint can hold what was counted", reduced);
   }
   absl::StatusOr<std::string> partial = hold.partial().Serialize();
@@ -832,40 +720,25 @@ void Aggregation::MarkDurable(const Delta::DurableMark& mark) { MarkDurableUpTo(
 
 void Aggregation::MarkDurableUpTo(uint64_t version,
                                   const std::vector<std::pair<std::string, uint64_t>>& child_sequences) {
-  std::vector<std::function<void(bool)>> released;
+  DurableAcks::Waiters released;
   {
     MutexLock lock(&mu_);
-    durable_version_ = std::max(durable_version_, version);
-    for (const auto& [child_id, last_sequence] : child_sequences) {
-      Child& child = ChildLocked(child_id);
-      child.durable_sequence = std::max(child.durable_sequence, last_sequence);
-    }
-    auto end = durable_waiters_.upper_bound(durable_version_);
-    for (auto it = durable_waiters_.begin(); it != end; ++it) released.push_back(std::move(it->second));
-    durable_waiters_.erase(durable_waiters_.begin(), end);
+    released = durable_.MarkDurableUpTo(version);
+    children_.MarkDurable(child_sequences);
   }
-  RunDurableWaiters(released, true);
+  DurableAcks::Run(released, true);
   ReleaseFinishedAccumulatorsSoon();
 }
 
 void Aggregation::WhenDurable(std::function<void(bool)> done) {
-  bool waits = false;
-  bool durable = false;
+  std::optional<bool> answer;
   std::function<void()> wanted;
   {
     MutexLock lock(&mu_);
-    if (DurableAcksLocked() && !durability_stopped_) {
-      waits = version_ > durable_version_;
-      if (waits) {
-        durable_waiters_.emplace(version_, std::move(done));
-        wanted = durability_wanted_;
-      } else {
-        durable = true;
-      }
-    }
+    answer = durable_.Await(done, &wanted);
   }
-  if (!waits) {
-    done(durable);
+  if (answer.has_value()) {
+    done(*answer);
   } else if (wanted) {
     wanted();
   }
@@ -873,43 +746,36 @@ void Aggregation::WhenDurable(std::function<void(bool)> done) {
 
 bool Aggregation::durable_acks() const {
   MutexLock lock(&mu_);
-  return DurableAcksLocked();
+  return durable_.acks();
 }
 
 void Aggregation::SetUpstreamDurable(bool durable) {
   MutexLock lock(&mu_);
-  upstream_durable_ = durable;
+  durable_.SetUpstream(durable);
 }
 
 bool Aggregation::AwaitsDurability() const {
   MutexLock lock(&mu_);
-  return !durable_waiters_.empty();
+  return durable_.awaited();
 }
 
 void Aggregation::OnDurabilityWanted(std::function<void()> wanted) {
   MutexLock lock(&mu_);
-  durability_wanted_ = std::move(wanted);
+  durable_.OnWanted(std::move(wanted));
 }
 
 void Aggregation::StopDurability() {
-  std::vector<std::function<void(bool)>> waiters;
+  DurableAcks::Waiters waiters;
   {
     MutexLock lock(&mu_);
-    durability_stopped_ = true;
-    for (auto& [version, waiter] : durable_waiters_) waiters.push_back(std::move(waiter));
-    durable_waiters_.clear();
+    waiters = durable_.Stop();
   }
-  RunDurableWaiters(waiters, false);
-}
-
-void Aggregation::RunDurableWaiters(std::vector<std::function<void(bool)>>& waiters, bool durable) {
-  for (std::function<void(bool)>& waiter : waiters) waiter(durable);
+  DurableAcks::Run(waiters, false);
 }
 
 uint64_t Aggregation::DurableChildSequence(const std::string& child_id) const {
   MutexLock lock(&mu_);
-  auto it = children_.find(child_id);
-  return it == children_.end() ? 0 : it->second.durable_sequence;
+  return children_.DurableSequence(child_id);
 }
 
 void Aggregation::SetJoinedUpstream(bool joined, const absl::Status& why_not) {

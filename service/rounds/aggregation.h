@@ -49,8 +49,9 @@
 #include "service/core/update_buffer.h"
 #include "service/rounds/batch_reducer.h"
 #include "service/rounds/checkpoint_file.h"
+#include "service/rounds/child_aggregators.h"
 #include "service/rounds/client_claims.h"
-#include "service/rounds/client_leases.h"
+#include "service/rounds/durable_acks.h"
 #include "service/rounds/spec_conversion.h"
 
 namespace fedagg {
@@ -86,9 +87,9 @@ struct AggregationOptions {
 
 class Aggregation : public std::enable_shared_from_this<Aggregation> {
  public:
-  // Sent to a child aggregator over its Tier.Join stream.
-  enum class ChildCommand { kFlush, kSeal };
-  using ChildNotifier = std::function<void(ChildCommand)>;
+  // Sent to a child aggregator over its Tier.Join stream (child_aggregators.h).
+  using ChildCommand = ::fedagg::ChildCommand;
+  using ChildNotifier = ::fedagg::ChildNotifier;
 
   Aggregation(AggregationConfig config, AggregationOptions options);
   ~Aggregation();  // DURABLE acks still waiting get false
@@ -178,11 +179,7 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // child, for ChildLeft. A child joining releases the leases of an earlier incarnation of
   // the same node whose stream is gone (docs/PROTOCOL.md 6.2 names incarnations).
   // FAILED_PRECONDITION for a child this node gave up as lost.
-  struct ChildRegistration {
-    uint64_t last_sequence = 0;
-    bool sealed = false;
-    uint64_t join = 0;
-  };
+  using ChildRegistration = ChildAggregators::Registration;
   absl::StatusOr<ChildRegistration> ChildJoined(const std::string& child_id, ChildNotifier notifier);
   // The Join stream of registration `join` ended. Ignored when the child has joined again
   // since: a child that rejoined (its old stream ending late, as after a network outage)
@@ -304,12 +301,9 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // Why an update of a counted `client_id` is refused here; OK on a mirror with claims,
   // whose parent decides (the update may not have reached the root yet).
   absl::Status CountedRefusalLocked(const std::string& client_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // FAILED_PRECONDITION when `child_id` was given up as lost.
-  absl::Status CheckChildNotReleasedLocked(const std::string& child_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Gives `child_id` up as lost: its leases end and their ids are no longer counted here
-  // (appended to `released`, to be released at the parent too); it may push no more.
-  void ReleaseLostChildLocked(const std::string& child_id, const std::string& why,
-                              std::vector<std::string>* released) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Children given up as lost: the ids whose leases they held are no longer counted here
+  // (and are to be released at the parent too: ReleaseUpstream).
+  void ForgetGivenUpLocked(const ChildAggregators::GivenUp& given_up) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives back at the parent (forwarding mirrors with claims) ids released here.
   void ReleaseUpstream(const std::vector<std::string>& client_ids);
   // A granted child claim becomes a counted client id.
@@ -317,14 +311,10 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // `error` from the backend, with this aggregation's id and the backend's name.
   absl::Status BackendError(absl::string_view what, const absl::Status& error) const;
   // TakeSnapshot under the locks; the acks that will never be durable go to `abandoned`.
-  absl::StatusOr<std::optional<Snapshot>> TakeSnapshotOrAbandon(
-      std::vector<std::function<void(bool)>>* abandoned);
+  absl::StatusOr<std::optional<Snapshot>> TakeSnapshotOrAbandon(DurableAcks::Waiters* abandoned);
   // Releases the DURABLE waiters up to `version` and records the children's durable
   // sequences.
   void MarkDurableUpTo(uint64_t version, const std::vector<std::pair<std::string, uint64_t>>& child_sequences);
-  bool DurableAcksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return options_.checkpointed || upstream_durable_;
-  }
   // CommitUpdate's counting, without the finalization: `completed` says whether this
   // update sealed the aggregation (max_contributions), which the caller then finalizes.
   absl::StatusOr<int64_t> CountUpdate(const std::string& client_id, ValidatedUpdate validated, bool* completed);
@@ -350,13 +340,7 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   void ReleaseAccumulatorsLocked(BatchReducer::Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AccumulatorsUnneededLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SealLocked(std::vector<ChildNotifier>* to_notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether no child is left to wait for: each child that is joined, or whose stream is
-  // gone while it holds claims it has not delivered, has pushed its final partial or was
-  // given up as lost.
-  bool ChildrenDoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NotifyWatchers();
-  // Runs waiters outside the locks.
-  static void RunDurableWaiters(std::vector<std::function<void(bool)>>& waiters, bool durable);
 
   const AggregationConfig config_;
   const AggregationOptions options_;
@@ -367,15 +351,13 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // Client ids whose update is in the partial (or pending), or whose claim a child holds.
   std::set<std::string> counted_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
-  // The ids of counted_ that children claimed and have not delivered yet.
-  ClientLeases leases_ ABSL_GUARDED_BY(mu_);
+  // The child aggregators, and the ids of counted_ they claimed and have not delivered yet.
+  ChildAggregators children_ ABSL_GUARDED_BY(mu_);
   // Forwarding mirrors: the clients whose updates entered the partial since the last
   // TakeDelta (the next delta's covered_client_ids).
   std::vector<std::string> undelivered_ ABSL_GUARDED_BY(mu_);
   int64_t contributions_ ABSL_GUARDED_BY(mu_) = 0;
   bool joined_upstream_ ABSL_GUARDED_BY(mu_) = false;
-  bool upstream_durable_ ABSL_GUARDED_BY(mu_) = false;  // mirrors: SetUpstreamDurable
-  std::function<void()> durability_wanted_ ABSL_GUARDED_BY(mu_);  // mirrors: OnDurabilityWanted
   absl::Status upstream_error_ ABSL_GUARDED_BY(mu_);  // why not joined; OK: not tried yet
   bool final_delta_taken_ ABSL_GUARDED_BY(mu_) = false;
   // With a finalizer: one task at a time runs this aggregation's finalization attempts
@@ -386,26 +368,9 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   std::vector<std::function<void()>> finalization_waiters_ ABSL_GUARDED_BY(mu_);
   double weight_sum_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time sealed_at_ ABSL_GUARDED_BY(mu_);
-  // Durability: bumped by every change a checkpoint must hold.
-  uint64_t version_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t durable_version_ ABSL_GUARDED_BY(mu_) = 0;
-  bool durability_stopped_ ABSL_GUARDED_BY(mu_) = false;
-  std::multimap<uint64_t, std::function<void(bool)>> durable_waiters_ ABSL_GUARDED_BY(mu_);
+  // Durability: every change a checkpoint must hold bumps its version.
+  DurableAcks durable_ ABSL_GUARDED_BY(mu_);
   std::multimap<absl::Time, std::function<void()>> join_waiters_ ABSL_GUARDED_BY(mu_);  // by deadline
-  struct Child {
-    ChildNotifier notifier;
-    uint64_t last_sequence = 0;
-    uint64_t durable_sequence = 0;  // last_sequence in the last checkpoint on disk
-    bool connected = false;
-    bool final_received = false;
-    uint64_t joins = 0;  // ChildJoined calls so far; the last one's stream is the live one
-    bool link_up = false;        // its latest Join stream is open
-    absl::Time lost_since;       // when its stream ended (or this node restarted)
-    bool released = false;       // given up as lost: its leases were released
-  };
-  // The child's record, created (as not linked, lost since now) when first seen.
-  Child& ChildLocked(const std::string& child_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::map<std::string, Child> children_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const AggregateResult> result_ ABSL_GUARDED_BY(mu_);
   bool accumulators_released_ ABSL_GUARDED_BY(mu_) = false;
   std::map<int, std::function<void()>> watchers_ ABSL_GUARDED_BY(mu_);

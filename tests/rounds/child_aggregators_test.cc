@@ -1,0 +1,172 @@
+// ChildAggregators on its own: pushes merged in sequence and once, leases ended only by
+// the child that holds them, who is waited for, who is given up as lost and when, and a
+// checkpoint's progress restored as it was written.
+#include "service/rounds/child_aggregators.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace fedagg {
+namespace {
+
+using Strings = std::vector<std::string>;
+
+const absl::Time kStart = absl::FromUnixSeconds(1'000'000);
+constexpr absl::Duration kGrace = absl::Seconds(10);
+
+ChildAggregators::Registration JoinOrDie(ChildAggregators& children, const std::string& child_id,
+                                         ChildNotifier notifier = [](ChildCommand) {}) {
+  ChildAggregators::GivenUp given_up;
+  absl::StatusOr<ChildAggregators::Registration> joined = children.Join(child_id, notifier, false, &given_up);
+  EXPECT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(given_up.children, 0);
+  return joined.ok() ? *joined : ChildAggregators::Registration{};
+}
+
+TEST(ChildAggregatorsTest, PushesAreMergedInSequenceAndOnce) {
+  ChildAggregators children("r");
+  EXPECT_EQ(children.CheckPush("edge@1", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*children.CheckPush("edge@1", 1), true);
+  EXPECT_EQ(children.CheckPush("edge@1", 2).status().code(), absl::StatusCode::kFailedPrecondition);
+  children.RecordPush("edge@1", 1, false, {});
+  EXPECT_EQ(*children.CheckPush("edge@1", 1), false);  // a retried push: acknowledged, not merged again
+  EXPECT_EQ(*children.CheckPush("edge@1", 2), true);
+  const absl::Status skipped = children.CheckPush("edge@1", 4).status();
+  EXPECT_EQ(skipped.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(skipped.message().find("expected 2"), absl::string_view::npos) << skipped;
+}
+
+TEST(ChildAggregatorsTest, APushEndsOnlyTheLeasesItsChildHolds) {
+  ChildAggregators children("r");
+  children.Grant("a@1", "x");
+  children.Grant("b@1", "y");
+  EXPECT_EQ(children.claims(), 2u);
+  EXPECT_EQ(children.RecordPush("a@1", 1, false, {"x", "y"}), Strings{"x"});
+  EXPECT_EQ(children.HolderOf("x"), nullptr);
+  ASSERT_NE(children.HolderOf("y"), nullptr);
+  EXPECT_EQ(*children.HolderOf("y"), "b@1");
+  EXPECT_FALSE(children.ReleaseClaim("a@1", "y"));
+  EXPECT_TRUE(children.ReleaseClaim("b@1", "y"));
+  EXPECT_EQ(children.claims(), 0u);
+}
+
+TEST(ChildAggregatorsTest, JoinedChildrenAndUndeliveredClaimsAreWaitedFor) {
+  ChildAggregators children("r");
+  EXPECT_TRUE(children.AllDone());
+  const ChildAggregators::Registration joined = JoinOrDie(children, "a@1");
+  EXPECT_FALSE(children.AllDone());
+  ASSERT_TRUE(children.Leave("a@1", joined.join, kStart));
+  EXPECT_TRUE(children.AllDone());  // gone, and it holds nothing acknowledged
+
+  children.Grant("b@1", "y");  // claimed without ever joining: acknowledged, not delivered
+  EXPECT_FALSE(children.AllDone());
+  children.RecordPush("b@1", 1, true, {"y"});
+  EXPECT_TRUE(children.AllDone());
+}
+
+TEST(ChildAggregatorsTest, AChildGoneForTheGracePeriodWithClaimsIsGivenUp) {
+  ChildAggregators children("r");
+  const ChildAggregators::Registration joined = JoinOrDie(children, "a@1");
+  children.Grant("a@1", "x");
+  children.Grant("a@1", "z");
+  JoinOrDie(children, "c@1");  // joined, holds nothing: never given up
+  EXPECT_EQ(children.GiveUpSilent(kStart + absl::Hours(1), kGrace).children, 0);  // a@1's stream is open
+  ASSERT_TRUE(children.Leave("a@1", joined.join, kStart));
+  EXPECT_EQ(children.GiveUpSilent(kStart + kGrace - absl::Milliseconds(1), kGrace).children, 0);
+
+  const ChildAggregators::GivenUp given_up = children.GiveUpSilent(kStart + kGrace, kGrace);
+  EXPECT_EQ(given_up.children, 1);
+  EXPECT_EQ(given_up.client_ids, (Strings{"x", "z"}));
+  EXPECT_EQ(children.claims(), 0u);
+  EXPECT_EQ(children.GiveUpSilent(kStart + absl::Hours(1), kGrace).children, 0);  // once
+  EXPECT_EQ(children.CheckNotGivenUp("a@1").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(children.CheckPush("a@1", 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  ChildAggregators::GivenUp ignored;
+  EXPECT_EQ(children.Join("a@1", nullptr, false, &ignored).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(children.CheckNotGivenUp("c@1").ok());
+}
+
+TEST(ChildAggregatorsTest, ANewerIncarnationGivesUpAGoneOneOfTheSameNode) {
+  ChildAggregators children("r");
+  const ChildAggregators::Registration old_join = JoinOrDie(children, "edge@1");
+  children.Grant("edge@1", "x");
+  JoinOrDie(children, "other@1");
+  children.Grant("other@1", "y");
+  ChildAggregators::GivenUp given_up;
+  ASSERT_TRUE(children.Join("edge@2", nullptr, false, &given_up).ok());
+  EXPECT_EQ(given_up.children, 0);  // edge@1's stream is still open: it is not gone
+
+  ASSERT_TRUE(children.Leave("edge@1", old_join.join, kStart));
+  ASSERT_TRUE(children.Join("edge@2", nullptr, false, &given_up).ok());
+  EXPECT_EQ(given_up.children, 1);
+  EXPECT_EQ(given_up.client_ids, Strings{"x"});
+  ASSERT_NE(children.HolderOf("y"), nullptr);  // another node's claims stay
+}
+
+TEST(ChildAggregatorsTest, TheEndOfAnOlderJoinIsIgnored) {
+  ChildAggregators children("r");
+  int seals = 0;
+  const ChildNotifier notifier = [&seals](ChildCommand command) { seals += command == ChildCommand::kSeal; };
+  const ChildAggregators::Registration first = JoinOrDie(children, "a@1", notifier);
+  ChildAggregators::GivenUp given_up;
+  const ChildAggregators::Registration second = *children.Join("a@1", notifier, true, &given_up);
+  EXPECT_TRUE(second.sealed);
+  EXPECT_NE(first.join, second.join);
+  EXPECT_FALSE(children.Leave("a@1", first.join, kStart));
+  std::vector<ChildNotifier> joined = children.JoinedNotifiers();
+  ASSERT_EQ(joined.size(), 1u);
+  joined.front()(ChildCommand::kSeal);
+  EXPECT_EQ(seals, 1);
+  EXPECT_TRUE(children.Leave("a@1", second.join, kStart));
+  EXPECT_TRUE(children.JoinedNotifiers().empty());
+}
+
+TEST(ChildAggregatorsTest, ProgressIsRestoredAsWrittenAndRestoredChildrenAreWaitedFor) {
+  ChildAggregators children("r");
+  JoinOrDie(children, "a@1");
+  children.Grant("a@1", "x");
+  children.RecordPush("a@1", 1, false, {});
+  children.RecordPush("a@1", 2, false, {});
+  children.Grant("b@1", "y");
+  children.RecordPush("b@1", 1, true, {"y"});
+  children.Grant("c@1", "z");
+  // c@1 never joined: known since its claim (now, on the clock), given up after the grace.
+  EXPECT_EQ(children.GiveUpSilent(absl::Now() + absl::Hours(1), kGrace).children, 1);
+  const std::vector<AggregationCheckpoint::ChildProgress> written = children.Progress();
+  ASSERT_EQ(written.size(), 3u);
+
+  ChildAggregators restored("r");
+  for (const AggregationCheckpoint::ChildProgress& progress : written) restored.Restore(progress, kStart);
+  const std::vector<AggregationCheckpoint::ChildProgress> read = restored.Progress();
+  ASSERT_EQ(read.size(), written.size());
+  for (size_t i = 0; i < read.size(); ++i) {
+    EXPECT_EQ(read[i].child_id, written[i].child_id);
+    EXPECT_EQ(read[i].last_sequence, written[i].last_sequence);
+    EXPECT_EQ(read[i].final_received, written[i].final_received);
+    EXPECT_EQ(read[i].released, written[i].released);
+    EXPECT_EQ(read[i].leased, written[i].leased);
+  }
+  EXPECT_EQ(written[0].leased, Strings{"x"});
+  EXPECT_TRUE(written[1].final_received);
+  EXPECT_TRUE(written[2].released);
+  EXPECT_EQ(restored.DurableSequence("a@1"), 2u);  // the checkpoint holds what it restored
+  EXPECT_EQ(*restored.CheckPush("a@1", 3), true);
+  EXPECT_FALSE(restored.AllDone());  // a@1 pushed no final partial: it is waited for to rejoin
+  EXPECT_TRUE(restored.CheckNotGivenUp("c@1").code() == absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ChildAggregatorsTest, DurableSequencesOnlyGrow) {
+  ChildAggregators children("r");
+  EXPECT_EQ(children.DurableSequence("a@1"), 0u);
+  children.RecordPush("a@1", 1, false, {});
+  children.RecordPush("a@1", 2, false, {});
+  EXPECT_EQ(children.Sequences(), (std::vector<std::pair<std::string, uint64_t>>{{"a@1", 2}}));
+  children.MarkDurable({{"a@1", 2}});
+  children.MarkDurable({{"a@1", 1}});  // an older checkpoint's word, reported late
+  EXPECT_EQ(children.DurableSequence("a@1"), 2u);
+}
+
+}  // namespace
+}  // namespace fedagg
