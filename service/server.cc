@@ -77,6 +77,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
                                 : std::min(config.batch_max_bytes, std::max<uint64_t>(config.ingest_window_bytes / 2, 1));
   options.flush_interval = config.flush_interval;
   options.retain_finished = config.retain_finished;
+  options.retain_finished_bytes = config.retain_finished_bytes;
   server->memory_budget_ = std::make_unique<MemoryBudget>(config.memory_budget_bytes);
   options.batching.memory_budget = server->memory_budget_.get();
   // Released update buffers are kept for the next updates, as many bytes as the window

@@ -53,6 +53,9 @@ struct ServerConfig {
   uint64_t batch_max_bytes = uint64_t{64} << 20;  // a batch is also full at this many payload bytes
   absl::Duration flush_interval = absl::Milliseconds(100);
   int retain_finished = 1000;
+  // Results of finished aggregations kept, in bytes, before older ones are forgotten
+  // (AggregationOptions::retain_finished_bytes); 0: no such bound.
+  uint64_t retain_finished_bytes = uint64_t{1} << 30;
   uint64_t max_update_bytes = uint64_t{1} << 30;
   // Bytes of client data (updates in flight, pending batches, accumulators) this node
   // holds at most; a new update that would exceed it is refused. 0: no budget.

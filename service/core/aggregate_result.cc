@@ -1,4 +1,4 @@
-// Owned result tensors: element access widened to double.
+// Owned result tensors: element access widened to double; the bytes a result holds.
 #include "service/core/aggregate_result.h"
 
 #include "service/core/half_float.h"
@@ -15,6 +15,14 @@ double Tensor::ValueAsDouble(size_t i) const {
     case DType::kBFloat16: return ToFloat(values<BFloat16>()[i]);
   }
   return 0;
+}
+
+uint64_t AggregateResult::MemoryBytes() const {
+  uint64_t bytes = 0;
+  for (const ReportedField& field : fields) {
+    bytes += field.value.bytes.size() + (field.indices.size() + field.counts.size()) * sizeof(int64_t);
+  }
+  return bytes;
 }
 
 }  // namespace fedagg

@@ -55,6 +55,9 @@ struct AggregateResult {
   int64_t contributions = 0;
   double weight_sum = 0;
   std::vector<ReportedField> fields;
+
+  // The bytes its fields' values, indices and counts take.
+  uint64_t MemoryBytes() const;
 };
 
 }  // namespace fedagg

@@ -21,7 +21,12 @@ ABSL_FLAG(int64_t, flush_interval_ms, 100,
           "a batch that has not filled up is reduced once its oldest update waited this long");
 ABSL_FLAG(int, retain_finished, 1000,
           "finished aggregations (and their results) kept; older ones are forgotten, and sooner, oldest "
-          "first, when a new aggregation needs their memory");
+          "first, when their results take more than --retain_finished_mib or a new aggregation needs "
+          "their memory");
+ABSL_FLAG(int64_t, retain_finished_mib, 1024,
+          "MiB the results of finished aggregations may take together: beyond it the oldest finished "
+          "aggregations that hold a result are forgotten (never the newest result, whatever its size); "
+          "0: no bound but --retain_finished");
 ABSL_FLAG(int64_t, max_update_mib, 1024, "largest accepted client update, MiB");
 ABSL_FLAG(int64_t, memory_budget_bytes, 0,
           "bytes of client data (updates being received, pending batches, accumulators) this "
@@ -49,6 +54,9 @@ absl::Status ApplyIngestFlags(ServerConfig& config, std::string* ingest_window_r
   config.batch_max_bytes = static_cast<uint64_t>(std::max(absl::GetFlag(FLAGS_batch_max_mib), 0)) << 20;
   config.flush_interval = absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
   config.retain_finished = absl::GetFlag(FLAGS_retain_finished);
+  FEDAGG_ASSIGN_OR_RETURN(const uint64_t retain_finished_mib,
+                          NonNegativeFlag("retain_finished_mib", absl::GetFlag(FLAGS_retain_finished_mib)));
+  config.retain_finished_bytes = std::min(retain_finished_mib, ~uint64_t{0} >> 20) << 20;
   config.max_update_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_update_mib)) << 20;
   FEDAGG_ASSIGN_OR_RETURN(config.memory_budget_bytes,
                           NonNegativeFlag("memory_budget_bytes", absl::GetFlag(FLAGS_memory_budget_bytes)));

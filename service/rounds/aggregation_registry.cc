@@ -1,8 +1,10 @@
 // AggregationRegistry: creation, lookup (with upstream mirroring) and the deadline ticker.
 #include "service/rounds/aggregation_registry.h"
 
+#include <algorithm>
 #include <new>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "service/core/machine_resources.h"
@@ -276,7 +278,7 @@ void AggregationRegistry::TickerLoop() {
     }
     const absl::Time now = absl::Now();
     for (const std::shared_ptr<Aggregation>& aggregation : List()) aggregation->Tick(now);
-    ForgetFinished(options_.retain_finished);
+    ForgetFinished(options_.retain_finished, options_.retain_finished_bytes);
   }
 }
 
@@ -289,14 +291,30 @@ std::vector<std::string> AggregationRegistry::FinishedLocked() const {
   return finished;
 }
 
-bool AggregationRegistry::ForgetFinished(int keep) {
+bool AggregationRegistry::ForgetFinished(int keep, uint64_t keep_bytes) {
   std::vector<std::shared_ptr<Aggregation>> forgotten;  // destroyed after the lock is released
   {
     MutexLock lock(&mu_);
     const std::vector<std::string> finished = FinishedLocked();
-    const int excess = static_cast<int>(finished.size()) - std::max(keep, 0);
-    if (excess <= 0) return false;
-    ForgetLocked(std::set<std::string>(finished.begin(), finished.begin() + excess), &forgotten);
+    const size_t excess = finished.size() - std::min(finished.size(), static_cast<size_t>(std::max(keep, 0)));
+    std::set<std::string> forget(finished.begin(), finished.begin() + static_cast<ptrdiff_t>(excess));
+    if (keep_bytes > 0) {
+      // The results of those kept, oldest first: all but the newest may go.
+      std::vector<std::pair<std::string, uint64_t>> results;
+      uint64_t kept_bytes = 0;
+      for (size_t i = excess; i < finished.size(); ++i) {
+        const uint64_t bytes = by_id_.at(finished[i])->result_bytes();
+        if (bytes == 0) continue;  // no result: going would free nothing of the bound
+        results.emplace_back(finished[i], bytes);
+        kept_bytes += bytes;
+      }
+      for (size_t i = 0; kept_bytes > keep_bytes && i + 1 < results.size(); ++i) {
+        forget.insert(results[i].first);
+        kept_bytes -= results[i].second;
+      }
+    }
+    if (forget.empty()) return false;
+    ForgetLocked(forget, &forgotten);
   }
   return true;
 }

@@ -13,7 +13,6 @@ namespace {
 
 using Strings = std::vector<std::string>;
 
-const absl::Time kStart = absl::FromUnixSeconds(1'000'000);
 constexpr absl::Duration kGrace = absl::Seconds(10);
 
 ChildAggregators::Registration JoinOrDie(ChildAggregators& children, const std::string& child_id,
@@ -25,14 +24,21 @@ ChildAggregators::Registration JoinOrDie(ChildAggregators& children, const std::
   return joined.ok() ? *joined : ChildAggregators::Registration{};
 }
 
+// Whether push `sequence` of `child_id` is to be merged, asserting that it is not refused.
+bool Accepts(const ChildAggregators& children, const std::string& child_id, uint64_t sequence) {
+  const absl::StatusOr<bool> next = children.CheckPush(child_id, sequence);
+  EXPECT_TRUE(next.ok()) << next.status();
+  return next.ok() && *next;
+}
+
 TEST(ChildAggregatorsTest, PushesAreMergedInSequenceAndOnce) {
   ChildAggregators children("r");
   EXPECT_EQ(children.CheckPush("edge@1", 0).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(*children.CheckPush("edge@1", 1), true);
+  EXPECT_TRUE(Accepts(children, "edge@1", 1));
   EXPECT_EQ(children.CheckPush("edge@1", 2).status().code(), absl::StatusCode::kFailedPrecondition);
   children.RecordPush("edge@1", 1, false, {});
-  EXPECT_EQ(*children.CheckPush("edge@1", 1), false);  // a retried push: acknowledged, not merged again
-  EXPECT_EQ(*children.CheckPush("edge@1", 2), true);
+  EXPECT_FALSE(Accepts(children, "edge@1", 1));  // a retried push: acknowledged, not merged again
+  EXPECT_TRUE(Accepts(children, "edge@1", 2));
   const absl::Status skipped = children.CheckPush("edge@1", 4).status();
   EXPECT_EQ(skipped.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(skipped.message().find("expected 2"), absl::string_view::npos) << skipped;
@@ -57,12 +63,12 @@ TEST(ChildAggregatorsTest, JoinedChildrenAndUndeliveredClaimsAreWaitedFor) {
   EXPECT_TRUE(children.AllDone());
   const ChildAggregators::Registration joined = JoinOrDie(children, "a@1");
   EXPECT_FALSE(children.AllDone());
-  ASSERT_TRUE(children.Leave("a@1", joined.join, kStart));
+  ASSERT_TRUE(children.Leave("a@1", joined.join, absl::Now()));
   EXPECT_TRUE(children.AllDone());  // gone, and it holds nothing acknowledged
 
   children.Grant("b@1", "y");  // claimed without ever joining: acknowledged, not delivered
   EXPECT_FALSE(children.AllDone());
-  children.RecordPush("b@1", 1, true, {"y"});
+  children.RecordPush("b@1", 1, /*final=*/false, {"y"});  // delivered: its lease ends
   EXPECT_TRUE(children.AllDone());
 }
 
@@ -72,15 +78,16 @@ TEST(ChildAggregatorsTest, AChildGoneForTheGracePeriodWithClaimsIsGivenUp) {
   children.Grant("a@1", "x");
   children.Grant("a@1", "z");
   JoinOrDie(children, "c@1");  // joined, holds nothing: never given up
-  EXPECT_EQ(children.GiveUpSilent(kStart + absl::Hours(1), kGrace).children, 0);  // a@1's stream is open
-  ASSERT_TRUE(children.Leave("a@1", joined.join, kStart));
-  EXPECT_EQ(children.GiveUpSilent(kStart + kGrace - absl::Milliseconds(1), kGrace).children, 0);
+  // Known for longer than the grace period, but its stream is open.
+  EXPECT_EQ(children.GiveUpSilent(absl::Now() + absl::Hours(1), kGrace).children, 0);
+  const absl::Time left = absl::Now();
+  ASSERT_TRUE(children.Leave("a@1", joined.join, left));
+  EXPECT_EQ(children.GiveUpSilent(left + kGrace - absl::Milliseconds(1), kGrace).children, 0);
 
-  const ChildAggregators::GivenUp given_up = children.GiveUpSilent(kStart + kGrace, kGrace);
+  const ChildAggregators::GivenUp given_up = children.GiveUpSilent(left + kGrace, kGrace);
   EXPECT_EQ(given_up.children, 1);
   EXPECT_EQ(given_up.client_ids, (Strings{"x", "z"}));
   EXPECT_EQ(children.claims(), 0u);
-  EXPECT_EQ(children.GiveUpSilent(kStart + absl::Hours(1), kGrace).children, 0);  // once
   EXPECT_EQ(children.CheckNotGivenUp("a@1").code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(children.CheckPush("a@1", 1).status().code(), absl::StatusCode::kFailedPrecondition);
   ChildAggregators::GivenUp ignored;
@@ -92,13 +99,14 @@ TEST(ChildAggregatorsTest, ANewerIncarnationGivesUpAGoneOneOfTheSameNode) {
   ChildAggregators children("r");
   const ChildAggregators::Registration old_join = JoinOrDie(children, "edge@1");
   children.Grant("edge@1", "x");
-  JoinOrDie(children, "other@1");
+  const ChildAggregators::Registration other_join = JoinOrDie(children, "other@1");
   children.Grant("other@1", "y");
+  ASSERT_TRUE(children.Leave("other@1", other_join.join, absl::Now()));  // gone too, but another node
   ChildAggregators::GivenUp given_up;
   ASSERT_TRUE(children.Join("edge@2", nullptr, false, &given_up).ok());
   EXPECT_EQ(given_up.children, 0);  // edge@1's stream is still open: it is not gone
 
-  ASSERT_TRUE(children.Leave("edge@1", old_join.join, kStart));
+  ASSERT_TRUE(children.Leave("edge@1", old_join.join, absl::Now()));
   ASSERT_TRUE(children.Join("edge@2", nullptr, false, &given_up).ok());
   EXPECT_EQ(given_up.children, 1);
   EXPECT_EQ(given_up.client_ids, Strings{"x"});
@@ -111,34 +119,42 @@ TEST(ChildAggregatorsTest, TheEndOfAnOlderJoinIsIgnored) {
   const ChildNotifier notifier = [&seals](ChildCommand command) { seals += command == ChildCommand::kSeal; };
   const ChildAggregators::Registration first = JoinOrDie(children, "a@1", notifier);
   ChildAggregators::GivenUp given_up;
-  const ChildAggregators::Registration second = *children.Join("a@1", notifier, true, &given_up);
+  const absl::StatusOr<ChildAggregators::Registration> rejoined = children.Join("a@1", notifier, true, &given_up);
+  ASSERT_TRUE(rejoined.ok()) << rejoined.status();
+  const ChildAggregators::Registration& second = *rejoined;
   EXPECT_TRUE(second.sealed);
   EXPECT_NE(first.join, second.join);
-  EXPECT_FALSE(children.Leave("a@1", first.join, kStart));
+  EXPECT_FALSE(children.Leave("a@1", first.join, absl::Now()));
   std::vector<ChildNotifier> joined = children.JoinedNotifiers();
   ASSERT_EQ(joined.size(), 1u);
   joined.front()(ChildCommand::kSeal);
   EXPECT_EQ(seals, 1);
-  EXPECT_TRUE(children.Leave("a@1", second.join, kStart));
+  EXPECT_TRUE(children.Leave("a@1", second.join, absl::Now()));
   EXPECT_TRUE(children.JoinedNotifiers().empty());
 }
 
 TEST(ChildAggregatorsTest, ProgressIsRestoredAsWrittenAndRestoredChildrenAreWaitedFor) {
   ChildAggregators children("r");
-  JoinOrDie(children, "a@1");
+  JoinOrDie(children, "a@1");  // pushes 1 and 2, delivering its claim: holds none, no final push
   children.Grant("a@1", "x");
   children.RecordPush("a@1", 1, false, {});
-  children.RecordPush("a@1", 2, false, {});
-  children.Grant("b@1", "y");
+  children.RecordPush("a@1", 2, false, {"x"});
+  children.Grant("b@1", "y");  // its final push delivered its claim
   children.RecordPush("b@1", 1, true, {"y"});
-  children.Grant("c@1", "z");
-  // c@1 never joined: known since its claim (now, on the clock), given up after the grace.
+  children.Grant("c@1", "z");  // never joined: known since its claim, given up after the grace
   EXPECT_EQ(children.GiveUpSilent(absl::Now() + absl::Hours(1), kGrace).children, 1);
+  children.Grant("e@1", "q");  // holds a claim it has not delivered
   const std::vector<AggregationCheckpoint::ChildProgress> written = children.Progress();
-  ASSERT_EQ(written.size(), 3u);
+  ASSERT_EQ(written.size(), 4u);
+  EXPECT_EQ(written[0].last_sequence, 2u);
+  EXPECT_TRUE(written[0].leased.empty());
+  EXPECT_TRUE(written[1].final_received);
+  EXPECT_TRUE(written[2].released);
+  EXPECT_EQ(written[3].leased, Strings{"q"});
 
   ChildAggregators restored("r");
-  for (const AggregationCheckpoint::ChildProgress& progress : written) restored.Restore(progress, kStart);
+  const absl::Time restart = absl::Now() + absl::Hours(2);
+  for (const AggregationCheckpoint::ChildProgress& progress : written) restored.Restore(progress, restart);
   const std::vector<AggregationCheckpoint::ChildProgress> read = restored.Progress();
   ASSERT_EQ(read.size(), written.size());
   for (size_t i = 0; i < read.size(); ++i) {
@@ -148,13 +164,16 @@ TEST(ChildAggregatorsTest, ProgressIsRestoredAsWrittenAndRestoredChildrenAreWait
     EXPECT_EQ(read[i].released, written[i].released);
     EXPECT_EQ(read[i].leased, written[i].leased);
   }
-  EXPECT_EQ(written[0].leased, Strings{"x"});
-  EXPECT_TRUE(written[1].final_received);
-  EXPECT_TRUE(written[2].released);
   EXPECT_EQ(restored.DurableSequence("a@1"), 2u);  // the checkpoint holds what it restored
-  EXPECT_EQ(*restored.CheckPush("a@1", 3), true);
-  EXPECT_FALSE(restored.AllDone());  // a@1 pushed no final partial: it is waited for to rejoin
-  EXPECT_TRUE(restored.CheckNotGivenUp("c@1").code() == absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Accepts(restored, "a@1", 3));
+  EXPECT_EQ(restored.CheckNotGivenUp("c@1").code(), absl::StatusCode::kFailedPrecondition);
+  // e@1, with its claim, is lost since the restart: given up a grace period after it.
+  EXPECT_EQ(restored.GiveUpSilent(restart + kGrace - absl::Milliseconds(1), kGrace).children, 0);
+  const ChildAggregators::GivenUp given_up = restored.GiveUpSilent(restart + kGrace, kGrace);
+  EXPECT_EQ(given_up.children, 1);
+  EXPECT_EQ(given_up.client_ids, Strings{"q"});
+  // a@1 holds no claim and pushed no final partial: still waited for as if joined, to rejoin.
+  EXPECT_FALSE(restored.AllDone());
 }
 
 TEST(ChildAggregatorsTest, DurableSequencesOnlyGrow) {

@@ -1,0 +1,104 @@
+// Which finished aggregations the registry keeps (its ticker forgets the rest): the newest
+// AggregationOptions::retain_finished, and of those, results that take at most
+// retain_finished_bytes together — oldest first go, only aggregations holding a result,
+// never the newest result, never an open aggregation.
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "service/rounds/aggregation_registry.h"
+#include "tests/rounds/rounds_test_util.h"
+
+namespace fedagg {
+namespace {
+
+using testing::CountingSpec;
+
+constexpr int64_t kElements = 64 << 10;  // an int64 sum: a result of 512 KiB
+constexpr uint64_t kResultBytes = kElements * sizeof(int64_t);
+
+v1::AggregationSpec SpecOfElements(const std::string& id) {
+  v1::AggregationSpec spec = CountingSpec(id);
+  absl::StatusOr<ValueType> type = ParseValueType(absl::StrCat("<w=int64[", kElements, "]>"));
+  EXPECT_TRUE(type.ok()) << type.status();
+  *spec.mutable_value_type() = ValueTypeToProto(*type);
+  return spec;
+}
+
+// Counts one update of zeros and seals: FINALIZED, with a result of kResultBytes.
+void Finalize(Aggregation& aggregation) {
+  absl::StatusOr<UpdateBuffer> update = UpdateBuffer::Create(aggregation.reduction(), {0}, std::nullopt, 1 << 20);
+  ASSERT_TRUE(update.ok()) << update.status();
+  absl::Span<std::byte> values = update->section(0, UpdateBuffer::Section::kValues);
+  std::memset(values.data(), 0, values.size());
+  ASSERT_TRUE(aggregation.BeginUpdate("client").ok());
+  ASSERT_TRUE(aggregation.CommitUpdate("client", *std::move(update)).ok());
+  ASSERT_TRUE(aggregation.Seal().ok());
+  ASSERT_EQ(aggregation.state(), v1::FINALIZED);
+  ASSERT_EQ(aggregation.result_bytes(), kResultBytes);
+}
+
+// Whether the registry forgot `id` within 10 s (its ticker runs every 20 ms).
+bool ForgottenSoon(const AggregationRegistry& registry, const std::string& id) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (registry.Find(id).ok()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+TEST(AggregationRegistryRetentionTest, TheOldestResultsGoOnceTheResultsTakeMoreThanTheBound) {
+  AggregationOptions options;
+  options.retain_finished_bytes = 3 * kResultBytes;
+  AggregationRegistry registry(options);
+  std::shared_ptr<Aggregation> failed = *registry.Create(SpecOfElements("failed"));
+  ASSERT_TRUE(failed->Seal().ok());  // no contribution: FAILED, no result
+  ASSERT_EQ(failed->state(), v1::FAILED);
+  std::shared_ptr<Aggregation> open = *registry.Create(SpecOfElements("open"));
+  for (const char* id : {"a", "b", "c"}) {
+    std::shared_ptr<Aggregation> aggregation = *registry.Create(SpecOfElements(id));
+    Finalize(*aggregation);
+  }
+  std::shared_ptr<Aggregation> d = *registry.Create(SpecOfElements("d"));
+  Finalize(*d);  // four results: one more than the bound holds
+
+  EXPECT_TRUE(ForgottenSoon(registry, "a"));
+  // Forgotten with "a" in one pass (the ticker reads all it forgets under one lock), so
+  // the others are known to be kept: each is still there.
+  for (const char* id : {"b", "c", "d", "failed", "open"}) EXPECT_TRUE(registry.Find(id).ok()) << id;
+}
+
+TEST(AggregationRegistryRetentionTest, TheNewestResultStaysWhateverItsSize) {
+  AggregationOptions options;
+  options.retain_finished_bytes = kResultBytes / 2;
+  AggregationRegistry registry(options);
+  std::shared_ptr<Aggregation> old = *registry.Create(SpecOfElements("old"));
+  Finalize(*old);
+  std::shared_ptr<Aggregation> newest = *registry.Create(SpecOfElements("newest"));
+  Finalize(*newest);
+  EXPECT_TRUE(ForgottenSoon(registry, "old"));
+  EXPECT_TRUE(registry.Find("newest").ok());
+  ASSERT_TRUE(registry.Find("newest").ok());
+  EXPECT_TRUE((*registry.Find("newest"))->Result().ok());
+}
+
+TEST(AggregationRegistryRetentionTest, WithoutAByteBoundTheCountAloneDecides) {
+  AggregationOptions options;
+  options.retain_finished = 2;
+  options.retain_finished_bytes = 0;
+  AggregationRegistry registry(options);
+  for (const char* id : {"a", "b", "c"}) {
+    std::shared_ptr<Aggregation> aggregation = *registry.Create(SpecOfElements(id));
+    Finalize(*aggregation);
+  }
+  EXPECT_TRUE(ForgottenSoon(registry, "a"));
+  EXPECT_TRUE(registry.Find("b").ok());
+  EXPECT_TRUE(registry.Find("c").ok());
+}
+
+}  // namespace
+}  // namespace fedagg
