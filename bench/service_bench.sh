@@ -14,6 +14,7 @@
 #   bench/service_bench.sh BUILD_DIR idle   [--idle_server=PATH]
 #   bench/service_bench.sh BUILD_DIR python [--python_updates=80] [--python_threads=1,4]
 #   bench/service_bench.sh BUILD_DIR table  [--table_scale=0.3] [--table_backends=cpu,thrust-omp]
+#   bench/service_bench.sh BUILD_DIR results [--results_rounds=40] [--results_mib=256,0]
 # ingest:  N concurrent streams of 1 KiB, 1 MiB and 64 MiB updates through fedagg-server
 #          (validation, batching, reduction) and through fedagg-raw-sink (a bare gRPC sink
 #          receiving the same chunked messages); payload bytes/s, updates/s and the ratio.
@@ -42,6 +43,9 @@
 #          sparse_sum and row_sparse_sum at 1%, ~4.8 KB updates) at --table_scale of the
 #          GPU check's counts; one BENCH line per workload and backend (rate, the sink's,
 #          the cpu backend's of the same row).
+# results: the RSS of a root after R rounds one after the other (2 updates each) of a 16 MiB
+#          float32 sum, whose results it keeps, with --retain_finished_mib at each value
+#          given (0: no bound in bytes), against its idle RSS and the results' bytes.
 # idle:    the RSS of a server that serves nothing yet, with the default flags
 #          (--backend=auto), a second after it is ready; --idle_server measures another
 #          binary (an older build) the same way.
@@ -53,7 +57,7 @@ LOADGEN=$BUILD/client_stub/fedagg-loadgen
 SINK=$BUILD/bench/fedagg-raw-sink
 
 declare -A OPT=([streams]=8 [updates_1k]=20000 [updates_1m]=1000 [updates_64m]=6 [rounds_small]=20 [rounds_large]=5
-                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16 [idle_server]= [python_updates]=80 [python_threads]=1,4 [table_scale]=0.3 [table_backends]=cpu,thrust-omp)
+                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16 [idle_server]= [python_updates]=80 [python_threads]=1,4 [table_scale]=0.3 [table_backends]=cpu,thrust-omp [results_rounds]=40 [results_mib]=256,0)
 for arg in "$@"; do
   key=${arg#--}; key=${key%%=*}
   [ -n "${OPT[$key]+set}" ] && [[ $arg == --*=* ]] || { echo "unknown option $arg" >&2; exit 2; }
@@ -208,5 +212,15 @@ table)
     emit "$(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r.update(bench="table", scale=float(sys.argv[2])); print(json.dumps(r))' \
         "$record" "${OPT[table_scale]}")"
   done <"$E2E_DIR/table.jsonl" ;;
-*) echo "unknown case '$CASE': ingest, rounds, memory, partial, scale, acks, idle, python or table" >&2; exit 2 ;;
+results)
+  for mib in ${OPT[results_mib]//,/ }; do
+    start_root --retain_finished_mib="$mib"
+    idle=$(rss_kib "$ROOT_PID" VmRSS)
+    loadgen "$E2E_DIR/results-$mib.json" --control="127.0.0.1:$ROOT" --clients=2 --concurrency=2 --channels=1 \
+        --rounds="${OPT[results_rounds]}" --type='<w=float32[4194304]>' --intrinsics=federated_sum
+    emit "$(python3 -c 'import json,sys; mib,rounds,idle,rss,peak=map(int,sys.argv[1:6]); print(json.dumps({"bench": "results", "retain_finished_mib": mib, "rounds": rounds, "result_bytes": 4194304 * 4, "idle_rss_bytes": idle*1024, "rss_bytes": rss*1024, "peak_rss_bytes": peak*1024, "checked": json.load(open(sys.argv[6]))["passed"]}))' \
+        "$mib" "${OPT[results_rounds]}" "$idle" "$(rss_kib "$ROOT_PID" VmRSS)" "$(rss_kib "$ROOT_PID" VmHWM)" "$E2E_DIR/results-$mib.json")"
+    stop_all
+  done ;;
+*) echo "unknown case '$CASE': ingest, rounds, memory, partial, scale, acks, idle, python, table or results" >&2; exit 2 ;;
 esac
