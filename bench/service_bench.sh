@@ -14,7 +14,7 @@
 #   bench/service_bench.sh BUILD_DIR idle   [--idle_server=PATH]
 #   bench/service_bench.sh BUILD_DIR python [--python_updates=80] [--python_threads=1,4]
 #   bench/service_bench.sh BUILD_DIR table  [--table_scale=0.3] [--table_backends=cpu,thrust-omp]
-#   bench/service_bench.sh BUILD_DIR results [--results_rounds=40] [--results_mib=256,0]
+#   bench/service_bench.sh BUILD_DIR results [--results_rounds=24] [--results_mib=256,0] [--results_pause_s=12]
 # ingest:  N concurrent streams of 1 KiB, 1 MiB and 64 MiB updates through fedagg-server
 #          (validation, batching, reduction) and through fedagg-raw-sink (a bare gRPC sink
 #          receiving the same chunked messages); payload bytes/s, updates/s and the ratio.
@@ -43,9 +43,11 @@
 #          sparse_sum and row_sparse_sum at 1%, ~4.8 KB updates) at --table_scale of the
 #          GPU check's counts; one BENCH line per workload and backend (rate, the sink's,
 #          the cpu backend's of the same row).
-# results: the RSS of a root after R rounds one after the other (2 updates each) of a 16 MiB
-#          float32 sum, whose results it keeps, with --retain_finished_mib at each value
-#          given (0: no bound in bytes), against its idle RSS and the results' bytes.
+# results: the RSS of a root that keeps the results of two phases of R rounds one after
+#          the other (2 updates each) of a 16 MiB float32 sum, with a pause between them
+#          longer than the 10 s a new result is kept whatever the bound, at each value of
+#          --retain_finished_mib given (0: no bound in bytes): after each phase, against its
+#          idle RSS and the results' bytes.
 # idle:    the RSS of a server that serves nothing yet, with the default flags
 #          (--backend=auto), a second after it is ready; --idle_server measures another
 #          binary (an older build) the same way.
@@ -57,7 +59,7 @@ LOADGEN=$BUILD/client_stub/fedagg-loadgen
 SINK=$BUILD/bench/fedagg-raw-sink
 
 declare -A OPT=([streams]=8 [updates_1k]=20000 [updates_1m]=1000 [updates_64m]=6 [rounds_small]=20 [rounds_large]=5
-                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16 [idle_server]= [python_updates]=80 [python_threads]=1,4 [table_scale]=0.3 [table_backends]=cpu,thrust-omp [results_rounds]=40 [results_mib]=256,0)
+                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16 [idle_server]= [python_updates]=80 [python_threads]=1,4 [table_scale]=0.3 [table_backends]=cpu,thrust-omp [results_rounds]=24 [results_mib]=256,0 [results_pause_s]=12)
 for arg in "$@"; do
   key=${arg#--}; key=${key%%=*}
   [ -n "${OPT[$key]+set}" ] && [[ $arg == --*=* ]] || { echo "unknown option $arg" >&2; exit 2; }
@@ -216,10 +218,17 @@ results)
   for mib in ${OPT[results_mib]//,/ }; do
     start_root --retain_finished_mib="$mib"
     idle=$(rss_kib "$ROOT_PID" VmRSS)
-    loadgen "$E2E_DIR/results-$mib.json" --control="127.0.0.1:$ROOT" --clients=2 --concurrency=2 --channels=1 \
-        --rounds="${OPT[results_rounds]}" --type='<w=float32[4194304]>' --intrinsics=federated_sum
-    emit "$(python3 -c 'import json,sys; mib,rounds,idle,rss,peak=map(int,sys.argv[1:6]); print(json.dumps({"bench": "results", "retain_finished_mib": mib, "rounds": rounds, "result_bytes": 4194304 * 4, "idle_rss_bytes": idle*1024, "rss_bytes": rss*1024, "peak_rss_bytes": peak*1024, "checked": json.load(open(sys.argv[6]))["passed"]}))' \
-        "$mib" "${OPT[results_rounds]}" "$idle" "$(rss_kib "$ROOT_PID" VmRSS)" "$(rss_kib "$ROOT_PID" VmHWM)" "$E2E_DIR/results-$mib.json")"
+    rss=()
+    for phase in 1 2; do
+      [ "$phase" = 2 ] && sleep "${OPT[results_pause_s]}"
+      loadgen "$E2E_DIR/results-$mib-$phase.json" --control="127.0.0.1:$ROOT" --clients=2 --concurrency=2 \
+          --channels=1 --rounds="${OPT[results_rounds]}" --id_prefix="phase$phase" --type='<w=float32[4194304]>' \
+          --intrinsics=federated_sum
+      rss+=("$(rss_kib "$ROOT_PID" VmRSS)")
+    done
+    emit "$(python3 -c 'import json,sys; mib,rounds,pause,idle,rss1,rss2,peak=map(int,sys.argv[1:8]); print(json.dumps({"bench": "results", "retain_finished_mib": mib, "rounds_per_phase": rounds, "pause_s": pause, "result_bytes": 4194304 * 4, "idle_rss_bytes": idle*1024, "rss_after_phase_1_bytes": rss1*1024, "rss_after_phase_2_bytes": rss2*1024, "peak_rss_bytes": peak*1024, "checked": all(json.load(open(p))["passed"] for p in sys.argv[8:])}))' \
+        "$mib" "${OPT[results_rounds]}" "${OPT[results_pause_s]}" "$idle" "${rss[0]}" "${rss[1]}" "$(rss_kib "$ROOT_PID" VmHWM)" \
+        "$E2E_DIR/results-$mib-1.json" "$E2E_DIR/results-$mib-2.json")"
     stop_all
   done ;;
 *) echo "unknown case '$CASE': ingest, rounds, memory, partial, scale, acks, idle, python, table or results" >&2; exit 2 ;;

@@ -24,9 +24,9 @@ ABSL_FLAG(int, retain_finished, 1000,
           "first, when their results take more than --retain_finished_mib or a new aggregation needs "
           "their memory");
 ABSL_FLAG(int64_t, retain_finished_mib, 1024,
-          "MiB the results of finished aggregations may take together: beyond it the oldest finished "
-          "aggregations that hold a result are forgotten (never the newest result, whatever its size); "
-          "0: no bound but --retain_finished");
+          "MiB the results of finished aggregations may take together: beyond it the finished "
+          "aggregations with the oldest results are forgotten (never the newest result, whatever its "
+          "size, nor one made in the last 10 s); 0: no bound but --retain_finished");
 ABSL_FLAG(int64_t, max_update_mib, 1024, "largest accepted client update, MiB");
 ABSL_FLAG(int64_t, memory_budget_bytes, 0,
           "bytes of client data (updates being received, pending batches, accumulators) this "

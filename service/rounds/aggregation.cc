@@ -63,7 +63,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
                                               "' does not report a result: ", report.status().message()));
     }
     aggregation->result_ = std::make_shared<const AggregateResult>(*std::move(report));
-    aggregation->result_bytes_ = aggregation->result_->MemoryBytes();
+    aggregation->kept_result_ = {aggregation->result_->MemoryBytes(), now};
     aggregation->weight_sum_ = aggregation->result_->weight_sum;
   }
   aggregation->durable_.MarkAllDurable();
@@ -509,7 +509,7 @@ void Aggregation::MaybeFinalize() {
     state_ = state;
     detail_ = std::move(detail);
     result_ = std::move(result);
-    result_bytes_ = result_ != nullptr ? result_->MemoryBytes() : 0;
+    if (result_ != nullptr) kept_result_ = {result_->MemoryBytes(), absl::Now()};
     // From now on the status gives the result's weight sum, the reduction's own: exact for
     // a deterministic aggregation, where the running tally above depends on arrival order.
     if (result_ != nullptr) weight_sum_ = result_->weight_sum;
@@ -847,9 +847,9 @@ absl::StatusOr<std::shared_ptr<const AggregateResult>> Aggregation::Result() con
   return result_;
 }
 
-uint64_t Aggregation::result_bytes() const {
+Aggregation::KeptResult Aggregation::kept_result() const {
   MutexLock lock(&mu_);
-  return result_bytes_;
+  return kept_result_;
 }
 
 int Aggregation::AddWatcher(std::function<void()> watcher) {

@@ -69,11 +69,13 @@ struct AggregationOptions {
   bool forwarding = false;
   // Finished (FINALIZED, FAILED, CANCELLED) aggregations kept for their status and result;
   // older ones are forgotten, so memory does not grow with the number of rounds: beyond
-  // the newest `retain_finished`, and, oldest first, while the results of those kept take
-  // more than `retain_finished_bytes` together (0: no such bound); the newest finished
-  // aggregation is never forgotten for its result's size.
+  // the newest `retain_finished`, and, oldest result first, while the results of those
+  // kept take more than `retain_finished_bytes` together (0: no such bound). Never for
+  // its size: the newest result, nor one made less than `result_grace` ago (its client
+  // reads it right after the round).
   int retain_finished = 1000;
   uint64_t retain_finished_bytes = uint64_t{1} << 30;
+  absl::Duration result_grace = absl::Seconds(10);
   // The reduction backend; must outlive the aggregation. Null: the CPU backend.
   const AccumulatorFactory* backend = nullptr;
   // A Checkpointer writes this aggregation to disk, so clients may ask for DURABLE acks.
@@ -289,8 +291,13 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   bool holds_accumulators() const;
   // The result of a FINALIZED aggregation; FAILED_PRECONDITION otherwise.
   absl::StatusOr<std::shared_ptr<const AggregateResult>> Result() const;
-  // The bytes its result holds (AggregateResult::MemoryBytes); 0 without one.
-  uint64_t result_bytes() const;
+  // The bytes its result holds (AggregateResult::MemoryBytes; 0 without one) and when it
+  // was made (by this process: a restored one when it was restored).
+  struct KeptResult {
+    uint64_t bytes = 0;
+    absl::Time made;
+  };
+  KeptResult kept_result() const;
 
   // `watcher` runs (outside any lock) after every state change until removed.
   int AddWatcher(std::function<void()> watcher);
@@ -378,7 +385,7 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   DurableAcks durable_ ABSL_GUARDED_BY(mu_);
   std::multimap<absl::Time, std::function<void()>> join_waiters_ ABSL_GUARDED_BY(mu_);  // by deadline
   std::shared_ptr<const AggregateResult> result_ ABSL_GUARDED_BY(mu_);
-  uint64_t result_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // result_->MemoryBytes()
+  KeptResult kept_result_ ABSL_GUARDED_BY(mu_);  // of result_
   bool accumulators_released_ ABSL_GUARDED_BY(mu_) = false;
   std::map<int, std::function<void()>> watchers_ ABSL_GUARDED_BY(mu_);
   int next_watcher_ ABSL_GUARDED_BY(mu_) = 0;

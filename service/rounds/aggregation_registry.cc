@@ -278,7 +278,7 @@ void AggregationRegistry::TickerLoop() {
     }
     const absl::Time now = absl::Now();
     for (const std::shared_ptr<Aggregation>& aggregation : List()) aggregation->Tick(now);
-    ForgetFinished(options_.retain_finished, options_.retain_finished_bytes);
+    ForgetFinished(now);
   }
 }
 
@@ -291,26 +291,31 @@ std::vector<std::string> AggregationRegistry::FinishedLocked() const {
   return finished;
 }
 
-bool AggregationRegistry::ForgetFinished(int keep, uint64_t keep_bytes) {
+bool AggregationRegistry::ForgetFinished(absl::Time now) {
   std::vector<std::shared_ptr<Aggregation>> forgotten;  // destroyed after the lock is released
   {
     MutexLock lock(&mu_);
     const std::vector<std::string> finished = FinishedLocked();
-    const size_t excess = finished.size() - std::min(finished.size(), static_cast<size_t>(std::max(keep, 0)));
+    const size_t excess =
+        finished.size() - std::min(finished.size(), static_cast<size_t>(std::max(options_.retain_finished, 0)));
     std::set<std::string> forget(finished.begin(), finished.begin() + static_cast<ptrdiff_t>(excess));
-    if (keep_bytes > 0) {
-      // The results of those kept, oldest first: all but the newest may go.
-      std::vector<std::pair<std::string, uint64_t>> results;
+    if (options_.retain_finished_bytes > 0) {
+      // The results of those kept, oldest first: all but the newest may go, once their
+      // grace is over.
+      std::vector<std::pair<Aggregation::KeptResult, std::string>> results;
       uint64_t kept_bytes = 0;
       for (size_t i = excess; i < finished.size(); ++i) {
-        const uint64_t bytes = by_id_.at(finished[i])->result_bytes();
-        if (bytes == 0) continue;  // no result: going would free nothing of the bound
-        results.emplace_back(finished[i], bytes);
-        kept_bytes += bytes;
+        const Aggregation::KeptResult result = by_id_.at(finished[i])->kept_result();
+        if (result.bytes == 0) continue;  // no result: going would free nothing of the bound
+        results.emplace_back(result, finished[i]);
+        kept_bytes += result.bytes;
       }
-      for (size_t i = 0; kept_bytes > keep_bytes && i + 1 < results.size(); ++i) {
-        forget.insert(results[i].first);
-        kept_bytes -= results[i].second;
+      std::stable_sort(results.begin(), results.end(),
+                [](const auto& a, const auto& b) { return a.first.made < b.first.made; });
+      for (size_t i = 0; kept_bytes > options_.retain_finished_bytes && i + 1 < results.size(); ++i) {
+        if (now - results[i].first.made < options_.result_grace) continue;
+        forget.insert(results[i].second);
+        kept_bytes -= results[i].first.bytes;
       }
     }
     if (forget.empty()) return false;

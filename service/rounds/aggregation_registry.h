@@ -102,10 +102,11 @@ class AggregationRegistry {
   // aggregations are forgotten, one at a time, until it can (or none is left).
   absl::StatusOr<std::shared_ptr<Aggregation>> MakeAggregationMakingRoom(const AggregationConfig& config,
                                                                          const AggregationOptions& options);
-  // Forgets the oldest finished aggregations beyond the newest `keep`, then, oldest first,
-  // those with a result while the results of those left take more than `keep_bytes` (0: no
-  // such bound), never the newest result; false when it forgot none.
-  bool ForgetFinished(int keep, uint64_t keep_bytes);
+  // Forgets the oldest finished aggregations beyond the newest options().retain_finished,
+  // then those with a result, oldest result first, while the results left take more than
+  // retain_finished_bytes (never the newest, nor one younger than result_grace at `now`);
+  // false when it forgot none.
+  bool ForgetFinished(absl::Time now);
   // Forgets the oldest finished aggregation that still holds its accumulators (its
   // finished state not checkpointed yet); false when none does.
   bool ForgetOldestFinishedHoldingAccumulators();

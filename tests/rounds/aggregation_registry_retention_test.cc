@@ -1,7 +1,8 @@
 // Which finished aggregations the registry keeps (its ticker forgets the rest): the newest
 // AggregationOptions::retain_finished, and of those, results that take at most
-// retain_finished_bytes together — oldest first go, only aggregations holding a result,
-// never the newest result, never an open aggregation.
+// retain_finished_bytes together — the oldest results go first, only aggregations holding
+// a result, never the newest result nor one younger than result_grace, never an open
+// aggregation.
 #include <cstring>
 #include <memory>
 #include <string>
@@ -38,7 +39,7 @@ void Finalize(Aggregation& aggregation) {
   ASSERT_TRUE(aggregation.CommitUpdate("client", *std::move(update)).ok());
   ASSERT_TRUE(aggregation.Seal().ok());
   ASSERT_EQ(aggregation.state(), v1::FINALIZED);
-  ASSERT_EQ(aggregation.result_bytes(), kResultBytes);
+  ASSERT_EQ(aggregation.kept_result().bytes, kResultBytes);
 }
 
 // Whether the registry forgot `id` within 10 s (its ticker runs every 20 ms).
@@ -54,6 +55,7 @@ bool ForgottenSoon(const AggregationRegistry& registry, const std::string& id) {
 TEST(AggregationRegistryRetentionTest, TheOldestResultsGoOnceTheResultsTakeMoreThanTheBound) {
   AggregationOptions options;
   options.retain_finished_bytes = 3 * kResultBytes;
+  options.result_grace = absl::ZeroDuration();
   AggregationRegistry registry(options);
   std::shared_ptr<Aggregation> failed = *registry.Create(SpecOfElements("failed"));
   ASSERT_TRUE(failed->Seal().ok());  // no contribution: FAILED, no result
@@ -75,6 +77,7 @@ TEST(AggregationRegistryRetentionTest, TheOldestResultsGoOnceTheResultsTakeMoreT
 TEST(AggregationRegistryRetentionTest, TheNewestResultStaysWhateverItsSize) {
   AggregationOptions options;
   options.retain_finished_bytes = kResultBytes / 2;
+  options.result_grace = absl::ZeroDuration();
   AggregationRegistry registry(options);
   std::shared_ptr<Aggregation> old = *registry.Create(SpecOfElements("old"));
   Finalize(*old);
@@ -84,6 +87,33 @@ TEST(AggregationRegistryRetentionTest, TheNewestResultStaysWhateverItsSize) {
   EXPECT_TRUE(registry.Find("newest").ok());
   ASSERT_TRUE(registry.Find("newest").ok());
   EXPECT_TRUE((*registry.Find("newest"))->Result().ok());
+}
+
+TEST(AggregationRegistryRetentionTest, TheOldestResultGoesNotTheFirstCreated) {
+  AggregationOptions options;
+  options.retain_finished_bytes = kResultBytes;
+  options.result_grace = absl::ZeroDuration();
+  AggregationRegistry registry(options);
+  std::shared_ptr<Aggregation> created_first = *registry.Create(SpecOfElements("created-first"));
+  std::shared_ptr<Aggregation> finished_first = *registry.Create(SpecOfElements("finished-first"));
+  Finalize(*finished_first);
+  absl::SleepFor(absl::Milliseconds(1));  // made at two distinct times
+  Finalize(*created_first);  // its client reads it next: it stays
+  EXPECT_TRUE(ForgottenSoon(registry, "finished-first"));
+  EXPECT_TRUE(registry.Find("created-first").ok());
+}
+
+TEST(AggregationRegistryRetentionTest, AResultStaysForItsGracePeriodWhateverTheBound) {
+  AggregationOptions options;
+  options.retain_finished_bytes = kResultBytes;
+  options.result_grace = absl::Hours(1);
+  AggregationRegistry registry(options);
+  for (const char* id : {"a", "b", "c"}) {
+    std::shared_ptr<Aggregation> aggregation = *registry.Create(SpecOfElements(id));
+    Finalize(*aggregation);
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // ten ticks of the registry's ticker
+  for (const char* id : {"a", "b", "c"}) EXPECT_TRUE(registry.Find(id).ok()) << id;
 }
 
 TEST(AggregationRegistryRetentionTest, WithoutAByteBoundTheCountAloneDecides) {
