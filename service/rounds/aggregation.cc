@@ -68,7 +68,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
   }
   aggregation->durable_.MarkAllDurable();
   if (aggregation->AccumulatorsUnneededLocked()) {  // finished: the checkpoint holds it
-    aggregation->ReleaseAccumulatorsLocked(hold);
+    aggregation->ReleaseFinishedStateLocked(hold);
   }
   return aggregation;
 }
@@ -530,7 +530,13 @@ void Aggregation::ReleaseFinishedAccumulators() {
   }
   BatchReducer::Hold hold(*batches_);
   MutexLock lock(&mu_);
-  if (AccumulatorsUnneededLocked() && !accumulators_released_) ReleaseAccumulatorsLocked(hold);
+  if (AccumulatorsUnneededLocked()) ReleaseFinishedStateLocked(hold);
+}
+
+void Aggregation::ReleaseFinishedStateLocked(BatchReducer::Hold& hold) {
+  if (!accumulators_released_) ReleaseAccumulatorsLocked(hold);  // a mirror's final delta freed them
+  counted_any_ |= !counted_.empty();
+  std::set<std::string>().swap(counted_);
 }
 
 void Aggregation::ReleaseAccumulatorsLocked(BatchReducer::Hold& hold) {
@@ -821,7 +827,7 @@ bool Aggregation::HasCounted(const std::string& client_id) const {
 
 bool Aggregation::CountedAnyClient() const {
   MutexLock lock(&mu_);
-  return !counted_.empty();
+  return counted_any_ || !counted_.empty();
 }
 
 int64_t Aggregation::pending_updates() const { return batches_->waiting_updates(); }

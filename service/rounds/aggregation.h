@@ -280,7 +280,8 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   int64_t pending_updates() const;
   int64_t updates_in_flight() const;
 
-  // Whether an update from `client_id` was counted here.
+  // Whether an update from `client_id` was counted here; false once a finished aggregation
+  // has freed its counted ids (ReleaseFinishedAccumulators).
   bool HasCounted(const std::string& client_id) const;
   // Whether any client was counted here (its update, or a child's claim of it).
   bool CountedAnyClient() const;
@@ -342,13 +343,15 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   void RunFinalizations();
   // Whether MaybeFinalize would finalize now.
   bool FinalizeDueLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Frees the accumulators (and their memory budget's claim) of a finished aggregation
-  // once nothing can need them: its result is made and, where it is checkpointed, a
-  // checkpoint of its finished state is written (a restart reports from that one). Takes
-  // the batches' hold, so it may wait for a reduction: call without mu_, on the finalizer
+  // Frees the accumulators (and their memory budget's claim) and the counted client ids of
+  // a finished aggregation once nothing can need them: its result is made and, where it
+  // is checkpointed, a checkpoint of its finished state is written (a restart reports from
+  // that one; an update for it is refused as not OPEN whoever sends it). Takes the
+  // batches' hold, so it may wait for a reduction: call without mu_, on the finalizer
   // (ReleaseFinishedAccumulatorsSoon from any other thread: an RPC's must not wait).
   void ReleaseFinishedAccumulators();
   void ReleaseFinishedAccumulatorsSoon();
+  void ReleaseFinishedStateLocked(BatchReducer::Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees the held partial's accumulators, gives their memory back and records it.
   void ReleaseAccumulatorsLocked(BatchReducer::Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AccumulatorsUnneededLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -361,8 +364,10 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   mutable Mutex mu_;
   v1::AggregationState state_ ABSL_GUARDED_BY(mu_) = v1::OPEN;
   std::string detail_ ABSL_GUARDED_BY(mu_);
-  // Client ids whose update is in the partial (or pending), or whose claim a child holds.
+  // Client ids whose update is in the partial (or pending), or whose claim a child holds;
+  // freed once finished (counted_any_ then says whether it held any).
   std::set<std::string> counted_ ABSL_GUARDED_BY(mu_);
+  bool counted_any_ ABSL_GUARDED_BY(mu_) = false;
   std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
   // The child aggregators, and the ids of counted_ they claimed and have not delivered yet.
   ChildAggregators children_ ABSL_GUARDED_BY(mu_);

@@ -101,11 +101,17 @@ TEST(AggregationCheckpointTest, AccumulatorsAreFreedOnceTheFinishedStateIsCheckp
   ASSERT_TRUE(finished->Seal().ok());  // the child's grace is 0: finalized without it
   ASSERT_EQ(finished->state(), v1::FINALIZED);
   EXPECT_GT(budget.used(), 0u) << "freed before a checkpoint held the finished state";
+  EXPECT_TRUE(finished->HasCounted("a")) << "counted ids freed before a checkpoint held them";
   std::optional<Aggregation::Snapshot> snapshot = SnapshotOf(*finished);
   ASSERT_TRUE(snapshot.has_value());
   EXPECT_EQ(snapshot->checkpoint.state, v1::FINALIZED);
+  EXPECT_EQ(snapshot->checkpoint.counted, (std::vector<std::string>{"a", "x"}));
   finished->MarkDurable(*snapshot);
   EXPECT_EQ(budget.used(), 0u);
+  // The counted ids go with the accumulators: a retry is refused as not OPEN all the same.
+  EXPECT_FALSE(finished->HasCounted("a"));
+  EXPECT_TRUE(finished->CountedAnyClient());
+  EXPECT_EQ(finished->BeginUpdate("a").code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(ResultOf(*finished), (std::vector<int64_t>{1, 7}));
   finished->ReleaseChildClaim("edge@1", "x");  // a new version, nothing to write for it
   EXPECT_FALSE(SnapshotOf(*finished).has_value());
@@ -115,10 +121,12 @@ TEST(AggregationCheckpointTest, AccumulatorsAreFreedOnceTheFinishedStateIsCheckp
   EXPECT_EQ((*restored)->state(), v1::FINALIZED);
   EXPECT_EQ(ResultOf(**restored), (std::vector<int64_t>{1, 7}));
   EXPECT_EQ(budget.used(), 0u);
+  EXPECT_FALSE((*restored)->HasCounted("a"));
+  EXPECT_TRUE((*restored)->CountedAnyClient());
 }
 
-// Without checkpoints, the accumulators are freed as soon as the result is made; a
-// cancelled aggregation's as soon as it is cancelled.
+// Without checkpoints, the accumulators and counted ids are freed as soon as the result
+// is made; a cancelled aggregation's as soon as it is cancelled.
 TEST(AggregationCheckpointTest, WithoutCheckpointsFinishingFreesTheAccumulators) {
   MemoryBudget budget(0);
   AggregationOptions options;
@@ -128,6 +136,7 @@ TEST(AggregationCheckpointTest, WithoutCheckpointsFinishingFreesTheAccumulators)
   ASSERT_TRUE(finalized->Seal().ok());
   ASSERT_EQ(finalized->state(), v1::FINALIZED);
   EXPECT_EQ(ResultOf(*finalized), (std::vector<int64_t>{1, 7}));
+  EXPECT_FALSE(finalized->HasCounted("a"));  // its counted ids are freed too
   std::shared_ptr<Aggregation> cancelled = NewAggregation("cancelled", options);
   Contribute(*cancelled, "a", 7);
   EXPECT_GT(budget.used(), 0u);
