@@ -210,7 +210,9 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Find(const std
   MutexLock lock(&mu_);
   auto it = by_id_.find(id);
   if (it == by_id_.end()) {
-    return absl::NotFoundError(absl::StrCat("no aggregation '", id, "' on this server"));
+    return absl::NotFoundError(absl::StrCat(
+        "no aggregation '", id, "' on this server (never created here, or finished and forgotten: "
+        "--retain_finished and --retain_finished_mib say how many results it keeps)"));
   }
   return it->second;
 }

@@ -125,7 +125,9 @@ TEST(ReconnectTest, FinalRefusalsAreReturnedAtOnce) {
   ASSERT_TRUE(stream.ok()) << stream.status();
   absl::StatusOr<v1::Ack> ack = (*stream)->ContributeUnchecked("no-such-aggregation", Int64Update({1, 1}));
   EXPECT_EQ(ack.status().code(), absl::StatusCode::kNotFound) << ack.status();
-  EXPECT_EQ(ack.status().message(), "no aggregation 'no-such-aggregation' on this server");
+  EXPECT_EQ(ack.status().message(),
+            "no aggregation 'no-such-aggregation' on this server (never created here, or finished and forgotten: "
+            "--retain_finished and --retain_finished_mib say how many results it keeps)");
 }
 
 }  // namespace
