@@ -313,7 +313,7 @@ bool AggregationRegistry::ForgetFinished(absl::Time now) {
         kept_bytes += result.bytes;
       }
       std::stable_sort(results.begin(), results.end(),
-                [](const auto& a, const auto& b) { return a.first.made < b.first.made; });
+                       [](const auto& a, const auto& b) { return a.first.made < b.first.made; });
       for (size_t i = 0; kept_bytes > options_.retain_finished_bytes && i + 1 < results.size(); ++i) {
         if (now - results[i].first.made < options_.result_grace) continue;
         forget.insert(results[i].second);
