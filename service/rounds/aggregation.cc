@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_accumulator_factory.h"
 #include "service/core/field_report.h"
@@ -63,7 +64,13 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
                                               "' does not report a result: ", report.status().message()));
     }
     aggregation->result_ = std::make_shared<const AggregateResult>(*std::move(report));
-    aggregation->kept_result_ = {aggregation->result_->MemoryBytes(), now};
+    // Its round's order among the restored ones (files are read in name order): the
+    // aggregation's creation time, its incarnation in ns; now when it has none.
+    int64_t created_ns = 0;
+    const absl::Time made = absl::SimpleAtoi(aggregation->config_.proto.incarnation(), &created_ns) && created_ns > 0
+                                ? std::min(absl::FromUnixNanos(created_ns), now)
+                                : now;
+    aggregation->kept_result_ = {aggregation->result_->MemoryBytes(), made};
     aggregation->weight_sum_ = aggregation->result_->weight_sum;
   }
   aggregation->durable_.MarkAllDurable();

@@ -293,7 +293,7 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // The result of a FINALIZED aggregation; FAILED_PRECONDITION otherwise.
   absl::StatusOr<std::shared_ptr<const AggregateResult>> Result() const;
   // The bytes its result holds (AggregateResult::MemoryBytes; 0 without one) and when it
-  // was made (by this process: a restored one when it was restored).
+  // was made (a result restored from a checkpoint: when its aggregation was created).
   struct KeptResult {
     uint64_t bytes = 0;
     absl::Time made;
