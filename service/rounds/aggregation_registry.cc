@@ -303,7 +303,7 @@ bool AggregationRegistry::ForgetFinished(absl::Time now) {
     std::set<std::string> forget(finished.begin(), finished.begin() + static_cast<ptrdiff_t>(excess));
     if (options_.retain_finished_bytes > 0) {
       // The results of those kept, oldest first: all but the newest may go, once their
-      // grace is over.
+      // grace is over (and once one is within it, so are all after it).
       std::vector<std::pair<Aggregation::KeptResult, std::string>> results;
       uint64_t kept_bytes = 0;
       for (size_t i = excess; i < finished.size(); ++i) {
@@ -315,7 +315,7 @@ bool AggregationRegistry::ForgetFinished(absl::Time now) {
       std::stable_sort(results.begin(), results.end(),
                        [](const auto& a, const auto& b) { return a.first.made < b.first.made; });
       for (size_t i = 0; kept_bytes > options_.retain_finished_bytes && i + 1 < results.size(); ++i) {
-        if (now - results[i].first.made < options_.result_grace) continue;
+        if (now - results[i].first.made < options_.result_grace) break;
         forget.insert(results[i].second);
         kept_bytes -= results[i].first.bytes;
       }
