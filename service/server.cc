@@ -78,6 +78,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   options.flush_interval = config.flush_interval;
   options.retain_finished = config.retain_finished;
   options.retain_finished_bytes = config.retain_finished_bytes;
+  options.finished_grace = config.finished_grace;
   server->memory_budget_ = std::make_unique<MemoryBudget>(config.memory_budget_bytes);
   options.batching.memory_budget = server->memory_budget_.get();
   // Released update buffers are kept for the next updates, as many bytes as the window

@@ -56,6 +56,9 @@ struct ServerConfig {
   // Results of finished aggregations kept, in bytes, before older ones are forgotten
   // (AggregationOptions::retain_finished_bytes); 0: no such bound.
   uint64_t retain_finished_bytes = uint64_t{1} << 30;
+  // A finished aggregation is kept this long whatever the two bounds above
+  // (AggregationOptions::finished_grace).
+  absl::Duration finished_grace = absl::Seconds(10);
   uint64_t max_update_bytes = uint64_t{1} << 30;
   // Bytes of client data (updates in flight, pending batches, accumulators) this node
   // holds at most; a new update that would exceed it is refused. 0: no budget.

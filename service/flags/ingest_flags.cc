@@ -20,13 +20,17 @@ ABSL_FLAG(int, batch_max_mib, 64,
 ABSL_FLAG(int64_t, flush_interval_ms, 100,
           "a batch that has not filled up is reduced once its oldest update waited this long");
 ABSL_FLAG(int, retain_finished, 1000,
-          "finished aggregations (and their results) kept; older ones are forgotten, and sooner, oldest "
-          "first, when their results take more than --retain_finished_mib or a new aggregation needs "
-          "their memory");
+          "finished aggregations (and their results) kept; those that finished first are forgotten "
+          "beyond it, and sooner, oldest result first, when their results take more than "
+          "--retain_finished_mib or a new aggregation needs their memory (never one that finished in "
+          "the last --finished_grace_s)");
 ABSL_FLAG(int64_t, retain_finished_mib, 1024,
           "MiB the results of finished aggregations may take together: beyond it the finished "
           "aggregations with the oldest results are forgotten (never the newest result, whatever its "
-          "size, nor one made in the last 10 s); 0: no bound but --retain_finished");
+          "size, nor one made in the last --finished_grace_s); 0: no bound but --retain_finished");
+ABSL_FLAG(int64_t, finished_grace_s, 10,
+          "seconds a finished aggregation's status and result are kept whatever --retain_finished "
+          "and --retain_finished_mib say: its client reads them right after the round");
 ABSL_FLAG(int64_t, max_update_mib, 1024, "largest accepted client update, MiB");
 ABSL_FLAG(int64_t, memory_budget_bytes, 0,
           "bytes of client data (updates being received, pending batches, accumulators) this "
@@ -57,6 +61,9 @@ absl::Status ApplyIngestFlags(ServerConfig& config, std::string* ingest_window_r
   FEDAGG_ASSIGN_OR_RETURN(const uint64_t retain_finished_mib,
                           NonNegativeFlag("retain_finished_mib", absl::GetFlag(FLAGS_retain_finished_mib)));
   config.retain_finished_bytes = std::min(retain_finished_mib, ~uint64_t{0} >> 20) << 20;
+  const int64_t finished_grace_s = absl::GetFlag(FLAGS_finished_grace_s);
+  FEDAGG_RETURN_IF_ERROR(NonNegativeFlag("finished_grace_s", finished_grace_s).status());
+  config.finished_grace = absl::Seconds(finished_grace_s);
   config.max_update_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_update_mib)) << 20;
   FEDAGG_ASSIGN_OR_RETURN(config.memory_budget_bytes,
                           NonNegativeFlag("memory_budget_bytes", absl::GetFlag(FLAGS_memory_budget_bytes)));

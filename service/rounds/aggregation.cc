@@ -64,14 +64,16 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
                                               "' does not report a result: ", report.status().message()));
     }
     aggregation->result_ = std::make_shared<const AggregateResult>(*std::move(report));
+    aggregation->weight_sum_ = aggregation->result_->weight_sum;
+  }
+  if (checkpoint.state == v1::FINALIZED || checkpoint.state == v1::FAILED || checkpoint.state == v1::CANCELLED) {
     // Its round's order among the restored ones (files are read in name order): the
     // aggregation's creation time, its incarnation in ns; now when it has none.
     int64_t created_ns = 0;
-    const absl::Time made = absl::SimpleAtoi(aggregation->config_.proto.incarnation(), &created_ns) && created_ns > 0
-                                ? std::min(absl::FromUnixNanos(created_ns), now)
-                                : now;
-    aggregation->kept_result_ = {aggregation->result_->MemoryBytes(), made};
-    aggregation->weight_sum_ = aggregation->result_->weight_sum;
+    aggregation->RecordFinishLocked(
+        absl::SimpleAtoi(aggregation->config_.proto.incarnation(), &created_ns) && created_ns > 0
+            ? std::min(absl::FromUnixNanos(created_ns), now)
+            : now);
   }
   aggregation->durable_.MarkAllDurable();
   if (aggregation->AccumulatorsUnneededLocked()) {  // finished: the checkpoint holds it
@@ -422,6 +424,7 @@ absl::Status Aggregation::Cancel(const std::string& reason) {
     }
     to_notify = children_.JoinedNotifiers();
     state_ = v1::CANCELLED;
+    RecordFinishLocked(absl::Now());
     durable_.Changed();
     detail_ = reason.empty() ? "cancelled by an operator" : reason;
   }
@@ -516,7 +519,7 @@ void Aggregation::MaybeFinalize() {
     state_ = state;
     detail_ = std::move(detail);
     result_ = std::move(result);
-    if (result_ != nullptr) kept_result_ = {result_->MemoryBytes(), absl::Now()};
+    RecordFinishLocked(absl::Now());
     // From now on the status gives the result's weight sum, the reduction's own: exact for
     // a deterministic aggregation, where the running tally above depends on arrival order.
     if (result_ != nullptr) weight_sum_ = result_->weight_sum;
@@ -655,6 +658,7 @@ void Aggregation::MarkForwarded(const absl::Status& delivered) {
     MutexLock lock(&mu_);
     if (state_ == v1::CANCELLED || state_ == v1::FINALIZED || state_ == v1::FAILED) return;
     state_ = delivered.ok() ? v1::FINALIZED : v1::FAILED;
+    RecordFinishLocked(absl::Now());
     durable_.Changed();
     detail_ = delivered.ok() ? "forwarded to the parent aggregator"
                              : absl::StrCat("the final partial could not be delivered to the parent "
@@ -860,9 +864,13 @@ absl::StatusOr<std::shared_ptr<const AggregateResult>> Aggregation::Result() con
   return result_;
 }
 
-Aggregation::KeptResult Aggregation::kept_result() const {
+Aggregation::Finish Aggregation::finish() const {
   MutexLock lock(&mu_);
-  return kept_result_;
+  return finish_;
+}
+
+void Aggregation::RecordFinishLocked(absl::Time at) {
+  finish_ = {at, result_ != nullptr ? result_->MemoryBytes() : 0};
 }
 
 int Aggregation::AddWatcher(std::function<void()> watcher) {

@@ -68,14 +68,15 @@ struct AggregationOptions {
   // up to the parent (TakeDelta) and the parent decides the outcome.
   bool forwarding = false;
   // Finished (FINALIZED, FAILED, CANCELLED) aggregations kept for their status and result;
-  // older ones are forgotten, so memory does not grow with the number of rounds: beyond
-  // the newest `retain_finished`, and, oldest result first, while the results of those
-  // kept take more than `retain_finished_bytes` together (0: no such bound). Never for
-  // its size: the newest result, nor one made less than `result_grace` ago (its client
-  // reads it right after the round).
+  // older ones are forgotten, in the order they finished, so memory does not grow with the
+  // number of rounds: beyond the newest `retain_finished`, and, oldest result first, while
+  // the results of those kept take more than `retain_finished_bytes` together (0: no such
+  // bound; never the newest result, whatever its size). Never one that finished less than
+  // `finished_grace` ago, whatever the bounds: its client reads its status and result
+  // right after the round.
   int retain_finished = 1000;
   uint64_t retain_finished_bytes = uint64_t{1} << 30;
-  absl::Duration result_grace = absl::Seconds(10);
+  absl::Duration finished_grace = absl::Seconds(10);
   // The reduction backend; must outlive the aggregation. Null: the CPU backend.
   const AccumulatorFactory* backend = nullptr;
   // A Checkpointer writes this aggregation to disk, so clients may ask for DURABLE acks.
@@ -292,13 +293,14 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   bool holds_accumulators() const;
   // The result of a FINALIZED aggregation; FAILED_PRECONDITION otherwise.
   absl::StatusOr<std::shared_ptr<const AggregateResult>> Result() const;
-  // The bytes its result holds (AggregateResult::MemoryBytes; 0 without one) and when it
-  // was made (a result restored from a checkpoint: when its aggregation was created).
-  struct KeptResult {
-    uint64_t bytes = 0;
-    absl::Time made;
+  // When a finished aggregation finished (one restored finished from a checkpoint: when
+  // it was created, so that restored rounds keep their order) and the bytes its result
+  // holds (AggregateResult::MemoryBytes; 0 without one). InfinitePast and 0 while it runs.
+  struct Finish {
+    absl::Time at = absl::InfinitePast();
+    uint64_t result_bytes = 0;
   };
-  KeptResult kept_result() const;
+  Finish finish() const;
 
   // `watcher` runs (outside any lock) after every state change until removed.
   int AddWatcher(std::function<void()> watcher);
@@ -352,6 +354,8 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   void ReleaseFinishedAccumulators();
   void ReleaseFinishedAccumulatorsSoon();
   void ReleaseFinishedStateLocked(BatchReducer::Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets finish_ once state_ is finished (and result_ set, if any): finished `at`.
+  void RecordFinishLocked(absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees the held partial's accumulators, gives their memory back and records it.
   void ReleaseAccumulatorsLocked(BatchReducer::Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AccumulatorsUnneededLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -390,7 +394,7 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   DurableAcks durable_ ABSL_GUARDED_BY(mu_);
   std::multimap<absl::Time, std::function<void()>> join_waiters_ ABSL_GUARDED_BY(mu_);  // by deadline
   std::shared_ptr<const AggregateResult> result_ ABSL_GUARDED_BY(mu_);
-  KeptResult kept_result_ ABSL_GUARDED_BY(mu_);  // of result_
+  Finish finish_ ABSL_GUARDED_BY(mu_);  // set with a finished state_
   bool accumulators_released_ ABSL_GUARDED_BY(mu_) = false;
   std::map<int, std::function<void()>> watchers_ ABSL_GUARDED_BY(mu_);
   int next_watcher_ ABSL_GUARDED_BY(mu_) = 0;

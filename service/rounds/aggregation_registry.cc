@@ -297,27 +297,34 @@ bool AggregationRegistry::ForgetFinished(absl::Time now) {
   std::vector<std::shared_ptr<Aggregation>> forgotten;  // destroyed after the lock is released
   {
     MutexLock lock(&mu_);
-    const std::vector<std::string> finished = FinishedLocked();
-    const size_t excess =
-        finished.size() - std::min(finished.size(), static_cast<size_t>(std::max(options_.retain_finished, 0)));
-    std::set<std::string> forget(finished.begin(), finished.begin() + static_cast<ptrdiff_t>(excess));
+    // In the order they finished (creation order among equals): a long round created
+    // before many short ones is as new as its result.
+    std::vector<std::pair<Aggregation::Finish, std::string>> finished;
+    for (const std::string& id : FinishedLocked()) finished.emplace_back(by_id_.at(id)->finish(), id);
+    std::stable_sort(finished.begin(), finished.end(),
+                     [](const auto& a, const auto& b) { return a.first.at < b.first.at; });
+    // Only those past their grace may go (and once one is within it, so are all after it).
+    size_t past_grace = 0;
+    while (past_grace < finished.size() && now - finished[past_grace].first.at >= options_.finished_grace) {
+      ++past_grace;
+    }
+    const size_t retain = static_cast<size_t>(std::max(options_.retain_finished, 0));
+    const size_t beyond_count = std::min(past_grace, finished.size() - std::min(finished.size(), retain));
+    std::set<std::string> forget;
+    for (size_t i = 0; i < beyond_count; ++i) forget.insert(finished[i].second);
     if (options_.retain_finished_bytes > 0) {
-      // The results of those kept, oldest first: all but the newest may go, once their
-      // grace is over (and once one is within it, so are all after it).
-      std::vector<std::pair<Aggregation::KeptResult, std::string>> results;
+      // Then the oldest results of those kept, all but the newest result.
       uint64_t kept_bytes = 0;
-      for (size_t i = excess; i < finished.size(); ++i) {
-        const Aggregation::KeptResult result = by_id_.at(finished[i])->kept_result();
-        if (result.bytes == 0) continue;  // no result: going would free nothing of the bound
-        results.emplace_back(result, finished[i]);
-        kept_bytes += result.bytes;
+      size_t newest_result = finished.size();
+      for (size_t i = beyond_count; i < finished.size(); ++i) {
+        kept_bytes += finished[i].first.result_bytes;
+        if (finished[i].first.result_bytes > 0) newest_result = i;
       }
-      std::stable_sort(results.begin(), results.end(),
-                       [](const auto& a, const auto& b) { return a.first.made < b.first.made; });
-      for (size_t i = 0; kept_bytes > options_.retain_finished_bytes && i + 1 < results.size(); ++i) {
-        if (now - results[i].first.made < options_.result_grace) break;
-        forget.insert(results[i].second);
-        kept_bytes -= results[i].first.bytes;
+      const size_t may_go = std::min(past_grace, newest_result);
+      for (size_t i = beyond_count; kept_bytes > options_.retain_finished_bytes && i < may_go; ++i) {
+        if (finished[i].first.result_bytes == 0) continue;  // going would free nothing of the bound
+        forget.insert(finished[i].second);
+        kept_bytes -= finished[i].first.result_bytes;
       }
     }
     if (forget.empty()) return false;

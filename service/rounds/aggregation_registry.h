@@ -79,6 +79,12 @@ class AggregationRegistry {
   // Up to `max` OPEN aggregations, oldest first, leaving out those `client_id` already
   // contributed to (the task path and Welcome hand these out).
   std::vector<std::shared_ptr<Aggregation>> OpenAggregations(int max, const std::string& client_id);
+  // What the ticker runs every 20 ms, as of `now`: forgets the finished aggregations that
+  // finished first beyond the newest options().retain_finished, then those with a result,
+  // oldest result first, while the results left take more than retain_finished_bytes
+  // (never the newest result); never one that finished less than finished_grace before
+  // `now`. False when it forgot none.
+  bool ForgetFinished(absl::Time now);
   // Intermediate aggregators: the local mirror of a parent's aggregation, created (and
   // announced to the UpstreamSource) on first use. A mirror of an earlier incarnation of
   // the id (the root restarted without checkpoints and created the id again) is failed,
@@ -102,11 +108,6 @@ class AggregationRegistry {
   // aggregations are forgotten, one at a time, until it can (or none is left).
   absl::StatusOr<std::shared_ptr<Aggregation>> MakeAggregationMakingRoom(const AggregationConfig& config,
                                                                          const AggregationOptions& options);
-  // Forgets the oldest finished aggregations beyond the newest options().retain_finished,
-  // then those with a result, oldest result first, while the results left take more than
-  // retain_finished_bytes (never the newest, nor one younger than result_grace at `now`);
-  // false when it forgot none.
-  bool ForgetFinished(absl::Time now);
   // Forgets the oldest finished aggregation that still holds its accumulators (its
   // finished state not checkpointed yet); false when none does.
   bool ForgetOldestFinishedHoldingAccumulators();

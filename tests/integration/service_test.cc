@@ -297,6 +297,7 @@ TEST(ServiceTest, SubmitPathCountsLikeTheStream) {
 TEST(ServiceTest, OldFinishedAggregationsAreForgotten) {
   ServerConfig config = LoopbackConfig();
   config.retain_finished = 2;
+  config.finished_grace = absl::ZeroDuration();
   auto cluster = Cluster::Start(0, config);
   ASSERT_NE(cluster, nullptr);
   ControlClient control(Connect(cluster->root->port()));

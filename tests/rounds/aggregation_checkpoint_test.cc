@@ -291,6 +291,7 @@ TEST(CheckpointerTest, WritesOnCreationRestoresAfterRestartAndRemovesForgotten) 
   TempDir dir;
   AggregationOptions options = Checkpointed();
   options.retain_finished = 0;
+  options.finished_grace = absl::ZeroDuration();
   // Each checkpointer outlives its registry, whose ticker may report forgotten aggregations.
   {
     std::unique_ptr<Checkpointer> checkpointer;

@@ -1,8 +1,8 @@
 // Which finished aggregations the registry keeps (its ticker forgets the rest): the newest
-// AggregationOptions::retain_finished, and of those, results that take at most
-// retain_finished_bytes together — the oldest results go first, only aggregations holding
-// a result, never the newest result nor one younger than result_grace, never an open
-// aggregation.
+// AggregationOptions::retain_finished in the order they finished, and of those, results
+// that take at most retain_finished_bytes together — the oldest results go first, only
+// aggregations holding a result, never the newest result; never one that finished less
+// than finished_grace ago, never an open aggregation.
 #include <cstring>
 #include <memory>
 #include <string>
@@ -39,7 +39,7 @@ void Finalize(Aggregation& aggregation) {
   ASSERT_TRUE(aggregation.CommitUpdate("client", *std::move(update)).ok());
   ASSERT_TRUE(aggregation.Seal().ok());
   ASSERT_EQ(aggregation.state(), v1::FINALIZED);
-  ASSERT_EQ(aggregation.kept_result().bytes, kResultBytes);
+  ASSERT_EQ(aggregation.finish().result_bytes, kResultBytes);
 }
 
 // Whether the registry forgot `id` within 10 s (its ticker runs every 20 ms).
@@ -55,7 +55,7 @@ bool ForgottenSoon(const AggregationRegistry& registry, const std::string& id) {
 TEST(AggregationRegistryRetentionTest, TheOldestResultsGoOnceTheResultsTakeMoreThanTheBound) {
   AggregationOptions options;
   options.retain_finished_bytes = 3 * kResultBytes;
-  options.result_grace = absl::ZeroDuration();
+  options.finished_grace = absl::ZeroDuration();
   AggregationRegistry registry(options);
   std::shared_ptr<Aggregation> failed = *registry.Create(SpecOfElements("failed"));
   ASSERT_TRUE(failed->Seal().ok());  // no contribution: FAILED, no result
@@ -77,7 +77,7 @@ TEST(AggregationRegistryRetentionTest, TheOldestResultsGoOnceTheResultsTakeMoreT
 TEST(AggregationRegistryRetentionTest, TheNewestResultStaysWhateverItsSize) {
   AggregationOptions options;
   options.retain_finished_bytes = kResultBytes / 2;
-  options.result_grace = absl::ZeroDuration();
+  options.finished_grace = absl::ZeroDuration();
   AggregationRegistry registry(options);
   std::shared_ptr<Aggregation> old = *registry.Create(SpecOfElements("old"));
   Finalize(*old);
@@ -92,7 +92,7 @@ TEST(AggregationRegistryRetentionTest, TheNewestResultStaysWhateverItsSize) {
 TEST(AggregationRegistryRetentionTest, TheOldestResultGoesNotTheFirstCreated) {
   AggregationOptions options;
   options.retain_finished_bytes = kResultBytes;
-  options.result_grace = absl::ZeroDuration();
+  options.finished_grace = absl::ZeroDuration();
   AggregationRegistry registry(options);
   std::shared_ptr<Aggregation> created_first = *registry.Create(SpecOfElements("created-first"));
   std::shared_ptr<Aggregation> finished_first = *registry.Create(SpecOfElements("finished-first"));
@@ -103,28 +103,65 @@ TEST(AggregationRegistryRetentionTest, TheOldestResultGoesNotTheFirstCreated) {
   EXPECT_TRUE(registry.Find("created-first").ok());
 }
 
-TEST(AggregationRegistryRetentionTest, AResultStaysForItsGracePeriodWhateverTheBound) {
+TEST(AggregationRegistryRetentionTest, NothingGoesWithinItsGracePeriodWhateverTheBounds) {
   AggregationOptions options;
-  options.retain_finished = 4;  // forgets "oldest" by count: the ticker has looked at the results too
+  options.retain_finished = 1;
   options.retain_finished_bytes = kResultBytes;
-  options.result_grace = absl::Hours(1);
+  options.finished_grace = absl::Hours(1);  // the ticker, on the clock, forgets nothing
   AggregationRegistry registry(options);
-  std::shared_ptr<Aggregation> oldest = *registry.Create(SpecOfElements("oldest"));
-  ASSERT_TRUE(oldest->Seal().ok());  // no contribution: FAILED, no result
+  std::shared_ptr<Aggregation> failed = *registry.Create(SpecOfElements("failed"));
+  ASSERT_TRUE(failed->Seal().ok());  // no contribution: FAILED, no result
   for (const char* id : {"a", "b", "c"}) {
     std::shared_ptr<Aggregation> aggregation = *registry.Create(SpecOfElements(id));
     Finalize(*aggregation);
   }
-  std::shared_ptr<Aggregation> last = *registry.Create(SpecOfElements("last"));
-  ASSERT_TRUE(last->Seal().ok());
-  EXPECT_TRUE(ForgottenSoon(registry, "oldest"));
-  for (const char* id : {"a", "b", "c", "last"}) EXPECT_TRUE(registry.Find(id).ok()) << id;
+  EXPECT_FALSE(registry.ForgetFinished(absl::Now()));
+  for (const char* id : {"failed", "a", "b", "c"}) EXPECT_TRUE(registry.Find(id).ok()) << id;
+  // Past the grace, both bounds apply: the count keeps the one that finished last.
+  EXPECT_TRUE(registry.ForgetFinished(absl::Now() + absl::Hours(2)));
+  for (const char* id : {"failed", "a", "b"}) EXPECT_FALSE(registry.Find(id).ok()) << id;
+  EXPECT_TRUE(registry.Find("c").ok());
+}
+
+TEST(AggregationRegistryRetentionTest, TheCountKeepsTheRoundsThatFinishedLastNotTheLastCreated) {
+  AggregationOptions options;
+  options.retain_finished = 1;
+  options.retain_finished_bytes = 0;
+  options.finished_grace = absl::Hours(1);
+  AggregationRegistry registry(options);
+  std::shared_ptr<Aggregation> long_round = *registry.Create(SpecOfElements("long"));
+  std::shared_ptr<Aggregation> short_round = *registry.Create(SpecOfElements("short"));
+  Finalize(*short_round);
+  absl::SleepFor(absl::Milliseconds(1));  // finished at two distinct times
+  Finalize(*long_round);  // its client reads it next: it stays
+  EXPECT_TRUE(registry.ForgetFinished(absl::Now() + absl::Hours(2)));
+  EXPECT_FALSE(registry.Find("short").ok());
+  EXPECT_TRUE(registry.Find("long").ok());
+}
+
+TEST(AggregationRegistryRetentionTest, AnAggregationWithinItsGraceKeepsThoseThatFinishedAfterIt) {
+  AggregationOptions options;
+  options.retain_finished = 0;
+  options.retain_finished_bytes = 0;
+  options.finished_grace = absl::Hours(1);
+  AggregationRegistry registry(options);
+  std::shared_ptr<Aggregation> first = *registry.Create(SpecOfElements("first"));
+  Finalize(*first);
+  const absl::Time between = absl::Now();
+  absl::SleepFor(absl::Milliseconds(1));
+  std::shared_ptr<Aggregation> second = *registry.Create(SpecOfElements("second"));
+  Finalize(*second);
+  // Exactly one grace after "first" finished at the latest: "second" is still within its own.
+  EXPECT_TRUE(registry.ForgetFinished(between + absl::Hours(1)));
+  EXPECT_FALSE(registry.Find("first").ok());
+  EXPECT_TRUE(registry.Find("second").ok());
 }
 
 TEST(AggregationRegistryRetentionTest, WithoutAByteBoundTheCountAloneDecides) {
   AggregationOptions options;
   options.retain_finished = 2;
   options.retain_finished_bytes = 0;
+  options.finished_grace = absl::ZeroDuration();
   AggregationRegistry registry(options);
   for (const char* id : {"a", "b", "c"}) {
     std::shared_ptr<Aggregation> aggregation = *registry.Create(SpecOfElements(id));
