@@ -74,6 +74,11 @@ T ValueOrDie(absl::StatusOr<T> status_or) {
 
 // ---- Specs --------------------------------------------------------------------------
 
+inline constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// A tensor's type, short so that specs written in tests read as their shapes.
+inline ValueType T(DType dtype, std::vector<int64_t> shape) { return ValueType::Tensor(dtype, std::move(shape)); }
+
 inline std::shared_ptr<const ReductionSpec> MakeSpec(ValueType type,
                                                      std::vector<FieldIntrinsic> intrinsics,
                                                      ReductionOptions options = {}) {

@@ -25,6 +25,7 @@ namespace {
 using ::fedagg::testing::FromDouble;
 using ::fedagg::testing::IsOk;
 using ::fedagg::testing::MakeSpec;
+using ::fedagg::testing::T;
 using ::fedagg::testing::ReferenceSum;
 using ::fedagg::testing::SameTensor;
 using ::fedagg::testing::StatusIs;
@@ -32,7 +33,6 @@ using ::fedagg::testing::Update;
 using ::fedagg::testing::ValueOrDie;
 using ::fedagg::testing::Views;
 
-ValueType T(DType dtype, std::vector<int64_t> shape) { return ValueType::Tensor(dtype, std::move(shape)); }
 
 constexpr ReductionOptions kDeterministic{.deterministic = true};
 

@@ -28,7 +28,7 @@ using ::fedagg::testing::ReferenceSum;
 using ::fedagg::testing::SparseBatch;
 
 // Every value sent, with its coordinate and the update that sent it (batch, update).
-struct UnionModel {
+struct SentValues {
   struct Sent {
     int64_t index;
     int batch;
@@ -49,8 +49,8 @@ struct UnionModel {
 
 // The state holds every coordinate sent, no other, each with the correctly rounded sum of
 // its values and the number of updates that sent it.
-::testing::AssertionResult EqualsModel(const ExactSparseUnion& state, UnionModel model) {
-  std::sort(model.sent.begin(), model.sent.end(), [](const UnionModel::Sent& a, const UnionModel::Sent& b) {
+::testing::AssertionResult EqualsModel(const ExactSparseUnion& state, SentValues model) {
+  std::sort(model.sent.begin(), model.sent.end(), [](const SentValues::Sent& a, const SentValues::Sent& b) {
     return std::tie(a.index, a.batch, a.update) < std::tie(b.index, b.batch, b.update);
   });
   size_t next = 0;  // the model's first value of the coordinate expected next
@@ -102,7 +102,7 @@ TEST(ExactSparseUnionTest, SameAsTheCorrectlyRoundedSumsOfEveryValueSent) {
       SCOPED_TRACE(::testing::Message() << "rows " << rows << ", threads " << threads);
       ThreadPool pool(threads);
       ExactSparseUnion state(rows, ExactSums::Grid::kFloat32, pool);
-      UnionModel model;
+      SentValues model;
       const int64_t entries[] = {30000, 30000, 40};
       for (int b = 0; b < 3; ++b) {
         const SparseBatch<float> batch = RandomBatch<float>(static_cast<uint64_t>(rows) + 10 * b + threads, rows, 1, 6,

@@ -5,11 +5,12 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "service/core/machine_resources.h"
+#include "tests/core/core_test_util.h"
 
 namespace fedagg {
 namespace {
 
-constexpr uint64_t kMiB = uint64_t{1} << 20;
+using ::fedagg::testing::kMiB;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 TEST(MachineResourcesTest, CgroupLimitsAreParsed) {

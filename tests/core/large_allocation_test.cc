@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "service/core/host_memory_pinner.h"
 #include "service/core/mutex.h"
+#include "tests/core/core_test_util.h"
 
 namespace fedagg {
 namespace {
@@ -205,7 +206,7 @@ TEST(LargeAllocationTest, TrimCacheOfSomeBytesUnmapsTheOldestAndKeepsTheRest) {
   EXPECT_EQ(next.data(), newest);
 }
 
-constexpr size_t kMiB = size_t{1} << 20;
+using ::fedagg::testing::kMiB;
 
 // Records what is pinned; refuses to pin when told to.
 class FakePinner final : public HostMemoryPinner {

@@ -9,11 +9,12 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "service/core/large_allocation.h"
+#include "tests/core/core_test_util.h"
 
 namespace fedagg {
 namespace {
 
-constexpr size_t kMiB = size_t{1} << 20;
+using ::fedagg::testing::kMiB;
 
 // Pins everything, or nothing when told to refuse, taking `delay` each time.
 class SlowPinner final : public HostMemoryPinner {

@@ -29,6 +29,7 @@ using ::fedagg::testing::IsOk;
 using ::fedagg::testing::kAllDTypes;
 using ::fedagg::testing::kAllIntrinsics;
 using ::fedagg::testing::MakeSpec;
+using ::fedagg::testing::T;
 using ::fedagg::testing::OneFieldSpec;
 using ::fedagg::testing::SameTensor;
 using ::fedagg::testing::Snapshot;
@@ -42,7 +43,6 @@ using ::fedagg::testing::Views;
 
 constexpr auto kDataLoss = absl::StatusCode::kDataLoss;
 
-ValueType T(DType dtype, std::vector<int64_t> shape) { return ValueType::Tensor(dtype, std::move(shape)); }
 
 template <typename V>
 void Patch(std::string& bytes, size_t offset, V value) {
@@ -189,7 +189,7 @@ TEST(PartialAggregateCodecTest, EmptyAggregateRoundTrips) {
 }
 
 // A struct spec with one field of each accumulator kind, and some state.
-std::shared_ptr<const ReductionSpec> MixedSpec() {
+std::shared_ptr<const ReductionSpec> CodecSpec() {
   return MakeSpec(ValueType::Struct({{"w", T(DType::kFloat32, {3})},
                                      {"ids", T(DType::kInt64, {10})},
                                      {"emb", T(DType::kFloat16, {4, 2})},
@@ -201,7 +201,7 @@ std::shared_ptr<const ReductionSpec> MixedSpec() {
 }
 
 PartialAggregate MixedAggregate() {
-  PartialAggregate partial(MixedSpec());
+  PartialAggregate partial(CodecSpec());
   std::vector<Update> updates(3);
   for (int i = 0; i < 3; ++i) {
     updates[i]
@@ -215,11 +215,11 @@ PartialAggregate MixedAggregate() {
   return partial;
 }
 
-// Deserializing `bytes` for `spec` (MixedSpec() by default) fails with `code` and a message
+// Deserializing `bytes` for `spec` (CodecSpec() by default) fails with `code` and a message
 // containing `message`.
 ::testing::AssertionResult Refused(const std::string& bytes, absl::StatusCode code, absl::string_view message,
                                    std::shared_ptr<const ReductionSpec> spec = nullptr) {
-  if (spec == nullptr) spec = MixedSpec();
+  if (spec == nullptr) spec = CodecSpec();
   absl::StatusOr<PartialAggregate> result = PartialAggregate::Deserialize(spec, bytes);
   return StatusIs(result, code, message);
 }
@@ -271,13 +271,13 @@ TEST(PartialAggregateCodecTest, RefusesAnotherSpecsAggregate) {
   const std::string bytes = MixedAggregate().Serialize().value();
   ReductionOptions finite;
   finite.require_finite = true;
-  const auto other_options = MakeSpec(MixedSpec()->value_type(),
+  const auto other_options = MakeSpec(CodecSpec()->value_type(),
                                       {{Intrinsic::kFederatedWeightedMean},
                                        {Intrinsic::kSparseWeightedMean, true},
                                        {Intrinsic::kRowSparseMean, true},
                                        {Intrinsic::kSparseSumSparse, true}},
                                       finite);
-  const auto other_counts = MakeSpec(MixedSpec()->value_type(),
+  const auto other_counts = MakeSpec(CodecSpec()->value_type(),
                                      {{Intrinsic::kFederatedWeightedMean},
                                       {Intrinsic::kSparseWeightedMean, false},
                                       {Intrinsic::kRowSparseMean, true},
@@ -285,7 +285,7 @@ TEST(PartialAggregateCodecTest, RefusesAnotherSpecsAggregate) {
   for (const auto& other : {other_options, other_counts, OneFieldSpec(DType::kFloat32, {3}, Intrinsic::kFederatedSum)}) {
     SCOPED_TRACE(other->canonical());
     EXPECT_TRUE(Refused(bytes, absl::StatusCode::kFailedPrecondition,
-                        absl::StrCat("partial aggregate was built for spec ", MixedSpec()->canonical(),
+                        absl::StrCat("partial aggregate was built for spec ", CodecSpec()->canonical(),
                                      ", expected ", other->canonical()),
                         other));
   }
@@ -296,7 +296,7 @@ TEST(PartialAggregateCodecTest, RefusesAnotherSpecsAggregate) {
 }
 
 TEST(PartialAggregateCodecTest, RefusesInvalidTotals) {
-  const auto spec = MixedSpec();
+  const auto spec = CodecSpec();
   const Layout layout(*spec);
   const std::string bytes = MixedAggregate().Serialize().value();
   {
@@ -331,7 +331,7 @@ TEST(PartialAggregateCodecTest, RefusesTotalsInconsistentWithTheSpec) {
 }
 
 TEST(PartialAggregateCodecTest, RefusesMismatchedFieldHeaders) {
-  const auto spec = MixedSpec();
+  const auto spec = CodecSpec();
   const Layout layout(*spec);
   const std::string bytes = MixedAggregate().Serialize().value();
   {
@@ -475,7 +475,7 @@ TEST(PartialAggregateCodecTest, RandomCorruptionIsRefusedOrFaithful) {
     for (int i = 0; i < flips; ++i) {
       bad[rng() % bad.size()] ^= static_cast<char>(1 + rng() % 255);
     }
-    absl::StatusOr<PartialAggregate> result = PartialAggregate::Deserialize(MixedSpec(), bad);
+    absl::StatusOr<PartialAggregate> result = PartialAggregate::Deserialize(CodecSpec(), bad);
     if (result.ok()) {
       ASSERT_EQ(result->Serialize().value(), bad) << "trial " << trial;
     } else {
@@ -539,7 +539,7 @@ TEST(PartialAggregateCodecTest, DecodesTheSameWhenReadAsItsChunksArrive) {
     std::shared_ptr<const ReductionSpec> spec;
     PartialAggregate source;
   };
-  Case cases[] = {{MixedSpec(), MixedAggregate()}, {LargeUnionSpec(), LargeUnionAggregate()}};
+  Case cases[] = {{CodecSpec(), MixedAggregate()}, {LargeUnionSpec(), LargeUnionAggregate()}};
   for (const auto& [spec, source] : cases) {
     const std::string bytes = source.Serialize().value();
     for (size_t piece : {size_t{1}, size_t{3}, size_t{8}, size_t{13}, size_t{4096}, bytes.size()}) {
@@ -562,13 +562,13 @@ TEST(PartialAggregateCodecTest, AStreamThatBreaksOrRunsOverFailsTheDecode) {
     SCOPED_TRACE(fail_after);
     PieceSource pieces(bytes, 7, fail_after);
     ByteReader in(pieces, bytes.size());
-    ASSERT_TRUE(StatusIs(PartialAggregate::Deserialize(MixedSpec(), in), absl::StatusCode::kCancelled,
+    ASSERT_TRUE(StatusIs(PartialAggregate::Deserialize(CodecSpec(), in), absl::StatusCode::kCancelled,
                          "the stream broke"));
   }
   const std::string longer = bytes + "extra";
   PieceSource pieces(longer, longer.size());
   ByteReader in(pieces, bytes.size());
-  EXPECT_TRUE(StatusIs(PartialAggregate::Deserialize(MixedSpec(), in), kDataLoss,
+  EXPECT_TRUE(StatusIs(PartialAggregate::Deserialize(CodecSpec(), in), kDataLoss,
                        absl::StrCat("its input runs past the ", bytes.size(), " bytes declared")));
 }
 

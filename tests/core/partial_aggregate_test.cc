@@ -27,6 +27,7 @@ using ::fedagg::testing::AsDoubles;
 using ::fedagg::testing::FromDouble;
 using ::fedagg::testing::IsOk;
 using ::fedagg::testing::MakeSpec;
+using ::fedagg::testing::T;
 using ::fedagg::testing::OneFieldSpec;
 using ::fedagg::testing::SameTensor;
 using ::fedagg::testing::Snapshot;
@@ -38,7 +39,6 @@ using ::fedagg::testing::ValueOrDie;
 using ::fedagg::testing::Values;
 using ::fedagg::testing::Views;
 
-ValueType T(DType dtype, std::vector<int64_t> shape) { return ValueType::Tensor(dtype, std::move(shape)); }
 
 AggregateResult Reported(const PartialAggregate& partial) { return ValueOrDie(partial.Report()); }
 

@@ -16,10 +16,10 @@ namespace {
 using ::fedagg::testing::kAllDTypes;
 using ::fedagg::testing::kAllIntrinsics;
 using ::fedagg::testing::MakeSpec;
+using ::fedagg::testing::T;
 using ::fedagg::testing::OneFieldSpec;
 using ::fedagg::testing::StatusIs;
 
-ValueType T(DType dtype, std::vector<int64_t> shape) { return ValueType::Tensor(dtype, std::move(shape)); }
 
 TEST(ReductionSpecTest, DerivesFieldSpecsForAStruct) {
   const auto spec = MakeSpec(

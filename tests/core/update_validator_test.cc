@@ -17,6 +17,7 @@ using ::fedagg::testing::FromDouble;
 using ::fedagg::testing::IsOk;
 using ::fedagg::testing::kFloatDTypes;
 using ::fedagg::testing::MakeSpec;
+using ::fedagg::testing::T;
 using ::fedagg::testing::OneFieldSpec;
 using ::fedagg::testing::StatusIs;
 using ::fedagg::testing::ToBytes;
@@ -25,7 +26,6 @@ using ::fedagg::testing::Values;
 
 constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 
-ValueType T(DType dtype, std::vector<int64_t> shape) { return ValueType::Tensor(dtype, std::move(shape)); }
 
 // <w=float32[2,2], ids=float32[6], emb=float32[4,2]>: one field of each encoding.
 std::shared_ptr<const ReductionSpec> ThreeEncodings(ReductionOptions options = {},

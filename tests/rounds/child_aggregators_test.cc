@@ -13,7 +13,7 @@ namespace {
 
 using Strings = std::vector<std::string>;
 
-constexpr absl::Duration kGrace = absl::Seconds(10);
+constexpr absl::Duration kChildGrace = absl::Seconds(10);
 
 ChildAggregators::Registration JoinOrDie(ChildAggregators& children, const std::string& child_id,
                                          ChildNotifier notifier = [](ChildCommand) {}) {
@@ -79,12 +79,12 @@ TEST(ChildAggregatorsTest, AChildGoneForTheGracePeriodWithClaimsIsGivenUp) {
   children.Grant("a@1", "z");
   JoinOrDie(children, "c@1");  // joined, holds nothing: never given up
   // Known for longer than the grace period, but its stream is open.
-  EXPECT_EQ(children.GiveUpSilent(absl::Now() + absl::Hours(1), kGrace).children, 0);
+  EXPECT_EQ(children.GiveUpSilent(absl::Now() + absl::Hours(1), kChildGrace).children, 0);
   const absl::Time left = absl::Now();
   ASSERT_TRUE(children.Leave("a@1", joined.join, left));
-  EXPECT_EQ(children.GiveUpSilent(left + kGrace - absl::Milliseconds(1), kGrace).children, 0);
+  EXPECT_EQ(children.GiveUpSilent(left + kChildGrace - absl::Milliseconds(1), kChildGrace).children, 0);
 
-  const ChildAggregators::GivenUp given_up = children.GiveUpSilent(left + kGrace, kGrace);
+  const ChildAggregators::GivenUp given_up = children.GiveUpSilent(left + kChildGrace, kChildGrace);
   EXPECT_EQ(given_up.children, 1);
   EXPECT_EQ(given_up.client_ids, (Strings{"x", "z"}));
   EXPECT_EQ(children.claims(), 0u);
@@ -142,7 +142,7 @@ TEST(ChildAggregatorsTest, ProgressIsRestoredAsWrittenAndRestoredChildrenAreWait
   children.Grant("b@1", "y");  // its final push delivered its claim
   children.RecordPush("b@1", 1, true, {"y"});
   children.Grant("c@1", "z");  // never joined: known since its claim, given up after the grace
-  EXPECT_EQ(children.GiveUpSilent(absl::Now() + absl::Hours(1), kGrace).children, 1);
+  EXPECT_EQ(children.GiveUpSilent(absl::Now() + absl::Hours(1), kChildGrace).children, 1);
   children.Grant("e@1", "q");  // holds a claim it has not delivered
   const std::vector<AggregationCheckpoint::ChildProgress> written = children.Progress();
   ASSERT_EQ(written.size(), 4u);
@@ -168,8 +168,8 @@ TEST(ChildAggregatorsTest, ProgressIsRestoredAsWrittenAndRestoredChildrenAreWait
   EXPECT_TRUE(Accepts(restored, "a@1", 3));
   EXPECT_EQ(restored.CheckNotGivenUp("c@1").code(), absl::StatusCode::kFailedPrecondition);
   // e@1, with its claim, is lost since the restart: given up a grace period after it.
-  EXPECT_EQ(restored.GiveUpSilent(restart + kGrace - absl::Milliseconds(1), kGrace).children, 0);
-  const ChildAggregators::GivenUp given_up = restored.GiveUpSilent(restart + kGrace, kGrace);
+  EXPECT_EQ(restored.GiveUpSilent(restart + kChildGrace - absl::Milliseconds(1), kChildGrace).children, 0);
+  const ChildAggregators::GivenUp given_up = restored.GiveUpSilent(restart + kChildGrace, kChildGrace);
   EXPECT_EQ(given_up.children, 1);
   EXPECT_EQ(given_up.client_ids, Strings{"q"});
   // a@1 holds no claim and pushed no final partial: still waited for as if joined, to rejoin.
