@@ -9,8 +9,9 @@
 # file descriptors. At the end: resident memory must be flat after warm-up (the largest
 # sample of the last third at most 10% + 16 MiB above the largest of the first third after
 # warm-up) and descriptors must not grow (last sample at most 16 above the warm-up's
-# largest). Finished aggregations are retained 20 at a time (--retain_finished=20) so the
-# steady state is reached within the warm-up; what remains is what leaks.
+# largest). Finished aggregations are retained 20 at a time (--retain_finished=20; and
+# those finished in the last 10 s, --finished_grace_s) so the steady state is reached
+# within the warm-up; what remains is what leaks.
 # --kill_intermediates: the root writes checkpoints (every 100 ms) and the clients ask for
 # DURABLE acks; in every batch one intermediate, chosen at random, is killed with SIGKILL at
 # a random moment and started again under the same --node_id. Every DURABLE-acked update

@@ -20,10 +20,10 @@ ABSL_FLAG(int, batch_max_mib, 64,
 ABSL_FLAG(int64_t, flush_interval_ms, 100,
           "a batch that has not filled up is reduced once its oldest update waited this long");
 ABSL_FLAG(int, retain_finished, 1000,
-          "finished aggregations (and their results) kept; those that finished first are forgotten "
-          "beyond it, and sooner, oldest result first, when their results take more than "
-          "--retain_finished_mib or a new aggregation needs their memory (never one that finished in "
-          "the last --finished_grace_s)");
+          "finished aggregations (and their results) kept; beyond it those that finished first are "
+          "forgotten (never one that finished in the last --finished_grace_s), and sooner, oldest "
+          "result first, when their results take more than --retain_finished_mib, or, whatever their "
+          "age, when a new aggregation needs the memory a finished one still holds");
 ABSL_FLAG(int64_t, retain_finished_mib, 1024,
           "MiB the results of finished aggregations may take together: beyond it the finished "
           "aggregations with the oldest results are forgotten (never the newest result, whatever its "

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_accumulator_factory.h"
 #include "service/core/field_report.h"
@@ -67,13 +66,10 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
     aggregation->weight_sum_ = aggregation->result_->weight_sum;
   }
   if (checkpoint.state == v1::FINALIZED || checkpoint.state == v1::FAILED || checkpoint.state == v1::CANCELLED) {
-    // Its round's order among the restored ones (files are read in name order): the
-    // aggregation's creation time, its incarnation in ns; now when it has none.
-    int64_t created_ns = 0;
-    aggregation->RecordFinishLocked(
-        absl::SimpleAtoi(aggregation->config_.proto.incarnation(), &created_ns) && created_ns > 0
-            ? std::min(absl::FromUnixNanos(created_ns), now)
-            : now);
+    // When it finished, as near as the files tell (they are read in name order): when its
+    // last checkpoint was written; now when that is unknown.
+    const absl::Time written = std::min(checkpoint.written, now);
+    aggregation->RecordFinishLocked(written == absl::InfinitePast() ? now : written);
   }
   aggregation->durable_.MarkAllDurable();
   if (aggregation->AccumulatorsUnneededLocked()) {  // finished: the checkpoint holds it

@@ -8,6 +8,7 @@
 #include "service/rounds/checkpoint_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -205,6 +206,7 @@ absl::StatusOr<AggregationCheckpoint> ReadCheckpointFile(const std::string& path
     return absl::Status(checkpoint.status().code(),
                         absl::StrCat(path, ": ", checkpoint.status().message()));
   }
+  if (struct stat file; ::stat(path.c_str(), &file) == 0) checkpoint->written = absl::TimeFromTimespec(file.st_mtim);
   return checkpoint;
 }
 

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "fedagg/v1/types.pb.h"
 
 namespace fedagg {
@@ -38,6 +39,10 @@ struct AggregationCheckpoint {
   std::vector<std::string> counted;
   std::vector<ChildProgress> children;
   std::string partial;  // PartialAggregate::Serialize(), everything counted included
+  // Not in the file's body: when the file was last written (its modification time, set
+  // by ReadCheckpointFile). A finished aggregation's last checkpoint is written within a
+  // checkpoint interval of its finishing, and never again.
+  absl::Time written = absl::InfinitePast();
 };
 
 // File layout (little-endian): magic "FEDAGGCK", u32 format version, u32 CRC-32C of the

@@ -308,8 +308,9 @@ TEST(ServiceTest, OldFinishedAggregationsAreForgotten) {
   }
   ASSERT_TRUE(control.Create(MakeSpec("open", {{"w", "float32[1]", Intrinsic::kFederatedSum}})).ok());
   // The ticker forgets round-0 and round-1; the open one is never forgotten.
-  // (Bounded wait, generous for a loaded machine: the ticker runs on its own schedule.)
-  for (int i = 0; i < 1000 && (control.Get("round-0").ok() || control.Get("round-1").ok()); ++i) {
+  // (Bounded wait, generous for a loaded machine: the ticker runs on its own schedule; at
+  // most 5 s, half the 10 s grace that would keep them if the config's did not reach it.)
+  for (int i = 0; i < 500 && (control.Get("round-0").ok() || control.Get("round-1").ok()); ++i) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_EQ(control.Get("round-0").status().code(), absl::StatusCode::kNotFound);

@@ -85,6 +85,21 @@ TEST(AggregationCheckpointTest, FinalizedRestoresItsResult) {
   EXPECT_EQ(ResultOf(**restored), (std::vector<int64_t>{1, 7}));
 }
 
+// A restored finished aggregation finished when its last checkpoint was written (rounds
+// restored after a restart keep the order they finished in, and their grace), or, when
+// that is not known, at the restart.
+TEST(AggregationCheckpointTest, RestoredFinishedAggregationsFinishedWhenTheirCheckpointWasWritten) {
+  std::shared_ptr<Aggregation> finished = NewAggregation("done");
+  Contribute(*finished, "a", 7);
+  ASSERT_TRUE(finished->Seal().ok());
+  AggregationCheckpoint checkpoint = SnapshotOf(*finished)->checkpoint;
+  checkpoint.written = absl::FromUnixSeconds(1'700'000'000);
+  EXPECT_EQ(testing::ValueOrDie(Aggregation::Restore(checkpoint, Checkpointed()))->finish().at, checkpoint.written);
+  checkpoint.written = absl::InfinitePast();
+  const absl::Time before = absl::Now();
+  EXPECT_GE(testing::ValueOrDie(Aggregation::Restore(checkpoint, Checkpointed()))->finish().at, before);
+}
+
 // A finalized checkpointed aggregation keeps its accumulators until a checkpoint holds its
 // finished state, then frees them (the budget gets their bytes back) and keeps its result;
 // what changes later (a child's claim given back) has nothing to write; a restart from
@@ -319,6 +334,9 @@ TEST(CheckpointerTest, WritesOnCreationRestoresAfterRestartAndRemovesForgotten) 
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_TRUE((*restored)->HasCounted("alice"));
   EXPECT_TRUE((*restored)->HasCounted("bob"));
+  // Read with its file's modification time: a checkpoint is never written in the future.
+  EXPECT_LE(testing::ValueOrDie(ReadCheckpointFile(dir.path() + "/r1.ckpt")).written, absl::Now());
+  EXPECT_GT(testing::ValueOrDie(ReadCheckpointFile(dir.path() + "/r1.ckpt")).written, absl::Now() - absl::Hours(1));
   // Finished and forgotten (retain_finished = 0): its file goes.
   ASSERT_TRUE((*restored)->Seal().ok());
   for (int i = 0; i < 200 && std::filesystem::exists(dir.path() + "/r1.ckpt"); ++i) {

@@ -139,7 +139,7 @@ TEST(AggregationRegistryRetentionTest, TheCountKeepsTheRoundsThatFinishedLastNot
   EXPECT_TRUE(registry.Find("long").ok());
 }
 
-TEST(AggregationRegistryRetentionTest, AnAggregationWithinItsGraceKeepsThoseThatFinishedAfterIt) {
+TEST(AggregationRegistryRetentionTest, TheGraceEndsOneGraceAfterFinishing) {
   AggregationOptions options;
   options.retain_finished = 0;
   options.retain_finished_bytes = 0;
@@ -147,14 +147,37 @@ TEST(AggregationRegistryRetentionTest, AnAggregationWithinItsGraceKeepsThoseThat
   AggregationRegistry registry(options);
   std::shared_ptr<Aggregation> first = *registry.Create(SpecOfElements("first"));
   Finalize(*first);
-  const absl::Time between = absl::Now();
   absl::SleepFor(absl::Milliseconds(1));
   std::shared_ptr<Aggregation> second = *registry.Create(SpecOfElements("second"));
   Finalize(*second);
-  // Exactly one grace after "first" finished at the latest: "second" is still within its own.
-  EXPECT_TRUE(registry.ForgetFinished(between + absl::Hours(1)));
+  // A nanosecond before the grace of "second" ends: only "first", finished before it, goes.
+  EXPECT_TRUE(registry.ForgetFinished(second->finish().at + options.finished_grace - absl::Nanoseconds(1)));
   EXPECT_FALSE(registry.Find("first").ok());
   EXPECT_TRUE(registry.Find("second").ok());
+  // As its grace ends, "second" goes too.
+  EXPECT_TRUE(registry.ForgetFinished(second->finish().at + options.finished_grace));
+  EXPECT_FALSE(registry.Find("second").ok());
+}
+
+TEST(AggregationRegistryRetentionTest, EveryWayToFinishRecordsWhen) {
+  AggregationRegistry registry(AggregationOptions{});
+  std::shared_ptr<Aggregation> cancelled = *registry.Create(SpecOfElements("cancelled"));
+  std::shared_ptr<Aggregation> finalized = *registry.Create(SpecOfElements("finalized"));
+  std::shared_ptr<Aggregation> failed = *registry.Create(SpecOfElements("failed"));
+  std::shared_ptr<Aggregation> forwarded = *registry.Create(SpecOfElements("forwarded"));
+  EXPECT_EQ(cancelled->finish().at, absl::InfinitePast());  // open: not finished
+  const absl::Time before = absl::Now();
+  ASSERT_TRUE(cancelled->Cancel("test").ok());
+  Finalize(*finalized);
+  ASSERT_TRUE(failed->Seal().ok());  // no contribution: FAILED
+  forwarded->MarkForwarded(absl::OkStatus());
+  const absl::Time after = absl::Now();
+  for (const auto& aggregation : {cancelled, finalized, failed, forwarded}) {
+    EXPECT_GE(aggregation->finish().at, before) << aggregation->id();
+    EXPECT_LE(aggregation->finish().at, after) << aggregation->id();
+  }
+  EXPECT_EQ(finalized->finish().result_bytes, kResultBytes);
+  EXPECT_EQ(failed->finish().result_bytes, 0u);
 }
 
 TEST(AggregationRegistryRetentionTest, WithoutAByteBoundTheCountAloneDecides) {
