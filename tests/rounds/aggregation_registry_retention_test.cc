@@ -42,6 +42,29 @@ void Finalize(Aggregation& aggregation) {
   ASSERT_EQ(aggregation.finish().result_bytes, kResultBytes);
 }
 
+// More finished aggregations than any test makes.
+constexpr int kNoCountBound = 1000;
+
+// A registry's options: it keeps `retain_finished` finished aggregations and results of
+// `retain_finished_bytes` at most, each for at least `finished_grace`.
+AggregationOptions Retaining(int retain_finished, uint64_t retain_finished_bytes, absl::Duration finished_grace) {
+  AggregationOptions options;
+  options.retain_finished = retain_finished;
+  options.retain_finished_bytes = retain_finished_bytes;
+  options.finished_grace = finished_grace;
+  return options;
+}
+
+// A long round and a short one: "created-first", then "finished-first", which finishes
+// first; "created-first" finishes next (its client reads its result next).
+void FinishInTheOtherOrder(AggregationRegistry& registry) {
+  std::shared_ptr<Aggregation> created_first = *registry.Create(SpecOfElements("created-first"));
+  std::shared_ptr<Aggregation> finished_first = *registry.Create(SpecOfElements("finished-first"));
+  Finalize(*finished_first);
+  absl::SleepFor(absl::Milliseconds(1));  // finished at two distinct times
+  Finalize(*created_first);
+}
+
 // Whether the registry forgot `id` within 10 s (its ticker runs every 20 ms).
 bool ForgottenSoon(const AggregationRegistry& registry, const std::string& id) {
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
@@ -53,9 +76,7 @@ bool ForgottenSoon(const AggregationRegistry& registry, const std::string& id) {
 }
 
 TEST(AggregationRegistryRetentionTest, TheOldestResultsGoOnceTheResultsTakeMoreThanTheBound) {
-  AggregationOptions options;
-  options.retain_finished_bytes = 3 * kResultBytes;
-  options.finished_grace = absl::ZeroDuration();
+  const AggregationOptions options = Retaining(kNoCountBound, 3 * kResultBytes, absl::ZeroDuration());
   AggregationRegistry registry(options);
   std::shared_ptr<Aggregation> failed = *registry.Create(SpecOfElements("failed"));
   ASSERT_TRUE(failed->Seal().ok());  // no contribution: FAILED, no result
@@ -75,9 +96,7 @@ TEST(AggregationRegistryRetentionTest, TheOldestResultsGoOnceTheResultsTakeMoreT
 }
 
 TEST(AggregationRegistryRetentionTest, TheNewestResultStaysWhateverItsSize) {
-  AggregationOptions options;
-  options.retain_finished_bytes = kResultBytes / 2;
-  options.finished_grace = absl::ZeroDuration();
+  const AggregationOptions options = Retaining(kNoCountBound, kResultBytes / 2, absl::ZeroDuration());
   AggregationRegistry registry(options);
   std::shared_ptr<Aggregation> old = *registry.Create(SpecOfElements("old"));
   Finalize(*old);
@@ -90,24 +109,16 @@ TEST(AggregationRegistryRetentionTest, TheNewestResultStaysWhateverItsSize) {
 }
 
 TEST(AggregationRegistryRetentionTest, TheOldestResultGoesNotTheFirstCreated) {
-  AggregationOptions options;
-  options.retain_finished_bytes = kResultBytes;
-  options.finished_grace = absl::ZeroDuration();
+  const AggregationOptions options = Retaining(kNoCountBound, kResultBytes, absl::ZeroDuration());
   AggregationRegistry registry(options);
-  std::shared_ptr<Aggregation> created_first = *registry.Create(SpecOfElements("created-first"));
-  std::shared_ptr<Aggregation> finished_first = *registry.Create(SpecOfElements("finished-first"));
-  Finalize(*finished_first);
-  absl::SleepFor(absl::Milliseconds(1));  // made at two distinct times
-  Finalize(*created_first);  // its client reads it next: it stays
+  FinishInTheOtherOrder(registry);
   EXPECT_TRUE(ForgottenSoon(registry, "finished-first"));
   EXPECT_TRUE(registry.Find("created-first").ok());
 }
 
 TEST(AggregationRegistryRetentionTest, NothingGoesWithinItsGracePeriodWhateverTheBounds) {
-  AggregationOptions options;
-  options.retain_finished = 1;
-  options.retain_finished_bytes = kResultBytes;
-  options.finished_grace = absl::Hours(1);  // the ticker, on the clock, forgets nothing
+  // With an hour's grace the ticker, on the clock, forgets nothing.
+  const AggregationOptions options = Retaining(1, kResultBytes, absl::Hours(1));
   AggregationRegistry registry(options);
   std::shared_ptr<Aggregation> failed = *registry.Create(SpecOfElements("failed"));
   ASSERT_TRUE(failed->Seal().ok());  // no contribution: FAILED, no result
@@ -124,26 +135,16 @@ TEST(AggregationRegistryRetentionTest, NothingGoesWithinItsGracePeriodWhateverTh
 }
 
 TEST(AggregationRegistryRetentionTest, TheCountKeepsTheRoundsThatFinishedLastNotTheLastCreated) {
-  AggregationOptions options;
-  options.retain_finished = 1;
-  options.retain_finished_bytes = 0;
-  options.finished_grace = absl::Hours(1);
+  const AggregationOptions options = Retaining(1, 0, absl::Hours(1));
   AggregationRegistry registry(options);
-  std::shared_ptr<Aggregation> long_round = *registry.Create(SpecOfElements("long"));
-  std::shared_ptr<Aggregation> short_round = *registry.Create(SpecOfElements("short"));
-  Finalize(*short_round);
-  absl::SleepFor(absl::Milliseconds(1));  // finished at two distinct times
-  Finalize(*long_round);  // its client reads it next: it stays
+  FinishInTheOtherOrder(registry);
   EXPECT_TRUE(registry.ForgetFinished(absl::Now() + absl::Hours(2)));
-  EXPECT_FALSE(registry.Find("short").ok());
-  EXPECT_TRUE(registry.Find("long").ok());
+  EXPECT_FALSE(registry.Find("finished-first").ok());
+  EXPECT_TRUE(registry.Find("created-first").ok());
 }
 
 TEST(AggregationRegistryRetentionTest, TheGraceEndsOneGraceAfterFinishing) {
-  AggregationOptions options;
-  options.retain_finished = 0;
-  options.retain_finished_bytes = 0;
-  options.finished_grace = absl::Hours(1);
+  const AggregationOptions options = Retaining(0, 0, absl::Hours(1));
   AggregationRegistry registry(options);
   std::shared_ptr<Aggregation> first = *registry.Create(SpecOfElements("first"));
   Finalize(*first);
@@ -181,10 +182,7 @@ TEST(AggregationRegistryRetentionTest, EveryWayToFinishRecordsWhen) {
 }
 
 TEST(AggregationRegistryRetentionTest, WithoutAByteBoundTheCountAloneDecides) {
-  AggregationOptions options;
-  options.retain_finished = 2;
-  options.retain_finished_bytes = 0;
-  options.finished_grace = absl::ZeroDuration();
+  const AggregationOptions options = Retaining(2, 0, absl::ZeroDuration());
   AggregationRegistry registry(options);
   for (const char* id : {"a", "b", "c"}) {
     std::shared_ptr<Aggregation> aggregation = *registry.Create(SpecOfElements(id));
