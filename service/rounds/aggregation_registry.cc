@@ -284,12 +284,17 @@ void AggregationRegistry::TickerLoop() {
   }
 }
 
-std::vector<std::string> AggregationRegistry::FinishedLocked() const {
-  std::vector<std::string> finished;
+std::vector<std::pair<Aggregation::Finish, std::string>> AggregationRegistry::FinishedLocked() const {
+  std::vector<std::pair<Aggregation::Finish, std::string>> finished;
   for (const std::string& id : creation_order_) {
-    const v1::AggregationState state = by_id_.at(id)->state();
-    if (state == v1::FINALIZED || state == v1::FAILED || state == v1::CANCELLED) finished.push_back(id);
+    const Aggregation& aggregation = *by_id_.at(id);
+    const v1::AggregationState state = aggregation.state();
+    if (state == v1::FINALIZED || state == v1::FAILED || state == v1::CANCELLED) {
+      finished.emplace_back(aggregation.finish(), id);
+    }
   }
+  // A long round created before many short ones is as new as its result.
+  std::stable_sort(finished.begin(), finished.end(), [](const auto& a, const auto& b) { return a.first.at < b.first.at; });
   return finished;
 }
 
@@ -297,12 +302,7 @@ bool AggregationRegistry::ForgetFinished(absl::Time now) {
   std::vector<std::shared_ptr<Aggregation>> forgotten;  // destroyed after the lock is released
   {
     MutexLock lock(&mu_);
-    // In the order they finished (creation order among equals): a long round created
-    // before many short ones is as new as its result.
-    std::vector<std::pair<Aggregation::Finish, std::string>> finished;
-    for (const std::string& id : FinishedLocked()) finished.emplace_back(by_id_.at(id)->finish(), id);
-    std::stable_sort(finished.begin(), finished.end(),
-                     [](const auto& a, const auto& b) { return a.first.at < b.first.at; });
+    const std::vector<std::pair<Aggregation::Finish, std::string>> finished = FinishedLocked();
     // Only those past their grace may go (and once one is within it, so are all after it).
     size_t past_grace = 0;
     while (past_grace < finished.size() && now - finished[past_grace].first.at >= options_.finished_grace) {
@@ -336,7 +336,7 @@ bool AggregationRegistry::ForgetFinished(absl::Time now) {
 bool AggregationRegistry::ForgetOldestFinishedHoldingAccumulators() {
   std::vector<std::shared_ptr<Aggregation>> forgotten;  // destroyed after the lock is released
   MutexLock lock(&mu_);
-  for (const std::string& id : FinishedLocked()) {
+  for (const auto& [finish, id] : FinishedLocked()) {
     if (!by_id_.at(id)->holds_accumulators()) continue;
     ForgetLocked({id}, &forgotten);
     return true;

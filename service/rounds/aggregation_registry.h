@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -108,14 +109,16 @@ class AggregationRegistry {
   // aggregations are forgotten, one at a time, until it can (or none is left).
   absl::StatusOr<std::shared_ptr<Aggregation>> MakeAggregationMakingRoom(const AggregationConfig& config,
                                                                          const AggregationOptions& options);
-  // Forgets the oldest finished aggregation that still holds its accumulators (its
-  // finished state not checkpointed yet); false when none does.
+  // Forgets the finished aggregation that finished first of those that still hold their
+  // accumulators (finished state not checkpointed yet); false when none does.
   bool ForgetOldestFinishedHoldingAccumulators();
   // Removes `ids` (finished ones) from the registry and its store; they are destroyed
   // with `forgotten`, after the lock is released.
   void ForgetLocked(const std::set<std::string>& ids, std::vector<std::shared_ptr<Aggregation>>* forgotten)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<std::string> FinishedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The finished aggregations, when each finished, in the order they finished (creation
+  // order among equals).
+  std::vector<std::pair<Aggregation::Finish, std::string>> FinishedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const AggregationOptions options_;
   UpstreamSource* upstream_ = nullptr;
