@@ -294,7 +294,8 @@ std::vector<std::pair<Aggregation::Finish, std::string>> AggregationRegistry::Fi
     }
   }
   // A long round created before many short ones is as new as its result.
-  std::stable_sort(finished.begin(), finished.end(), [](const auto& a, const auto& b) { return a.first.at < b.first.at; });
+  std::stable_sort(finished.begin(), finished.end(),
+                   [](const auto& a, const auto& b) { return a.first.at < b.first.at; });
   return finished;
 }
 
