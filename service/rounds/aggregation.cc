@@ -65,7 +65,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
     aggregation->result_ = std::make_shared<const AggregateResult>(*std::move(report));
     aggregation->weight_sum_ = aggregation->result_->weight_sum;
   }
-  if (checkpoint.state == v1::FINALIZED || checkpoint.state == v1::FAILED || checkpoint.state == v1::CANCELLED) {
+  if (IsFinished(checkpoint.state)) {
     // When it finished, as near as the files tell (they are read in name order): when its
     // last checkpoint was written; now when that is unknown.
     const absl::Time written = std::min(checkpoint.written, now);
@@ -525,8 +525,7 @@ void Aggregation::MaybeFinalize() {
 }
 
 bool Aggregation::AccumulatorsUnneededLocked() const {
-  const bool finished = state_ == v1::FINALIZED || state_ == v1::FAILED || state_ == v1::CANCELLED;
-  return finished && (!options_.checkpointed || durable_.AllDurable());
+  return IsFinished(state_) && (!options_.checkpointed || durable_.AllDurable());
 }
 
 void Aggregation::ReleaseFinishedAccumulators() {
@@ -652,7 +651,7 @@ void Aggregation::MarkForwarded(const absl::Status& delivered) {
   DurableAcks::Waiters not_durable;
   {
     MutexLock lock(&mu_);
-    if (state_ == v1::CANCELLED || state_ == v1::FINALIZED || state_ == v1::FAILED) return;
+    if (IsFinished(state_)) return;
     state_ = delivered.ok() ? v1::FINALIZED : v1::FAILED;
     RecordFinishLocked(absl::Now());
     durable_.Changed();

@@ -92,6 +92,11 @@ struct AggregationOptions {
   ThreadPool* finalizer = nullptr;
 };
 
+// FINALIZED, FAILED and CANCELLED: an aggregation in one of these states never changes it.
+inline bool IsFinished(v1::AggregationState state) {
+  return state == v1::FINALIZED || state == v1::FAILED || state == v1::CANCELLED;
+}
+
 class Aggregation : public std::enable_shared_from_this<Aggregation> {
  public:
   // Sent to a child aggregator over its Tier.Join stream (child_aggregators.h).
@@ -294,8 +299,9 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // The result of a FINALIZED aggregation; FAILED_PRECONDITION otherwise.
   absl::StatusOr<std::shared_ptr<const AggregateResult>> Result() const;
   // When a finished aggregation finished (one restored finished from a checkpoint: when
-  // it was created, so that restored rounds keep their order) and the bytes its result
-  // holds (AggregateResult::MemoryBytes; 0 without one). InfinitePast and 0 while it runs.
+  // its last checkpoint was written, so that restored rounds keep their order) and the
+  // bytes its result holds (AggregateResult::MemoryBytes; 0 without one). InfinitePast
+  // and 0 while it runs.
   struct Finish {
     absl::Time at = absl::InfinitePast();
     uint64_t result_bytes = 0;

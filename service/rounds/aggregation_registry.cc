@@ -288,8 +288,7 @@ std::vector<std::pair<Aggregation::Finish, std::string>> AggregationRegistry::Fi
   std::vector<std::pair<Aggregation::Finish, std::string>> finished;
   for (const std::string& id : creation_order_) {
     const Aggregation& aggregation = *by_id_.at(id);
-    const v1::AggregationState state = aggregation.state();
-    if (state == v1::FINALIZED || state == v1::FAILED || state == v1::CANCELLED) {
+    if (IsFinished(aggregation.state())) {
       finished.emplace_back(aggregation.finish(), id);
     }
   }

@@ -9,10 +9,6 @@
 namespace fedagg {
 namespace {
 
-bool IsFinal(v1::AggregationState state) {
-  return state == v1::FINALIZED || state == v1::FAILED || state == v1::CANCELLED;
-}
-
 // Streams a ResultStream's chunks, one write in flight.
 class ResultReactor final : public grpc::ServerWriteReactor<v1::ResultChunk> {
  public:
@@ -169,7 +165,7 @@ grpc::ServerWriteReactor<v1::AggregationStatus>* ControlService::WatchAggregatio
     std::shared_ptr<Aggregation> a = weak_aggregation.lock();
     if (s == nullptr || a == nullptr) return;
     v1::AggregationStatus status = a->Status();
-    const bool final = IsFinal(status.state());
+    const bool final = IsFinished(status.state());
     s->Push(std::move(status));
     if (final) s->Close(grpc::Status::OK);
   };
