@@ -48,7 +48,7 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
   hold.ReplacePartial(*std::move(partial));  // accounts it: a restored sparse union may be larger than an empty one
   aggregation->state_ = checkpoint.state;
   aggregation->detail_ = checkpoint.detail;
-  aggregation->counted_.insert(checkpoint.counted.begin(), checkpoint.counted.end());
+  aggregation->counted_ = ClientIdSet(checkpoint.counted);
   aggregation->contributions_ = checkpoint.contributions;
   aggregation->weight_sum_ = checkpoint.weight_sum;
   const absl::Time now = absl::Now();
@@ -223,7 +223,7 @@ absl::Status Aggregation::CountClientLocked(const std::string& client_id) {
   }
   // Only on a mirror whose parent granted an id counted here: the parent's view wins
   // nothing, the update is not counted twice (the grant is given back).
-  if (!counted_.insert(client_id).second) {
+  if (!counted_.insert(client_id)) {
     return absl::AlreadyExistsError(absl::StrCat("client '", client_id, "' already contributed to aggregation '",
                                                  id(), "' through this aggregator; its update is counted once"));
   }
@@ -541,7 +541,7 @@ void Aggregation::ReleaseFinishedAccumulators() {
 void Aggregation::ReleaseFinishedStateLocked(BatchReducer::Hold& hold) {
   if (!accumulators_released_) ReleaseAccumulatorsLocked(hold);  // a mirror's final delta freed them
   counted_any_ |= !counted_.empty();
-  std::set<std::string>().swap(counted_);
+  counted_ = ClientIdSet();
 }
 
 void Aggregation::ReleaseAccumulatorsLocked(BatchReducer::Hold& hold) {
@@ -704,7 +704,7 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOr
     checkpoint.detail = detail_;
     checkpoint.contributions = contributions_;
     checkpoint.weight_sum = weight_sum_;
-    checkpoint.counted.assign(counted_.begin(), counted_.end());
+    checkpoint.counted = counted_.Snapshot();
     checkpoint.children = children_.Progress();
   }
   // The partial changes only under the hold, still held: updates committed meanwhile wait

@@ -51,6 +51,7 @@
 #include "service/rounds/checkpoint_file.h"
 #include "service/rounds/child_aggregators.h"
 #include "service/rounds/client_claims.h"
+#include "service/rounds/client_id_set.h"
 #include "service/rounds/durable_acks.h"
 #include "service/rounds/spec_conversion.h"
 
@@ -376,7 +377,7 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   std::string detail_ ABSL_GUARDED_BY(mu_);
   // Client ids whose update is in the partial (or pending), or whose claim a child holds;
   // freed once finished (counted_any_ then says whether it held any).
-  std::set<std::string> counted_ ABSL_GUARDED_BY(mu_);
+  ClientIdSet counted_ ABSL_GUARDED_BY(mu_);
   bool counted_any_ ABSL_GUARDED_BY(mu_) = false;
   std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
   // The child aggregators, and the ids of counted_ they claimed and have not delivered yet.

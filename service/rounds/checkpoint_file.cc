@@ -76,14 +76,38 @@ void PutClientIds(ByteWriter& out, const std::vector<std::string>& client_ids) {
   for (const std::string& client_id : client_ids) out.PutString(client_id);
 }
 
-absl::Status GetClientIds(ByteReader& in, std::vector<std::string>* client_ids) {
+void PutClientIds(ByteWriter& out, const ClientIdList& client_ids) {
+  out.Put<uint64_t>(client_ids.size());
+  client_ids.ForEach([&](absl::string_view client_id) { out.PutString(client_id); });
+}
+
+// Reads a list of client ids, handing each to `add`.
+absl::Status GetClientIds(ByteReader& in, absl::FunctionRef<absl::Status(std::string)> add) {
   uint64_t count = 0;
   FEDAGG_RETURN_IF_ERROR(in.Get(&count));
   for (uint64_t i = 0; i < count; ++i) {
     std::string client_id;
     FEDAGG_RETURN_IF_ERROR(in.GetString(&client_id));
-    client_ids->push_back(std::move(client_id));
+    FEDAGG_RETURN_IF_ERROR(add(std::move(client_id)));
   }
+  return absl::OkStatus();
+}
+
+absl::Status GetClientIds(ByteReader& in, std::vector<std::string>* client_ids) {
+  return GetClientIds(in, [&](std::string client_id) {
+    client_ids->push_back(std::move(client_id));
+    return absl::OkStatus();
+  });
+}
+
+// The counted ids: a set, so an id listed twice is corruption (no encoder writes one).
+absl::Status GetClientIds(ByteReader& in, ClientIdList* client_ids) {
+  ClientIdSet counted;
+  FEDAGG_RETURN_IF_ERROR(GetClientIds(in, [&](std::string client_id) {
+    return counted.insert(client_id) ? absl::OkStatus()
+                                     : Corrupt(absl::StrCat("client id '", client_id, "' is counted twice"));
+  }));
+  *client_ids = counted.Snapshot();
   return absl::OkStatus();
 }
 

@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "fedagg/v1/types.pb.h"
+#include "service/rounds/client_id_set.h"
 
 namespace fedagg {
 
@@ -36,7 +37,8 @@ struct AggregationCheckpoint {
   int64_t contributions = 0;
   double weight_sum = 0;
   // Client ids counted: whose update is in `partial`, or claimed by a child (its leases).
-  std::vector<std::string> counted;
+  // Taken from the aggregation's set without copying an id; written in the order counted.
+  ClientIdList counted;
   std::vector<ChildProgress> children;
   std::string partial;  // PartialAggregate::Serialize(), everything counted included
   // Not in the file's body: when the file was last written (its modification time, set

@@ -120,7 +120,7 @@ TEST(AggregationCheckpointTest, AccumulatorsAreFreedOnceTheFinishedStateIsCheckp
   std::optional<Aggregation::Snapshot> snapshot = SnapshotOf(*finished);
   ASSERT_TRUE(snapshot.has_value());
   EXPECT_EQ(snapshot->checkpoint.state, v1::FINALIZED);
-  EXPECT_EQ(snapshot->checkpoint.counted, (std::vector<std::string>{"a", "x"}));
+  EXPECT_EQ(snapshot->checkpoint.counted.ToVector(), (std::vector<std::string>{"x", "a"}));  // in order counted
   finished->MarkDurable(*snapshot);
   EXPECT_EQ(budget.used(), 0u);
   // The counted ids go with the accumulators: a retry is refused as not OPEN all the same.

@@ -24,7 +24,9 @@ AggregationCheckpoint SampleCheckpoint(const std::string& partial = "partial-byt
   checkpoint.detail = "sealed by an operator";
   checkpoint.contributions = 12;
   checkpoint.weight_sum = 12.5;
-  checkpoint.counted = {"alice", "bob", "", "carol", "dave"};
+  ClientIdSet counted;
+  for (const char* client_id : {"alice", "bob", "", "carol", "dave"}) counted.insert(client_id);
+  checkpoint.counted = counted.Snapshot();
   checkpoint.children = {{"edge-1@17", 4, false, false, {"carol", "dave"}},
                          {"edge-2@18", 9, true, false, {}},
                          {"edge-3@19", 2, false, true, {}}};
@@ -38,7 +40,7 @@ void ExpectSame(const AggregationCheckpoint& a, const AggregationCheckpoint& b) 
   EXPECT_EQ(a.detail, b.detail);
   EXPECT_EQ(a.contributions, b.contributions);
   EXPECT_EQ(a.weight_sum, b.weight_sum);
-  EXPECT_EQ(a.counted, b.counted);
+  EXPECT_EQ(a.counted.ToVector(), b.counted.ToVector());
   ASSERT_EQ(a.children.size(), b.children.size());
   for (size_t i = 0; i < a.children.size(); ++i) {
     EXPECT_EQ(a.children[i].child_id, b.children[i].child_id);
@@ -81,17 +83,17 @@ TEST(CheckpointFileTest, EveryFlippedByteIsRefused) {
   EXPECT_EQ(DecodeCheckpoint(newer).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
-// A file written before children's leases existed (format version 1) is read: its children
-// hold no leases and none was given up.
-TEST(CheckpointFileTest, AVersionOneFileIsReadWithoutLeases) {
+// A checkpoint file of format version 1 (before children's leases) counting `counted`,
+// with one child that pushed up to sequence 5, its final push among them.
+std::string VersionOneFile(const std::vector<std::string>& counted) {
   ByteWriter body;
   body.PutString(CountingSpec("round-1").SerializeAsString());
   body.Put<int32_t>(v1::OPEN);
   body.PutString("");
   body.Put<int64_t>(3);
   body.Put<double>(3.0);
-  body.Put<uint64_t>(1);
-  body.PutString("alice");
+  body.Put<uint64_t>(counted.size());
+  for (const std::string& client_id : counted) body.PutString(client_id);
   body.Put<uint64_t>(1);
   body.PutString("edge-1@17");
   body.Put<uint64_t>(5);
@@ -103,17 +105,29 @@ TEST(CheckpointFileTest, AVersionOneFileIsReadWithoutLeases) {
   file.Put<uint32_t>(1);
   file.Put<uint32_t>(Crc32cExtend(0, payload.data(), payload.size()));
   file.Put<uint64_t>(payload.size());
-  const std::string bytes = file.Take() + payload;
+  return file.Take() + payload;
+}
 
-  absl::StatusOr<AggregationCheckpoint> decoded = DecodeCheckpoint(bytes);
+// A file written before children's leases existed (format version 1) is read: its children
+// hold no leases and none was given up.
+TEST(CheckpointFileTest, AVersionOneFileIsReadWithoutLeases) {
+  absl::StatusOr<AggregationCheckpoint> decoded = DecodeCheckpoint(VersionOneFile({"alice"}));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
-  EXPECT_EQ(decoded->counted, std::vector<std::string>{"alice"});
+  EXPECT_EQ(decoded->counted.ToVector(), std::vector<std::string>{"alice"});
   ASSERT_EQ(decoded->children.size(), 1u);
   EXPECT_EQ(decoded->children[0].last_sequence, 5u);
   EXPECT_TRUE(decoded->children[0].final_received);
   EXPECT_FALSE(decoded->children[0].released);
   EXPECT_TRUE(decoded->children[0].leased.empty());
   EXPECT_EQ(decoded->partial, "partial");
+}
+
+// Counted ids are a set: a file that lists one twice (with a good checksum) is not one
+// fedagg wrote, and is refused like any other corrupt file.
+TEST(CheckpointFileTest, AClientCountedTwiceIsRefused) {
+  absl::StatusOr<AggregationCheckpoint> decoded = DecodeCheckpoint(VersionOneFile({"alice", "bob", "alice"}));
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(decoded.status().message().find("'alice' is counted twice"), std::string::npos) << decoded.status();
 }
 
 TEST(CheckpointFileTest, ChecksumMismatchIsNamed) {
