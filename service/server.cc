@@ -319,6 +319,11 @@ void FedaggServer::RegisterStateGauges() {
       "Updates whose header was accepted and that are not yet counted or discarded (all aggregations).", {},
       node_total(&Aggregation::updates_in_flight));
   metrics_registry_->AddGaugeCallback(
+      "fedagg_counted_client_id_bytes",
+      "Memory of the client ids counted by the aggregations held (exactly-once's sets; at the root, "
+      "every client of the tree); an aggregation frees its set when it finishes.",
+      {}, node_total(&Aggregation::counted_client_id_bytes));
+  metrics_registry_->AddGaugeCallback(
       "fedagg_update_buffer_bytes",
       "Host memory of the process's mapped buffers of 64 KiB and more (received updates, reduction "
       "working buffers): in use, and released but kept for the next updates.",

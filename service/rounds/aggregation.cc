@@ -843,6 +843,11 @@ int64_t Aggregation::updates_in_flight() const {
   return static_cast<int64_t>(in_flight_.size());
 }
 
+int64_t Aggregation::counted_client_id_bytes() const {
+  MutexLock lock(&mu_);
+  return static_cast<int64_t>(counted_.memory_bytes());
+}
+
 v1::AggregationState Aggregation::state() const {
   MutexLock lock(&mu_);
   return state_;

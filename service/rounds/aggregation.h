@@ -286,6 +286,8 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // whose commit or abandonment has not happened yet.
   int64_t pending_updates() const;
   int64_t updates_in_flight() const;
+  // Memory of the counted client ids (exactly-once's set), for metrics; 0 once freed.
+  int64_t counted_client_id_bytes() const;
 
   // Whether an update from `client_id` was counted here; false once a finished aggregation
   // has freed its counted ids (ReleaseFinishedAccumulators).

@@ -54,7 +54,9 @@ std::vector<std::string> ClientIdList::ToVector() const {
   return ids;
 }
 
-ClientIdSet::ClientIdSet(const ClientIdList& list) : blocks_(list.spans_), erased_(list.erased_) {
+ClientIdSet::ClientIdSet(const ClientIdList& list)
+    : blocks_(list.spans_),
+      erased_(list.erased_ == nullptr ? nullptr : std::make_shared<ErasedIds>(*list.erased_)) {
   index_.reserve(list.size());
   for (const ClientIdList::Span& span : blocks_) {
     block_bytes_ += span.block->capacity;
@@ -68,7 +70,21 @@ ClientIdSet::ClientIdSet(const ClientIdList& list) : blocks_(list.spans_), erase
   }
 }
 
+ClientIdSet& ClientIdSet::operator=(ClientIdSet&& other) noexcept {
+  if (this == &other) return *this;
+  blocks_ = std::exchange(other.blocks_, {});
+  tail_ = std::exchange(other.tail_, nullptr);
+  block_bytes_ = std::exchange(other.block_bytes_, 0);
+  index_ = std::exchange(other.index_, {});
+  erased_ = std::exchange(other.erased_, nullptr);
+  erased_shared_ = std::exchange(other.erased_shared_, false);
+  erased_bytes_ = std::exchange(other.erased_bytes_, 0);
+  live_bytes_ = std::exchange(other.live_bytes_, 0);
+  return *this;
+}
+
 bool ClientIdSet::insert(absl::string_view id) {
+  MakeRoom(RecordBytes(id));
   bool inserted = false;
   index_.lazy_emplace(id, [&](const auto& construct) {  // one lookup; the record made only when new
     construct(Append(id));
@@ -93,6 +109,7 @@ ClientIdList ClientIdSet::Snapshot() const {
   ClientIdList list;
   list.spans_ = blocks_;
   list.erased_ = erased_;
+  erased_shared_ = erased_ != nullptr;
   list.size_ = index_.size();
   return list;
 }
@@ -104,24 +121,26 @@ size_t ClientIdSet::memory_bytes() const {
   return bytes;
 }
 
+void ClientIdSet::MakeRoom(size_t bytes) {
+  if (tail_ != nullptr && tail_->capacity - blocks_.back().used >= bytes) return;
+  // Blocks double up to 1 MiB: a small aggregation holds a page, a large one wastes at
+  // most a block's unused end; an id larger than that gets a block of its own.
+  const size_t grown =
+      blocks_.empty() ? kFirstBlockBytes : std::min(kLargestBlockBytes, 2 * blocks_.back().block->capacity);
+  auto block = std::make_shared<Block>(std::max(grown, bytes));
+  Block* writable = block.get();
+  blocks_.push_back(ClientIdList::Span{std::move(block), 0});
+  tail_ = writable;
+  block_bytes_ += writable->capacity;
+}
+
 Record ClientIdSet::Append(absl::string_view id) {
-  const size_t needed = RecordBytes(id);
-  if (tail_ == nullptr || tail_->capacity - blocks_.back().used < needed) {
-    // Blocks double up to 1 MiB: a small aggregation holds a page, a large one wastes
-    // at most a block's unused end; an id larger than that gets a block of its own.
-    const size_t grown = blocks_.empty() ? kFirstBlockBytes
-                                         : std::min(kLargestBlockBytes, 2 * blocks_.back().block->capacity);
-    auto block = std::make_shared<Block>(std::max(grown, needed));
-    tail_ = block.get();
-    block_bytes_ += block->capacity;
-    blocks_.push_back(ClientIdList::Span{std::move(block), 0});
-  }
   size_t& used = blocks_.back().used;
   char* at = tail_->bytes.get() + used;
   const auto length = static_cast<IdLength>(id.size());
   std::memcpy(at, &length, sizeof(length));
   std::memcpy(at + sizeof(length), id.data(), id.size());
-  used += needed;
+  used += RecordBytes(id);
   return Record{at};
 }
 
@@ -135,13 +154,12 @@ void ClientIdSet::CompactIfMostlyErased() {
 }
 
 client_id_set_internal::ErasedIds& ClientIdSet::MutableErased() {
-  // A list holding erased_ must keep seeing the ids erased when it was taken, no more.
-  if (erased_ == nullptr || erased_.use_count() > 1) {
+  // A list taken keeps seeing the ids erased when it was taken, no more.
+  if (erased_ == nullptr || erased_shared_) {
     erased_ = std::make_shared<ErasedIds>(erased_ == nullptr ? ErasedIds() : *erased_);
+    erased_shared_ = false;
   }
-  // Every ErasedIds is made non-const (above), so changing it through this set's only
-  // reference is well defined.
-  return const_cast<ErasedIds&>(*erased_);
+  return *erased_;
 }
 
 }  // namespace fedagg

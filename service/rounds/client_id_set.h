@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -85,8 +86,9 @@ class ClientIdSet {
   ClientIdSet() = default;
   // The ids of `list`, sharing its blocks (a restore holds each id's bytes once).
   explicit ClientIdSet(const ClientIdList& list);
-  ClientIdSet(ClientIdSet&&) = default;
-  ClientIdSet& operator=(ClientIdSet&&) = default;
+  // A set moved from is empty, and may be used again.
+  ClientIdSet(ClientIdSet&& other) noexcept { *this = std::move(other); }
+  ClientIdSet& operator=(ClientIdSet&& other) noexcept;
 
   bool contains(absl::string_view id) const { return index_.contains(id); }
   // False, and nothing changes, when `id` is in the set already.
@@ -104,7 +106,10 @@ class ClientIdSet {
  private:
   using Block = client_id_set_internal::Block;
 
-  // The new id's record in the writable block (a new one when it does not fit).
+  // A writable block with room for `bytes` more (a new one when the last has not): what
+  // may fail to allocate happens before the table takes a slot for the id.
+  void MakeRoom(size_t bytes);
+  // Writes the id's record into the room MakeRoom made.
   client_id_set_internal::Record Append(absl::string_view id);
   // Copies the ids in the set into fresh blocks, once erased ids hold more bytes than live ones.
   void CompactIfMostlyErased();
@@ -121,9 +126,11 @@ class ClientIdSet {
   absl::flat_hash_set<client_id_set_internal::Record, client_id_set_internal::RecordHash,
                       client_id_set_internal::RecordEq>
       index_;
-  // Made by this set, shared with the lists taken since it last changed; copied before a
-  // change while a list shares it.
-  std::shared_ptr<const client_id_set_internal::ErasedIds> erased_;
+  // The erased records; lists taken share it, so once one was taken (erased_shared_) the
+  // next erasure changes a copy. A flag, not use_count(): a list dropped on another thread
+  // orders nothing with this one.
+  std::shared_ptr<client_id_set_internal::ErasedIds> erased_;
+  mutable bool erased_shared_ = false;
   size_t erased_bytes_ = 0;
   size_t live_bytes_ = 0;
 };

@@ -1,9 +1,9 @@
 // The /metrics, /healthz and /readyz endpoint of a live server: the counters move with
-// real traffic, the queue-depth gauges show updates pending and in flight, the GPU
-// gauges show what the backend's DeviceMonitor reads (a fake one here: no GPU is needed)
-// and are absent with the CPU backend, the pinning of received updates is counted when
-// the backend pins (a fake pinner), and the exposition passes `promtool check metrics`
-// (Prometheus's own linter).
+// real traffic, the queue-depth gauges show updates pending and in flight, the counted
+// ids' memory shows and is freed, the GPU gauges show what the backend's DeviceMonitor
+// reads (a fake one here: no GPU is needed) and are absent with the CPU backend, the
+// pinning of received updates is counted when the backend pins (a fake pinner), and the
+// exposition passes `promtool check metrics` (Prometheus's own linter).
 
 #include <cstdio>
 #include <cstdlib>
@@ -95,7 +95,7 @@ TEST(MetricsTest, CountersFollowTrafficAndTheExpositionLints) {
   EXPECT_TRUE(lint->passed) << lint->output;
 }
 
-TEST(MetricsTest, QueueDepthShowsUpdatesPendingAndInFlight) {
+TEST(MetricsTest, QueueDepthAndCountedIdMemoryAreGauges) {
   ServerConfig config = LoopbackConfig();
   config.batch_size = 100;                     // no batch fills up
   config.flush_interval = absl::Hours(1);      // and none is reduced for waiting
@@ -116,6 +116,10 @@ TEST(MetricsTest, QueueDepthShowsUpdatesPendingAndInFlight) {
   std::string body = Scrape(metrics_port);
   EXPECT_TRUE(HasLine(body, "fedagg_pending_updates 3")) << body;
   EXPECT_TRUE(HasLine(body, "fedagg_updates_in_flight 0")) << body;
+  // The three counted ids are held (a block and a table, whatever their few bytes).
+  const size_t ids_line = body.find("\nfedagg_counted_client_id_bytes ");
+  ASSERT_NE(ids_line, std::string::npos) << body;
+  EXPECT_GT(std::stod(body.substr(body.find(' ', ids_line + 1) + 1)), 0) << body;
 
   // A fourth client sends its header and holds the update open: it is in flight.
   RawContributeStream open_update(port, "d");
@@ -139,6 +143,9 @@ TEST(MetricsTest, QueueDepthShowsUpdatesPendingAndInFlight) {
   body = Scrape(metrics_port);
   EXPECT_TRUE(HasLine(body, "fedagg_pending_updates 0")) << body;
   EXPECT_TRUE(HasLine(body, "fedagg_updates_in_flight 0")) << body;
+  // Finished, without checkpoints: its counted ids are freed with its accumulators.
+  EXPECT_TRUE(Eventually([&] { return HasLine(body = Scrape(metrics_port), "fedagg_counted_client_id_bytes 0"); }))
+      << body;
 }
 
 // A DeviceMonitor whose readings the test sets.

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "service/core/byte_codec.h"
 #include "service/core/crc32c.h"
@@ -57,6 +58,21 @@ TEST(CheckpointFileTest, RoundTrip) {
   absl::StatusOr<AggregationCheckpoint> decoded = DecodeCheckpoint(EncodeCheckpoint(checkpoint));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   ExpectSame(checkpoint, *decoded);
+}
+
+// The counted ids of a set that erased some, and counted one of them again, are written
+// as the set holds them: each id once, the count matching.
+TEST(CheckpointFileTest, CountedIdsAfterErasuresRoundTrip) {
+  AggregationCheckpoint checkpoint = SampleCheckpoint();
+  ClientIdSet counted;
+  for (int i = 0; i < 3000; ++i) counted.insert(absl::StrCat("client-", i));
+  for (int i = 0; i < 3000; i += 3) counted.erase(absl::StrCat("client-", i));
+  counted.insert("client-0");
+  checkpoint.counted = counted.Snapshot();
+  absl::StatusOr<AggregationCheckpoint> decoded = DecodeCheckpoint(EncodeCheckpoint(checkpoint));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->counted.size(), 2001u);
+  EXPECT_EQ(decoded->counted.ToVector(), counted.Snapshot().ToVector());
 }
 
 TEST(CheckpointFileTest, EveryTornPrefixIsRefused) {

@@ -1,8 +1,11 @@
 // ClientIdSet and ClientIdList: a set of strings against a model (std::set and the order
 // of insertion), lists that keep what they saw while the set changes, compaction after
-// erasures, a set made from a list, and a list read on another thread while the set grows.
+// erasures, a set made from a list, a set moved from, and a list read and dropped on
+// another thread while the set grows, erases and compacts.
 #include "service/rounds/client_id_set.h"
 
+#include <atomic>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -150,20 +153,86 @@ TEST(ClientIdSetTest, ASetMadeFromAListGoesOn) {
   EXPECT_EQ(original.Snapshot().ToVector(), (std::vector<std::string>{"a", "c", "d"}));
 }
 
-// What a checkpoint does: a list read on another thread while the set keeps counting (new
-// ids in the block the list shares, new blocks) and erasing. Meant for ThreadSanitizer.
-TEST(ClientIdSetTest, AListIsReadWhileTheSetChanges) {
+// What a checkpoint does: a list read on another thread, then dropped there, while the
+// set keeps counting (new ids in the block the list shares, new blocks), erasing and
+// compacting. Meant for ThreadSanitizer.
+TEST(ClientIdSetTest, AListIsReadAndDroppedWhileTheSetChanges) {
   ClientIdSet set;
-  for (int i = 0; i < 100; ++i) set.insert(absl::StrCat("early-", i));
-  const ClientIdList list = set.Snapshot();
-  const std::vector<std::string> expected = list.ToVector();
-  std::thread reader([&list, &expected] {
-    for (int pass = 0; pass < 50; ++pass) EXPECT_EQ(list.ToVector(), expected);
+  for (int i = 0; i < 2000; ++i) set.insert(absl::StrCat("early-", i));
+  for (int i = 0; i < 100; ++i) set.erase(absl::StrCat("early-", i));  // the list shares erasures
+  std::optional<ClientIdList> list = set.Snapshot();
+  const std::vector<std::string> expected = list->ToVector();
+  ASSERT_EQ(expected.size(), 1900u);
+  std::atomic<bool> writing_done = false;
+  std::atomic<bool> list_dropped = false;
+  std::thread reader([&] {
+    int passes = 0;
+    while (!writing_done.load() || passes < 3) {
+      EXPECT_EQ(list->ToVector(), expected);
+      ++passes;
+    }
+    list.reset();  // the last reference to the shared blocks and erasures, on this thread
+    list_dropped = true;
   });
   for (int i = 0; i < 50000; ++i) set.insert(absl::StrCat("late-", i));
-  for (int i = 0; i < 100; i += 2) set.erase(absl::StrCat("early-", i));
+  for (int i = 100; i < 2000; ++i) set.erase(absl::StrCat("early-", i));
+  const size_t before_compaction = set.memory_bytes();
+  for (int i = 0; i < 30000; ++i) set.erase(absl::StrCat("late-", i));  // compacts while read
+  EXPECT_LT(set.memory_bytes(), before_compaction);
+  writing_done = true;
+  while (!list_dropped.load()) std::this_thread::yield();
+  // Erasing after the list is gone, and compacting again.
+  for (int i = 30000; i < 45000; ++i) ASSERT_TRUE(set.erase(absl::StrCat("late-", i)));
   reader.join();
-  EXPECT_EQ(set.size(), 50050u);
+  std::vector<std::string> left;
+  for (int i = 45000; i < 50000; ++i) left.push_back(absl::StrCat("late-", i));
+  EXPECT_EQ(set.Snapshot().ToVector(), left);
+
+  // A list read and dropped on another thread with nothing ordering that with the set's
+  // next erasure (a relaxed flag): the erasure must not change, in place, the erasures
+  // the list read.
+  ASSERT_TRUE(set.erase("late-49999"));  // so that the list shares an erased id
+  left.pop_back();
+  std::optional<ClientIdList> second = set.Snapshot();
+  std::atomic<bool> second_dropped = false;
+  std::thread second_reader([&] {
+    EXPECT_EQ(second->ToVector(), left);
+    second.reset();
+    second_dropped.store(true, std::memory_order_relaxed);
+  });
+  while (!second_dropped.load(std::memory_order_relaxed)) std::this_thread::yield();
+  EXPECT_TRUE(set.erase("late-45000"));
+  second_reader.join();
+}
+
+// A set moved from is empty and counts again from nothing; the one moved to goes on.
+TEST(ClientIdSetTest, ASetMovedFromIsEmptyAndUsable) {
+  ClientIdSet from;
+  for (const char* id : {"a", "b", "c"}) from.insert(id);
+  from.erase("b");
+  ClientIdSet to = std::move(from);
+  EXPECT_TRUE(from.empty());  // NOLINT(bugprone-use-after-move): what this test checks
+  EXPECT_EQ(from.memory_bytes(), 0u);
+  EXPECT_TRUE(from.insert("z"));
+  EXPECT_TRUE(to.insert("d"));
+  EXPECT_EQ(from.Snapshot().ToVector(), (std::vector<std::string>{"z"}));
+  EXPECT_EQ(to.Snapshot().ToVector(), (std::vector<std::string>{"a", "c", "d"}));
+}
+
+// A set made from a list with erasures counts their bytes, and compacts them away once
+// erasures outweigh the ids left.
+TEST(ClientIdSetTest, ASetMadeFromAListWithErasuresCompacts) {
+  ClientIdSet original;
+  for (int i = 0; i < 10000; ++i) original.insert(absl::StrCat("client-", i));
+  for (int i = 0; i < 4000; ++i) original.erase(absl::StrCat("client-", i));
+  ClientIdSet restored(original.Snapshot());
+  const size_t adopted_bytes = restored.memory_bytes();
+  for (int i = 4000; i < 9000; ++i) ASSERT_TRUE(restored.erase(absl::StrCat("client-", i)));
+  EXPECT_LT(restored.memory_bytes(), adopted_bytes / 4) << "the adopted blocks were kept";
+  std::vector<std::string> left;
+  for (int i = 9000; i < 10000; ++i) left.push_back(absl::StrCat("client-", i));
+  EXPECT_EQ(restored.Snapshot().ToVector(), left);
+  EXPECT_EQ(original.size(), 6000u);
 }
 
 }  // namespace
