@@ -22,11 +22,9 @@
 # Options starting with --benchmark_ go to the core benchmark, --peers_service_* (without
 # the prefix, e.g. --peers_service_quick, --peers_service_clients=100,1000) to the peers
 # as services, --peers_* (without the prefix) to the peer comparison, the others to
-# bench/service_bench.sh (its header lists them). The default run took about 20 minutes on
-# 2 cores before the peers as services were added, and they took 11 on their own
-# (bench/peers_service_bench.sh, 2026-11-27), the service table about 1.5 a run (three
-# runs of bench/service_bench.sh's table case: 4 minutes, 2026-11-27): about 35 in all,
-# not yet timed as one run.
+# bench/service_bench.sh (its header lists them). The default run took 27 minutes on 2
+# cores (`time ./scripts/bench.sh`, 2026-11-29, docs/BENCHMARKS.md's summary), the peers
+# as services about 11 of them.
 # Run it on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
