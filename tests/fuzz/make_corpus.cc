@@ -1,7 +1,7 @@
 // Writes the seed corpora of the fuzz targets into <dir>/<target>/: valid encodings of
 // the inputs each target decodes (Contribute requests, serialized partial aggregates of
-// the fuzz spec) and, for the targets that read their input through FuzzedDataProvider,
-// a few plain byte patterns. Usage: fedagg_fuzz_corpus tests/fuzz/corpus
+// the fuzz spec, checkpoint bodies) and, for the targets that read their input through
+// FuzzedDataProvider, a few plain byte patterns. Usage: fedagg_fuzz_corpus tests/fuzz/corpus
 // (scripts/fuzz.sh --seeds runs it).
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +11,7 @@
 
 #include "fedagg/v1/aggregation.pb.h"
 #include "service/core/partial_aggregate.h"
+#include "service/rounds/checkpoint_file.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {
@@ -90,6 +91,27 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 8; ++i) update_ops += {1, 101};          // 1.0f
   Write(dir, "chunk_reassembly", "complete-update", update_ops + std::string{2, 1});
   Write(dir, "chunk_reassembly", "wrong-checksum", update_ops + std::string{2, 0, 7, 0, 0, 0});
+  // checkpoint_file: a version byte (0: version 2), then a checkpoint's body: counted ids
+  // (some erased, one counted again), children with and without leases, a partial.
+  AggregationCheckpoint checkpoint;
+  checkpoint.spec.set_aggregation_id("fuzz");
+  checkpoint.state = v1::SEALED;
+  checkpoint.detail = "sealed";
+  checkpoint.contributions = 3;
+  checkpoint.weight_sum = 3;
+  ClientIdSet counted;
+  for (const char* id : {"alice", "bob", "", "carol"}) counted.insert(id);
+  counted.erase("bob");
+  counted.insert("bob");
+  checkpoint.counted = counted.Snapshot();
+  checkpoint.children = {{"edge-1@1", 2, false, false, {"carol"}}, {"edge-2@1", 5, true, true, {}}};
+  checkpoint.partial = partial.Serialize().value();
+  const auto body = [](const AggregationCheckpoint& of) {
+    constexpr size_t kHeaderBytes = 24;  // magic, version, CRC-32C, body length
+    return std::string(1, '\0') + EncodeCheckpoint(of).substr(kHeaderBytes);
+  };
+  Write(dir, "checkpoint_file", "sealed", body(checkpoint));
+  Write(dir, "checkpoint_file", "empty", body(AggregationCheckpoint{}));
   for (const char* target : {"update_validation", "chunk_reassembly"}) {
     Write(dir, target, "zeros", std::string(64, '\0'));
     Write(dir, target, "ones", std::string(128, '\1'));
