@@ -1,11 +1,12 @@
 // ClientIdSet: the client ids an aggregation counted, the memory behind exactly-once
 // (docs/PROTOCOL.md 3.5), kept compact for populations of millions: each id's bytes once,
-// appended to blocks that never move, and a hash table of 8-byte references to them. ClientIdList: what
-// a checkpoint writes of it, taken without copying an id (Snapshot shares the blocks), so
-// the aggregation's lock is held for a moment whatever the population, and read back in
-// insertion order while the set goes on counting.
+// appended to blocks that never move, and a hash table of 8-byte references to them
+// (about 43 bytes an id of 20 characters; docs/BENCHMARKS.md item 58).
+// ClientIdList: what a checkpoint writes of the set, taken without copying an id
+// (Snapshot shares the blocks), so the aggregation's lock is held for a moment whatever
+// the population; it reads the ids in insertion order while the set goes on counting.
 // Not thread-safe: the owning Aggregation guards the set with its state lock; a list, once
-// taken, is immutable and may be read on any thread.
+// taken, is immutable and may be read, and dropped, on any thread.
 #ifndef FEDAGG_SERVICE_ROUNDS_CLIENT_ID_SET_H_
 #define FEDAGG_SERVICE_ROUNDS_CLIENT_ID_SET_H_
 
@@ -122,7 +123,7 @@ class ClientIdSet {
   // Every block with the bytes written to it. A list taken copies these spans.
   std::vector<ClientIdList::Span> blocks_;
   Block* tail_ = nullptr;  // the last block, when this set made it and may append to it
-  size_t block_bytes_ = 0;  // capacity of every block
+  size_t block_bytes_ = 0;  // the blocks' capacities, summed
   absl::flat_hash_set<client_id_set_internal::Record, client_id_set_internal::RecordHash,
                       client_id_set_internal::RecordEq>
       index_;
