@@ -8,7 +8,8 @@
 //                          its blocks;
 //   BM_EncodeCountedIds    what it then does without the lock: every id into the file's
 //                          encoding (reported).
-// Run: build/bench/fedagg_rounds_bench (scripts/bench.sh does not run it).
+// Run: build/bench/fedagg_rounds_bench --benchmark_repetitions=5 (scripts/bench.sh runs it
+// so, after the core benchmark).
 #include <malloc.h>
 
 #include <cstdio>

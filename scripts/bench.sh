@@ -2,7 +2,8 @@
 # Builds and runs fedagg's benchmarks (never part of the tests), then prints one summary
 # table with every figure beside its goal:
 #   1. the core reduction against the memory-bandwidth baseline (bench/core_reduction_bench.cc;
-#      medians of 5 repetitions, spread printed beside them);
+#      medians of 5 repetitions, spread printed beside them); then, printed as it runs, the
+#      counted client ids' memory and checkpoint cost (bench/counted_ids_bench.cc);
 #   2. the service benchmarks of bench/service_bench.sh: ingest against a bare gRPC sink,
 #      round overhead through a root and two intermediate aggregators, peak memory per
 #      aggregation (at the default flags, and with one stream and one update per batch),
@@ -41,11 +42,13 @@ for arg in "$@"; do
 done
 
 ./scripts/setup.sh
-./scripts/build.sh default fedagg_core_bench fedagg-server fedagg-loadgen fedagg-raw-sink fedagg-backend-round
+./scripts/build.sh default fedagg_core_bench fedagg_rounds_bench fedagg-server fedagg-loadgen fedagg-raw-sink \
+    fedagg-backend-round
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -m), $(date -u +%F)"
 OUT=$(mktemp -d /tmp/fedagg-bench.XXXXXX)
 ./build/bench/fedagg_core_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
     --benchmark_min_time=0.5 --benchmark_out="$OUT/core.json" --benchmark_out_format=json "${core_args[@]}"
+./build/bench/fedagg_rounds_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 for run in $(seq "$repeat"); do
   for case in ingest rounds memory partial scale idle python table; do
     echo "=== $case, run $run of $repeat ==="
