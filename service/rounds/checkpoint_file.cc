@@ -24,7 +24,6 @@ namespace fedagg {
 namespace {
 
 constexpr char kMagic[8] = {'F', 'E', 'D', 'A', 'G', 'G', 'C', 'K'};
-constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8;
 
 // A file descriptor closed when it goes out of scope.
 class ScopedFd {
@@ -142,16 +141,16 @@ std::string EncodeCheckpoint(const AggregationCheckpoint& checkpoint) {
   }
   out.PutString(checkpoint.partial);
   std::string bytes = out.Take();
-  const uint64_t body_length = bytes.size() - kHeaderBytes;
-  const uint32_t crc = Crc32cExtend(0, bytes.data() + kHeaderBytes, body_length);
+  const uint64_t body_length = bytes.size() - kCheckpointHeaderBytes;
+  const uint32_t crc = Crc32cExtend(0, bytes.data() + kCheckpointHeaderBytes, body_length);
   std::memcpy(bytes.data() + 12, &crc, sizeof(crc));
   std::memcpy(bytes.data() + 16, &body_length, sizeof(body_length));
   return bytes;
 }
 
 absl::StatusOr<AggregationCheckpoint> DecodeCheckpoint(absl::string_view bytes) {
-  if (bytes.size() < kHeaderBytes) {
-    return Corrupt(absl::StrCat(bytes.size(), " bytes, shorter than the ", kHeaderBytes, "-byte header"));
+  if (bytes.size() < kCheckpointHeaderBytes) {
+    return Corrupt(absl::StrCat(bytes.size(), " bytes, shorter than the ", kCheckpointHeaderBytes, "-byte header"));
   }
   if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) return Corrupt("bad magic");
   uint32_t version = 0, crc = 0;
@@ -163,7 +162,7 @@ absl::StatusOr<AggregationCheckpoint> DecodeCheckpoint(absl::string_view bytes) 
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint format version ", version, "; this build reads versions 1 to ", kCheckpointFormatVersion));
   }
-  const absl::string_view body = bytes.substr(kHeaderBytes);
+  const absl::string_view body = bytes.substr(kCheckpointHeaderBytes);
   if (body.size() != body_length) {
     return Corrupt(absl::StrCat("the header declares ", body_length, " body bytes, the file holds ", body.size()));
   }

@@ -7,6 +7,7 @@
 #ifndef FEDAGG_SERVICE_ROUNDS_CHECKPOINT_FILE_H_
 #define FEDAGG_SERVICE_ROUNDS_CHECKPOINT_FILE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -51,6 +52,7 @@ struct AggregationCheckpoint {
 // body, u64 body length, then the body (see checkpoint_file.cc). Version 1 (before
 // children's leases) is still read: its children hold no leases.
 inline constexpr uint32_t kCheckpointFormatVersion = 2;
+inline constexpr size_t kCheckpointHeaderBytes = 8 + 4 + 4 + 8;  // before the body
 inline constexpr absl::string_view kCheckpointSuffix = ".ckpt";
 
 std::string EncodeCheckpoint(const AggregationCheckpoint& checkpoint);

@@ -107,8 +107,7 @@ int main(int argc, char** argv) {
   checkpoint.children = {{"edge-1@1", 2, false, false, {"carol"}}, {"edge-2@1", 5, true, true, {}}};
   checkpoint.partial = partial.Serialize().value();
   const auto body = [](const AggregationCheckpoint& of) {
-    constexpr size_t kHeaderBytes = 24;  // magic, version, CRC-32C, body length
-    return std::string(1, '\0') + EncodeCheckpoint(of).substr(kHeaderBytes);
+    return std::string(1, '\0') + EncodeCheckpoint(of).substr(kCheckpointHeaderBytes);
   };
   Write(dir, "checkpoint_file", "sealed", body(checkpoint));
   Write(dir, "checkpoint_file", "empty", body(AggregationCheckpoint{}));

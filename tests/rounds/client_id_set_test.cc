@@ -38,6 +38,13 @@ class Model {
   std::vector<std::string> order_;
 };
 
+// The ids prefix + i for i in [begin, end), in order.
+std::vector<std::string> IdsOf(const char* prefix, int begin, int end) {
+  std::vector<std::string> ids;
+  for (int i = begin; i < end; ++i) ids.push_back(absl::StrCat(prefix, i));
+  return ids;
+}
+
 TEST(ClientIdSetTest, IsASetOfStrings) {
   ClientIdSet set;
   EXPECT_TRUE(set.empty());
@@ -67,13 +74,12 @@ TEST(ClientIdSetTest, AnIdLargerThanABlockGetsABlockOfItsOwn) {
 // A list shows the set as it was when taken, whatever the set does after.
 TEST(ClientIdSetTest, AListKeepsWhatItSaw) {
   ClientIdSet set;
-  for (int i = 0; i < 1000; ++i) set.insert(absl::StrCat("client-", i));
+  for (const std::string& id : IdsOf("client-", 0, 1000)) set.insert(id);
   const ClientIdList before = set.Snapshot();
   ASSERT_TRUE(set.erase("client-7"));
   ASSERT_TRUE(set.insert("client-new"));
   ASSERT_TRUE(set.insert("client-7"));  // back, at the end of the order
-  std::vector<std::string> expected;
-  for (int i = 0; i < 1000; ++i) expected.push_back(absl::StrCat("client-", i));
+  std::vector<std::string> expected = IdsOf("client-", 0, 1000);
   EXPECT_EQ(before.size(), 1000u);
   EXPECT_EQ(before.ToVector(), expected);
   std::erase(expected, "client-7");
@@ -88,14 +94,12 @@ TEST(ClientIdSetTest, AListKeepsWhatItSaw) {
 // blocks; lists taken before still read the old ones.
 TEST(ClientIdSetTest, ErasuresAreCompactedAway) {
   ClientIdSet set;
-  for (int i = 0; i < 20000; ++i) set.insert(absl::StrCat("client-", i));
+  for (const std::string& id : IdsOf("client-", 0, 20000)) set.insert(id);
   const ClientIdList full = set.Snapshot();
   const size_t full_bytes = set.memory_bytes();
-  for (int i = 0; i < 19000; ++i) ASSERT_TRUE(set.erase(absl::StrCat("client-", i)));
+  for (const std::string& id : IdsOf("client-", 0, 19000)) ASSERT_TRUE(set.erase(id));
   EXPECT_LT(set.memory_bytes(), full_bytes / 4) << "erased ids' bytes were kept";
-  std::vector<std::string> left;
-  for (int i = 19000; i < 20000; ++i) left.push_back(absl::StrCat("client-", i));
-  EXPECT_EQ(set.Snapshot().ToVector(), left);
+  EXPECT_EQ(set.Snapshot().ToVector(), IdsOf("client-", 19000, 20000));
   EXPECT_EQ(full.size(), 20000u);
   EXPECT_EQ(full.ToVector().front(), "client-0");
   EXPECT_EQ(full.ToVector().back(), "client-19999");
@@ -158,8 +162,8 @@ TEST(ClientIdSetTest, ASetMadeFromAListGoesOn) {
 // compacting. Meant for ThreadSanitizer.
 TEST(ClientIdSetTest, AListIsReadAndDroppedWhileTheSetChanges) {
   ClientIdSet set;
-  for (int i = 0; i < 2000; ++i) set.insert(absl::StrCat("early-", i));
-  for (int i = 0; i < 100; ++i) set.erase(absl::StrCat("early-", i));  // the list shares erasures
+  for (const std::string& id : IdsOf("early-", 0, 2000)) set.insert(id);
+  for (const std::string& id : IdsOf("early-", 0, 100)) set.erase(id);  // the list shares erasures
   std::optional<ClientIdList> list = set.Snapshot();
   const std::vector<std::string> expected = list->ToVector();
   ASSERT_EQ(expected.size(), 1900u);
@@ -174,18 +178,17 @@ TEST(ClientIdSetTest, AListIsReadAndDroppedWhileTheSetChanges) {
     list.reset();  // the last reference to the shared blocks and erasures, on this thread
     list_dropped = true;
   });
-  for (int i = 0; i < 50000; ++i) set.insert(absl::StrCat("late-", i));
-  for (int i = 100; i < 2000; ++i) set.erase(absl::StrCat("early-", i));
+  for (const std::string& id : IdsOf("late-", 0, 50000)) set.insert(id);
+  for (const std::string& id : IdsOf("early-", 100, 2000)) set.erase(id);
   const size_t before_compaction = set.memory_bytes();
-  for (int i = 0; i < 30000; ++i) set.erase(absl::StrCat("late-", i));  // compacts while read
+  for (const std::string& id : IdsOf("late-", 0, 30000)) set.erase(id);  // compacts while read
   EXPECT_LT(set.memory_bytes(), before_compaction);
   writing_done = true;
   while (!list_dropped.load()) std::this_thread::yield();
   // Erasing after the list is gone, and compacting again.
-  for (int i = 30000; i < 45000; ++i) ASSERT_TRUE(set.erase(absl::StrCat("late-", i)));
+  for (const std::string& id : IdsOf("late-", 30000, 45000)) ASSERT_TRUE(set.erase(id));
   reader.join();
-  std::vector<std::string> left;
-  for (int i = 45000; i < 50000; ++i) left.push_back(absl::StrCat("late-", i));
+  std::vector<std::string> left = IdsOf("late-", 45000, 50000);
   EXPECT_EQ(set.Snapshot().ToVector(), left);
 
   // A list read and dropped on another thread with nothing ordering that with the set's
@@ -223,15 +226,13 @@ TEST(ClientIdSetTest, ASetMovedFromIsEmptyAndUsable) {
 // erasures outweigh the ids left.
 TEST(ClientIdSetTest, ASetMadeFromAListWithErasuresCompacts) {
   ClientIdSet original;
-  for (int i = 0; i < 10000; ++i) original.insert(absl::StrCat("client-", i));
-  for (int i = 0; i < 4000; ++i) original.erase(absl::StrCat("client-", i));
+  for (const std::string& id : IdsOf("client-", 0, 10000)) original.insert(id);
+  for (const std::string& id : IdsOf("client-", 0, 4000)) original.erase(id);
   ClientIdSet restored(original.Snapshot());
   const size_t adopted_bytes = restored.memory_bytes();
-  for (int i = 4000; i < 9000; ++i) ASSERT_TRUE(restored.erase(absl::StrCat("client-", i)));
+  for (const std::string& id : IdsOf("client-", 4000, 9000)) ASSERT_TRUE(restored.erase(id));
   EXPECT_LT(restored.memory_bytes(), adopted_bytes / 4) << "the adopted blocks were kept";
-  std::vector<std::string> left;
-  for (int i = 9000; i < 10000; ++i) left.push_back(absl::StrCat("client-", i));
-  EXPECT_EQ(restored.Snapshot().ToVector(), left);
+  EXPECT_EQ(restored.Snapshot().ToVector(), IdsOf("client-", 9000, 10000));
   EXPECT_EQ(original.size(), 6000u);
 }
 
