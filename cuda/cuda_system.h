@@ -64,6 +64,11 @@ struct CudaSystem {
   // form, so a batch that fits 32-bit indices is narrowed to them (csr_scatter.h).
   static constexpr bool kWideSpmvReproducible = false;
 
+  // The device sizes its own launches, whatever the batch (OmpSystem bounds its threads).
+  struct WorkScope {
+    explicit WorkScope(int64_t) {}
+  };
+
   // Thrust's policy on this thread's reduction stream, with stream-ordered temporaries
   // (the allocator lives as long as the thread; the policy refers to it). Each algorithm
   // waits for its stream before it returns. par_nosync, which does not, cut the sparse

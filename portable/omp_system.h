@@ -5,6 +5,9 @@
 #ifndef FEDAGG_PORTABLE_OMP_SYSTEM_H_
 #define FEDAGG_PORTABLE_OMP_SYSTEM_H_
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -35,6 +38,26 @@ struct OmpSystem {
   // (cpu_spmv.h, for any index width), so a batch whose rows increase goes as staged,
   // with its 64-bit offsets and indices, not narrowed.
   static constexpr bool kWideSpmvReproducible = true;
+
+  // For as long as it lives, bounds the threads of the parallel regions this thread
+  // starts (every algorithm under policy(), the SpMV) by the elements of the batch they
+  // work on: one thread per kElementsPerThread, at least one, at most the team's size.
+  // Each region wakes and joins its team — tens of microseconds with the passive wait the
+  // server's threads use — which costs a small batch (a few updates of a few KB) more
+  // than its whole work on the calling thread alone (docs/BENCHMARKS.md item 59).
+  class WorkScope {
+   public:
+    static constexpr int64_t kElementsPerThread = int64_t{1} << 18;
+    explicit WorkScope(int64_t elements) : team_(omp_get_max_threads()) {
+      omp_set_num_threads(static_cast<int>(std::clamp<int64_t>(elements / kElementsPerThread, 1, team_)));
+    }
+    ~WorkScope() { omp_set_num_threads(team_); }
+    WorkScope(const WorkScope&) = delete;
+    WorkScope& operator=(const WorkScope&) = delete;
+
+   private:
+    const int team_;
+  };
 
   static auto policy() { return thrust::omp::par; }
   static void ToDevice(void* dst, const void* src, size_t bytes) {

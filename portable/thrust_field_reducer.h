@@ -82,6 +82,9 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
   explicit ThrustFieldReducer(const ReducerSpec& spec) : spec_(spec) {}
 
   Outcome Accumulate(const StagedBatch& batch) override {
+    const int64_t elements = spec_.kind == ReducerKind::kDense ? batch.updates * batch.columns
+                                                               : batch.entries * spec_.row_width;
+    const typename System::WorkScope scope(elements);
     return Guarded([&] { return AccumulateNow(batch); });
   }
   Outcome Merge(const StagedFieldReducer<Acc>& other_base) override {
