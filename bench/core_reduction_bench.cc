@@ -96,11 +96,14 @@ FEDAGG_VECTOR_CLONES uint32_t FoldWords(const uint32_t* words, int64_t begin, in
   return fold;
 }
 
-// Reads every byte of the batch once on the same threads the reduction uses, folding it
-// with 32-bit integer additions (associative, so the compiler vectorises the loop): the
-// fastest any reduction of these bytes can go on this machine.
+// Reads every byte of a batch of state.range(0) dense updates once on the same threads
+// the reduction uses, folding it with 32-bit integer additions (associative, so the
+// compiler vectorises the loop): the fastest any reduction of these bytes can go on this
+// machine. One per batch size the dense rows use: a batch of 8 (128 MiB) fits a large L3
+// cache that a batch of 16 does not, so each row is set beside the baseline of its own
+// batch size (docs/BENCHMARKS.md, the summary's DenseSum/16).
 void BM_BandwidthBaseline(benchmark::State& state) {
-  const Batch batch = MakeBatch(Encoding::kDense, 1, kDenseElements, 0, false);
+  const Batch batch = MakeBatch(Encoding::kDense, 1, kDenseElements, 0, false, static_cast<int>(state.range(0)));
   ThreadPool& pool = ThreadPool::Default();
   std::vector<uint32_t> folds(static_cast<size_t>(pool.threads()) * 16);
   for (auto _ : state) {
@@ -356,7 +359,7 @@ void BM_UpdateBuffersOfVaryingSize(benchmark::State& state) {
 BENCHMARK(BM_UpdateBuffersOfVaryingSize)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 BENCHMARK(BM_Crc32cReceive)->Arg(16 << 10)->Arg(1 << 20)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_BandwidthBaseline)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BandwidthBaseline)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ScatterBaseline)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ScatterBaselineSorted)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DenseSum)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -393,16 +396,20 @@ class RatioReporter : public benchmark::ConsoleReporter {
       rates_[name] = it->second.value;
     }
   }
-  // Every row against the bandwidth baseline; the sparse family's rows also against the
-  // two scatter baselines (random and sorted indices), where they ran.
+  // Every row against the bandwidth baseline of its batch size (that of 8 updates for a
+  // row of another size); the sparse family's rows also against the two scatter baselines
+  // (random and sorted indices), where they ran.
   void PrintRatios() const {
-    auto baseline = rates_.find("BM_BandwidthBaseline");
-    if (baseline == rates_.end()) return;
+    auto fallback = rates_.find("BM_BandwidthBaseline/8");
+    if (fallback == rates_.end()) return;
     auto scatter = rates_.find("BM_ScatterBaseline/8");
     auto sorted = rates_.find("BM_ScatterBaselineSorted/8");
     std::printf("\n%-28s %8s %12s %12s %12s\n", "benchmark", "GB/s", "vs baseline", "vs scatter",
                 "vs sorted");
     for (const auto& [name, rate] : rates_) {
+      const size_t slash = name.rfind('/');
+      auto baseline = slash == std::string::npos ? rates_.end() : rates_.find("BM_BandwidthBaseline" + name.substr(slash));
+      if (baseline == rates_.end()) baseline = fallback;
       std::printf("%-28s %8.2f %11.0f%%", name.c_str(), rate / 1e9, 100 * rate / baseline->second);
       if (name.find("Sparse") != std::string::npos) {
         for (auto other : {scatter, sorted}) {
