@@ -23,9 +23,9 @@
 # Options starting with --benchmark_ go to the core benchmark, --peers_service_* (without
 # the prefix, e.g. --peers_service_quick, --peers_service_clients=100,1000) to the peers
 # as services, --peers_* (without the prefix) to the peer comparison, the others to
-# bench/service_bench.sh (its header lists them). The default run took 27 minutes on 2
-# cores (`time ./scripts/bench.sh`, 2026-11-29, docs/BENCHMARKS.md's summary), the peers
-# as services about 11 of them.
+# bench/service_bench.sh (its header lists them). The default run took 27 and 30 minutes
+# on 2 cores (`time ./scripts/bench.sh`, two runs on 2026-11-29, docs/BENCHMARKS.md's
+# summary), the peers as services about 11 of them.
 # Run it on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
