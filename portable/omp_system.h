@@ -42,9 +42,9 @@ struct OmpSystem {
   // For as long as it lives, bounds the threads of the parallel regions this thread
   // starts (every algorithm under policy(), the SpMV) by the elements of the batch they
   // work on: one thread per kElementsPerThread, at least one, at most the team's size.
-  // Each region wakes and joins its team — tens of microseconds with the passive wait the
-  // server's threads use — which costs a small batch (a few updates of a few KB) more
-  // than its whole work on the calling thread alone (docs/BENCHMARKS.md item 59).
+  // Each region wakes its team (asleep, with the passive wait the server's threads use)
+  // and joins it, which cost a small batch (a few updates of a few KB) more than its whole
+  // work on the calling thread alone (docs/BENCHMARKS.md item 59).
   class WorkScope {
    public:
     static constexpr int64_t kElementsPerThread = int64_t{1} << 18;
