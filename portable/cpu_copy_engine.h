@@ -1,6 +1,7 @@
 // CpuCopyEngine: the staging ring's copy engine on the CPU. "Device" memory is a second
-// host buffer, and one copy thread runs the copies with memcpy in the order they were
-// started, so the ring's overlap and ordering behave as with a GPU's copy stream. The
+// host buffer, and one copy thread runs the copies in the order they were started (a large
+// span with streaming stores, which bypass the caches as a GPU's DMA does), so the ring's
+// overlap and ordering behave as with a GPU's copy stream. The
 // thrust-omp backend stages through it, and the ring's tests (TSan included) run on it.
 #ifndef FEDAGG_PORTABLE_CPU_COPY_ENGINE_H_
 #define FEDAGG_PORTABLE_CPU_COPY_ENGINE_H_
