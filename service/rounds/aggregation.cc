@@ -648,16 +648,25 @@ bool Aggregation::AwaitChildren(absl::Time deadline) {
 }
 
 void Aggregation::MarkForwarded(const absl::Status& delivered) {
+  if (delivered.ok()) {
+    FinishMirror(v1::FINALIZED, "forwarded to the parent aggregator");
+  } else {
+    FinishMirror(v1::FAILED, absl::StrCat("the final partial could not be delivered to the parent aggregator: ",
+                                          delivered.ToString()));
+  }
+}
+
+void Aggregation::FailMirror(std::string why) { FinishMirror(v1::FAILED, std::move(why)); }
+
+void Aggregation::FinishMirror(v1::AggregationState state, std::string detail) {
   DurableAcks::Waiters not_durable;
   {
     MutexLock lock(&mu_);
     if (IsFinished(state_)) return;
-    state_ = delivered.ok() ? v1::FINALIZED : v1::FAILED;
+    state_ = state;
     RecordFinishLocked(absl::Now());
     durable_.Changed();
-    detail_ = delivered.ok() ? "forwarded to the parent aggregator"
-                             : absl::StrCat("the final partial could not be delivered to the parent "
-                                            "aggregator: ", delivered.ToString());
+    detail_ = std::move(detail);
     // A delivered final push that waited for the parent's checkpoint released its waiters
     // already (MarkDurable); any left are not known to be durable.
     not_durable = durable_.Stop();

@@ -238,6 +238,9 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // Forwarding mirrors: the outcome of the final push — FINALIZED when it was delivered,
   // FAILED with the reason when it was not.
   void MarkForwarded(const absl::Status& delivered);
+  // Forwarding mirrors: FAILED with no final push, because what this node counted can no
+  // longer reach the root; `why` is the detail its clients' refusals repeat.
+  void FailMirror(std::string why);
   // Forwarding mirrors: whether the parent has registered this node as a child. Updates
   // are accepted only while joined, so the parent always waits for what this node acked.
   // `why_not`: how the last Join attempt or stream ended (told to refused clients).
@@ -365,6 +368,8 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   void ReleaseFinishedStateLocked(BatchReducer::Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets finish_ once state_ is finished (and result_ set, if any): finished `at`.
   void RecordFinishLocked(absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // MarkForwarded and FailMirror: a forwarding mirror ends in `state` with `detail`.
+  void FinishMirror(v1::AggregationState state, std::string detail);
   // Frees the held partial's accumulators, gives their memory back and records it.
   void ReleaseAccumulatorsLocked(BatchReducer::Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AccumulatorsUnneededLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -196,11 +196,11 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::GetOrMirror(
     creation_order_.push_back(id);
   }
   if (replaced != nullptr) {
-    replaced->MarkForwarded(absl::NotFoundError(absl::StrCat(
+    replaced->FailMirror(absl::StrCat(
         "the parent aggregator now holds another aggregation '", replaced->id(), "' (incarnation ",
         spec.incarnation(), ", this mirror's was ", replaced->config().proto.incarnation(),
         "): it restarted without checkpoints and the id was created again; what this node counted "
-        "for the old one is lost, send those updates to the new one")));
+        "for the old one is lost, send those updates to the new one"));
   }
   upstream_->MirrorCreated(mirror);
   return mirror;

@@ -205,7 +205,7 @@ void ParentLink::JoinLoop(MirrorLink* link) {
     if (!parent_lost_us.ok()) {
       std::fprintf(stderr, "fedagg-server: failing the mirror of aggregation '%s' here: %s\n", id.c_str(),
                    parent_lost_us.ToString().c_str());
-      link->mirror->MarkForwarded(parent_lost_us);
+      link->mirror->FailMirror(std::string(parent_lost_us.message()));
       return;
     }
     if (!sealed && ended.code() == absl::StatusCode::kFailedPrecondition) {
@@ -213,10 +213,10 @@ void ParentLink::JoinLoop(MirrorLink* link) {
       // without delivering them: their clients send them again elsewhere.
       std::fprintf(stderr, "fedagg-server: the parent aggregator gave this node up for aggregation '%s' (%s); "
                    "failing its mirror here\n", id.c_str(), ended.ToString().c_str());
-      link->mirror->MarkForwarded(absl::FailedPreconditionError(absl::StrCat(
+      link->mirror->FailMirror(absl::StrCat(
           "the parent aggregator gave this aggregator up as lost: ", ended.message(),
           "; updates acknowledged here since the last push are not counted, and their clients may send them "
-          "again to another aggregator")));
+          "again to another aggregator"));
       return;
     }
     if (!sealed && ended.code() == absl::StatusCode::kNotFound) {
@@ -224,10 +224,10 @@ void ParentLink::JoinLoop(MirrorLink* link) {
       // checkpoints. Nothing counted here can reach the root; say so to the clients.
       std::fprintf(stderr, "fedagg-server: the parent aggregator no longer holds aggregation '%s' (%s); "
                    "failing its mirror here\n", id.c_str(), ended.ToString().c_str());
-      link->mirror->MarkForwarded(absl::NotFoundError(absl::StrCat(
+      link->mirror->FailMirror(absl::StrCat(
           "the parent aggregator no longer holds this aggregation (it restarted without checkpoints?): ",
           ended.message(), "; updates counted here since the last push are lost, send them to the "
-          "parent's current aggregations")));
+          "parent's current aggregations"));
       return;
     }
     if (delivered || refusals >= 2) {
