@@ -125,6 +125,10 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
         "--checkpoint_dir is for the root: an intermediate aggregator writes no checkpoints (its "
         "parent keeps what it forwards, and a restarted intermediate joins as a new child)");
   }
+  if (config.child_keepalive < kMinKeepalive) {
+    return absl::InvalidArgumentError(absl::StrCat("--child_keepalive_ms must be at least ",
+                                                   absl::ToInt64Milliseconds(kMinKeepalive)));
+  }
   options.checkpointed = !config.checkpoint_dir.empty();
   server->registry_ = std::make_unique<AggregationRegistry>(options);
   if (!config.checkpoint_dir.empty()) {
@@ -169,7 +173,13 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   // Children ping their parent while a Join stream is idle (ServerConfig::parent_keepalive);
   // gRPC's default answers pings more often than every 5 minutes with GOAWAY.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             static_cast<int>(absl::ToInt64Milliseconds(kMinParentKeepalive / 2)));
+                             static_cast<int>(absl::ToInt64Milliseconds(kMinKeepalive / 2)));
+  // And this node pings the connections its streams arrive on (ServerConfig::child_keepalive),
+  // idle Join streams included, which send no data.
+  const int child_keepalive_ms = static_cast<int>(absl::ToInt64Milliseconds(config.child_keepalive));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, child_keepalive_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, child_keepalive_ms);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   if (config.stream_window_bytes > 0) {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
     builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
@@ -192,9 +202,9 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
     ParentLinkOptions link;
     link.metrics = server->metrics_.get();
     link.memory_budget = server->memory_budget_.get();
-    if (config.parent_keepalive < kMinParentKeepalive) {
+    if (config.parent_keepalive < kMinKeepalive) {
       return absl::InvalidArgumentError(absl::StrCat("--parent_keepalive_ms must be at least ",
-                                                     absl::ToInt64Milliseconds(kMinParentKeepalive)));
+                                                     absl::ToInt64Milliseconds(kMinKeepalive)));
     }
     grpc::ChannelArguments channel_args;
     channel_args.SetMaxReceiveMessageSize(-1);  // listings of many aggregations may be large

@@ -81,8 +81,14 @@ struct ServerConfig {
   // Intermediate aggregators: the connection to the parent is pinged after this long
   // without traffic, and dropped when a ping is not answered within this long again, so a
   // parent that stopped answering (frozen, or cut off by the network) is noticed and its
-  // Join streams end. At least kMinParentKeepalive.
+  // Join streams end. At least kMinKeepalive.
   absl::Duration parent_keepalive = absl::Seconds(10);
+  // The same for the connections this node's streams arrive on (children's Join streams,
+  // clients' updates): a child cut off by a network that drops packets keeps its TCP
+  // connection, and without pings its Join stream would stay up here, its claims held,
+  // forever. With them the stream ends, and child_grace later the child is lost (6.3 of
+  // docs/PROTOCOL.md). At least kMinKeepalive.
+  absl::Duration child_keepalive = absl::Seconds(10);
   // Root only: where each aggregation's checkpoint is written (empty: no checkpoints, no
   // DURABLE acks), and how often changed aggregations are written.
   std::string checkpoint_dir;
@@ -106,9 +112,9 @@ struct ServerConfig {
 
 class FedaggServer {
  public:
-  // The shortest ServerConfig::parent_keepalive: every fedagg server accepts keepalive
-  // pings from its children this often (half of it, for timer jitter).
-  static constexpr absl::Duration kMinParentKeepalive = absl::Seconds(1);
+  // The shortest ServerConfig::parent_keepalive and child_keepalive: every fedagg server
+  // accepts keepalive pings from its children this often (half of it, for timer jitter).
+  static constexpr absl::Duration kMinKeepalive = absl::Seconds(1);
 
   static absl::StatusOr<std::unique_ptr<FedaggServer>> Start(const ServerConfig& config);
   ~FedaggServer();

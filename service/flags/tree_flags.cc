@@ -19,6 +19,11 @@ ABSL_FLAG(int64_t, parent_keepalive_ms, 10000,
           "intermediate aggregators: ping the parent after this long without traffic and drop "
           "the connection when a ping is not answered within this long again (at least 1000); "
           "the node then refuses updates with UNAVAILABLE until it has rejoined");
+ABSL_FLAG(int64_t, child_keepalive_ms, 10000,
+          "ping the connections of this node's streams (its children's, its clients') after this "
+          "long without traffic and drop one whose ping is not answered within this long again "
+          "(at least 1000): a child cut off by the network is noticed, and --child_grace_ms "
+          "later given up as lost, the client ids it had not delivered released");
 ABSL_FLAG(std::string, parent_tls_ca, "", "PEM CA that verifies the parent (enables TLS to it)");
 ABSL_FLAG(std::string, parent_tls_cert, "", "PEM client certificate for the parent (mTLS)");
 ABSL_FLAG(std::string, parent_tls_key, "", "PEM private key for --parent_tls_cert");
@@ -38,6 +43,7 @@ absl::Status ApplyTreeFlags(ServerConfig& config) {
   config.child_grace = absl::Milliseconds(absl::GetFlag(FLAGS_child_grace_ms));
   config.forward_interval = absl::Milliseconds(absl::GetFlag(FLAGS_forward_interval_ms));
   config.parent_keepalive = absl::Milliseconds(absl::GetFlag(FLAGS_parent_keepalive_ms));
+  config.child_keepalive = absl::Milliseconds(absl::GetFlag(FLAGS_child_keepalive_ms));
   config.parent_tls = {absl::GetFlag(FLAGS_parent_tls_cert), absl::GetFlag(FLAGS_parent_tls_key),
                        absl::GetFlag(FLAGS_parent_tls_ca)};
   FEDAGG_ASSIGN_OR_RETURN(const std::vector<std::string> parent_token,

@@ -28,7 +28,7 @@ TEST(ParentOutageTest, TheIntermediateRefusesWithTheReasonThenRejoinsAndLosesNot
   ServerConfig child = LoopbackConfig();
   child.parent_address = absl::StrCat("127.0.0.1:", relay.port());
   child.node_id = "edge";
-  child.parent_keepalive = FedaggServer::kMinParentKeepalive;
+  child.parent_keepalive = FedaggServer::kMinKeepalive;
   absl::StatusOr<std::unique_ptr<FedaggServer>> intermediate = FedaggServer::Start(child);
   ASSERT_TRUE(intermediate.ok()) << intermediate.status();
   const int port = (*intermediate)->port();
