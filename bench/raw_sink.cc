@@ -105,6 +105,8 @@ int main(int argc, char** argv) {
   int port = 0;
   builder.AddListeningPort(absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>((4 << 20) + (64 << 10)));  // as fedagg-server
+  // As fedagg-server: clients ping a connection whose call waits (FedaggChannelArguments).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

@@ -65,6 +65,21 @@ bool AsksForResend(const absl::Status& rejection) {
 
 }  // namespace
 
+grpc::ChannelArguments FedaggChannelArguments(absl::Duration keepalive) {
+  grpc::ChannelArguments args;
+  const int keepalive_ms = static_cast<int>(absl::ToInt64Milliseconds(keepalive));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, keepalive_ms);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, keepalive_ms);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a stream waiting for its ack sends no data
+  return args;
+}
+
+std::shared_ptr<grpc::Channel> ConnectToFedagg(const std::string& target,
+                                               const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+                                               absl::Duration keepalive) {
+  return grpc::CreateCustomChannel(target, credentials, FedaggChannelArguments(keepalive));
+}
+
 absl::StatusOr<std::unique_ptr<ContributeStream>> ContributeStream::Open(
     std::shared_ptr<grpc::Channel> channel, const std::string& client_id,
     const CallOptions& options) {

@@ -7,6 +7,7 @@
 //                      stream, is sent again (over a reopened stream when it broke).
 //   SubmitUpdate     — the same update over the client-streaming Submit path.
 //   ControlClient    — create, inspect, seal, cancel aggregations; fetch and watch results.
+//   ConnectToFedagg  — a channel with the keepalive pings a long wait for an ack needs.
 // Every call returns absl::Status with the server's code and message.
 #ifndef FEDAGG_CLIENT_STUB_CLIENT_H_
 #define FEDAGG_CLIENT_STUB_CLIENT_H_
@@ -46,6 +47,18 @@ struct CallOptions {
   // once the server is back (it is counted once either way).
   v1::AckLevel ack_level = v1::RECEIVED;
 };
+
+// The channel arguments of a connection to a fedagg server: while a call is open, the
+// connection is pinged after `keepalive` without traffic and dropped when a ping is not
+// answered within as long again, so a stream waiting for an ack from a server that the
+// network cut off ends with UNAVAILABLE (ContributeStream then sends the update again)
+// instead of waiting forever. fedagg servers take pings every 500 ms or more: keep it at
+// 1 s or more.
+grpc::ChannelArguments FedaggChannelArguments(absl::Duration keepalive = absl::Seconds(20));
+// A channel to `target` with FedaggChannelArguments(keepalive).
+std::shared_ptr<grpc::Channel> ConnectToFedagg(const std::string& target,
+                                               const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+                                               absl::Duration keepalive = absl::Seconds(20));
 
 class ContributeStream {
  public:

@@ -342,7 +342,7 @@ int Run(const std::vector<std::string>& args) {
     if (!token.ok()) return Fail(kUsageError, token.status());
     call.token = std::string(absl::StripAsciiWhitespace(*token));
   }
-  auto channel = grpc::CreateChannel(absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials());
+  auto channel = ConnectToFedagg(absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials());
   ControlClient control(channel, call);
   const std::string& command = args[0];
   auto need_id = [&]() -> absl::StatusOr<std::string> {

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string id = argc > 2 ? argv[2] : "example";
-  auto channel = grpc::CreateChannel(argv[1], grpc::InsecureChannelCredentials());
+  auto channel = fedagg::ConnectToFedagg(argv[1], grpc::InsecureChannelCredentials());
   fedagg::ControlClient control(channel);
 
   fedagg::v1::AggregationSpec spec;

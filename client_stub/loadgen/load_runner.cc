@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client_stub/client.h"
 #include "client_stub/loadgen/logical_client.h"
 #include "service/core/mutex.h"
 
@@ -15,7 +16,7 @@ namespace fedagg::loadgen {
 LoadRunner::LoadRunner(RunOptions options) : options_(std::move(options)) {
   for (const std::string& server : options_.servers) {
     for (int c = 0; c < std::max(1, options_.channels_per_server); ++c) {
-      grpc::ChannelArguments args;
+      grpc::ChannelArguments args = FedaggChannelArguments();
       args.SetMaxReceiveMessageSize(-1);  // Welcome carries open specs, broadcast included
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per channel
       args.SetInt("fedagg.loadgen.channel", c);

@@ -153,7 +153,7 @@ int Run() {
   CallOptions call;
   call.token = token;
   call.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
-  grpc::ChannelArguments args;
+  grpc::ChannelArguments args = FedaggChannelArguments();
   args.SetMaxReceiveMessageSize(-1);
   ControlClient control(grpc::CreateCustomChannel(absl::GetFlag(FLAGS_control), grpc::InsecureChannelCredentials(), args),
                         call);

@@ -51,7 +51,7 @@ int Run() {
   spec.set_min_contributions(clients);
   spec.set_require_finite(true);
 
-  ControlClient control(grpc::CreateChannel(root, grpc::InsecureChannelCredentials()));
+  ControlClient control(ConnectToFedagg(root, grpc::InsecureChannelCredentials()));
   absl::StatusOr<v1::AggregationStatus> created = control.Create(spec);
   if (!created.ok()) return Fail(created.status(), "create the aggregation at the root");
   std::printf("created %s at the root %s: %s\n", spec.aggregation_id().c_str(), root.c_str(),
@@ -67,7 +67,7 @@ int Run() {
   std::vector<absl::Status> errors(intermediates.size());
   for (size_t s = 0; s < intermediates.size(); ++s) {
     senders.emplace_back([&, s] {
-      auto channel = grpc::CreateChannel(intermediates[s], grpc::InsecureChannelCredentials());
+      auto channel = ConnectToFedagg(intermediates[s], grpc::InsecureChannelCredentials());
       for (size_t i = s; i < updates.size(); i += intermediates.size()) {
         auto stream = ContributeStream::Open(channel, absl::StrCat("demo-client-", i));
         absl::StatusOr<v1::Ack> ack =

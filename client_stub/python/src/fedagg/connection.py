@@ -102,7 +102,7 @@ def connect(target: str, *, token: Optional[str] = None, tls: bool = False,
             root_certificates: Optional[Pem] = None, certificate_chain: Optional[Pem] = None,
             private_key: Optional[Pem] = None, server_name: Optional[str] = None,
             timeout: float = 30.0, max_receive_message_bytes: Optional[int] = None,
-            options: Sequence[Tuple[str, Any]] = ()) -> Connection:
+            keepalive_s: float = 20.0, options: Sequence[Tuple[str, Any]] = ()) -> Connection:
     """Connects to `target` ("host:port").
 
     token: a bearer token, sent as `authorization: Bearer <token>` on every call.
@@ -114,10 +114,23 @@ def connect(target: str, *, token: Optional[str] = None, tls: bool = False,
     timeout: seconds for each unary call and each Submit.
     max_receive_message_bytes: raise it when specs with large broadcast tensors exceed
       gRPC's default 4 MiB (docs/PROTOCOL.md, "Message sizes").
+    keepalive_s: while a call is open, the connection is pinged after this many seconds
+      without traffic and dropped when a ping is not answered within as long again, so a
+      stream waiting for an ack from a server cut off by the network ends with UNAVAILABLE
+      (and the update is sent again) instead of waiting forever. At least 1.
+    options: further gRPC channel options; they take precedence over the ones above.
     """
     if (certificate_chain is None) != (private_key is None):
         raise invalid_argument("mutual TLS needs both certificate_chain and private_key")
-    channel_options = list(options)
+    if keepalive_s < 1:
+        raise invalid_argument(f"keepalive_s is {keepalive_s}; fedagg servers take pings at most every 0.5 s, "
+                               "give at least 1")
+    keepalive_ms = int(keepalive_s * 1000)
+    given = {name for name, _ in options}
+    channel_options = [(name, value) for name, value in (
+        ("grpc.keepalive_time_ms", keepalive_ms), ("grpc.keepalive_timeout_ms", keepalive_ms),
+        ("grpc.http2.max_pings_without_data", 0),  # a stream waiting for its ack sends no data
+    ) if name not in given] + list(options)
     if max_receive_message_bytes is not None:
         channel_options.append(("grpc.max_receive_message_length", max_receive_message_bytes))
     if server_name is not None:
