@@ -158,6 +158,25 @@ e2e_wait_for_contributions() {  # e2e_wait_for_contributions FEDAGG_CLIENT PORT 
   return 1
 }
 
+e2e_submit() {  # e2e_submit FEDAGG_CLIENT PORT ID N: client N's update w = [1, 1000 + N] (int64) through PORT
+  npy "$E2E_DIR/u$4.npy" "<i8" "1,$((1000 + $4))"
+  "$1" --server="127.0.0.1:$2" submit "$3" --client_id="client-$4" w="$E2E_DIR/u$4.npy" >/dev/null
+}
+
+e2e_submit_once_released() {  # e2e_submit_once_released FEDAGG_CLIENT PORT ID N (30 s at most)
+  # e2e_submit, sent again every 0.5 s while it is refused ABORTED: the client's claim is
+  # held by an aggregator that acked the update and has not delivered it (until its
+  # parent gives it up as lost); any other refusal fails at once.
+  local attempt
+  for attempt in $(seq 60); do
+    e2e_submit "$@" 2>"$E2E_DIR/held.txt" && return 0
+    grep -q ABORTED "$E2E_DIR/held.txt" || { cat "$E2E_DIR/held.txt" >&2; return 1; }
+    sleep 0.5
+  done
+  echo "client $4 was never accepted again" >&2
+  return 1
+}
+
 e2e_wait_mirrored() {  # e2e_wait_mirrored FEDAGG_CLIENT PORT ID: until the intermediate at PORT knows ID
   for _ in $(seq 100); do
     "$1" --server="127.0.0.1:$2" status "$3" >/dev/null 2>&1 && return 0

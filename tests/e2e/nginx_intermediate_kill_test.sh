@@ -26,10 +26,7 @@ cli() { local port=$1; shift; "$CLIENT" --server="127.0.0.1:$port" "$@"; }
 cli "$ROOT" create k1 --type='<w=int64[2]>' --intrinsics=federated_sum --min_contributions=1 >/dev/null
 for port in "$A" "$B"; do e2e_wait_mirrored "$CLIENT" "$port" k1; done
 
-submit() {  # submit PORT N: client N's update [1, 1000 + N] through PORT (fails as the CLI does)
-  npy "$E2E_DIR/u$2.npy" "<i8" "1,$((1000 + $2))"
-  cli "$1" submit k1 --client_id="client-$2" w="$E2E_DIR/u$2.npy" >/dev/null
-}
+submit() { e2e_submit "$CLIENT" "$1" k1 "$2"; }  # submit PORT N: client N's update through PORT
 for n in $(seq 10); do submit "$A" "$n"; done  # acked RECEIVED by A
 [ "$(e2e_contributions "$CLIENT" "$A" k1)" = 10 ]
 [ "$(e2e_contributions "$CLIENT" "$ROOT" k1)" = 0 ]  # nothing pushed yet

@@ -31,10 +31,7 @@ state() { cli "$1" --json status k1 | python3 -c 'import json,sys; print(json.lo
 
 cli "$R" create k1 --type='<w=int64[2]>' --intrinsics=federated_sum --min_contributions=1 >/dev/null
 e2e_wait_mirrored "$CLIENT" "$I" k1
-submit() {  # submit PORT N: client N's update [1, 1000 + N] through PORT (fails as the CLI does)
-  npy "$E2E_DIR/u$2.npy" "<i8" "1,$((1000 + $2))"
-  cli "$1" submit k1 --client_id="client-$2" w="$E2E_DIR/u$2.npy" >/dev/null
-}
+submit() { e2e_submit "$CLIENT" "$1" k1 "$2"; }  # submit PORT N: client N's update through PORT
 for n in 1 2; do submit "$I" "$n"; done
 [ "$(e2e_contributions "$CLIENT" "$R" k1)" = 0 ]  # I holds both
 
@@ -42,14 +39,7 @@ kill -STOP "$RELAY_PID"
 if submit "$R" 1 2>"$E2E_DIR/held.txt"; then echo "client 1 was accepted while I held its claim" >&2; exit 1; fi
 grep -q "ABORTED: the update of client 'client-1' .* has not delivered it yet" "$E2E_DIR/held.txt" ||
   { cat "$E2E_DIR/held.txt" >&2; exit 1; }
-for n in 1 2; do  # retried until R has given I up (keepalive, then grace: about 5 s)
-  for attempt in $(seq 60); do
-    submit "$R" "$n" 2>"$E2E_DIR/held.txt" && break
-    grep -q ABORTED "$E2E_DIR/held.txt" || { cat "$E2E_DIR/held.txt" >&2; exit 1; }
-    [ "$attempt" -lt 60 ] || { echo "client $n was never accepted at the root" >&2; exit 1; }
-    sleep 0.5
-  done
-done
+for n in 1 2; do e2e_submit_once_released "$CLIENT" "$R" k1 "$n"; done  # once R gives I up (keepalive, then grace: ~5 s)
 grep -q "child aggregator 'intermediate@.*' is lost (no Join stream for 3s); released the 2 client ids" \
   "$E2E_DIR/root.log" || { echo "the root did not log the release of I's claims" >&2; exit 1; }
 
