@@ -118,7 +118,8 @@ def connect(target: str, *, token: Optional[str] = None, tls: bool = False,
       without traffic and dropped when a ping is not answered within as long again, so a
       stream waiting for an ack from a server cut off by the network ends with UNAVAILABLE
       (and the update is sent again) instead of waiting forever. At least 1.
-    options: further gRPC channel options; they take precedence over the ones above.
+    options: further gRPC channel options; a keepalive option given here replaces the one
+      keepalive_s sets.
     """
     if (certificate_chain is None) != (private_key is None):
         raise invalid_argument("mutual TLS needs both certificate_chain and private_key")
