@@ -473,6 +473,9 @@ void FedaggServer::Shutdown(absl::Duration grace) {
   // Updates waiting for their place are refused, so their streams can end.
   if (ingest_window_ != nullptr) ingest_window_->Close();
   if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  // An intermediate stopped with a grace (SIGTERM: a rolling update) pushes what it
+  // acknowledged since its last push before it goes; with none it stops at once.
+  if (parent_link_ != nullptr && grace > absl::ZeroDuration()) parent_link_->ForwardBeforeStopping();
   parent_link_.reset();
 }
 

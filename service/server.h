@@ -130,7 +130,9 @@ class FedaggServer {
   const IngestWindow* ingest_window() const { return ingest_window_.get(); }
   void Wait() { server_->Wait(); }
   // Writes a last checkpoint (acks still waiting for one go out as RECEIVED), stops
-  // accepting calls, cancels streams in progress after `grace`, stops the parent link.
+  // accepting calls, cancels streams in progress after `grace`, and stops the parent
+  // link: with a grace, after pushing what each open mirror counted since its last push
+  // (ParentLink::ForwardBeforeStopping); with none, at once.
   void Shutdown(absl::Duration grace = absl::Seconds(1));
 
  private:

@@ -42,13 +42,39 @@ ParentLink::~ParentLink() {
     wakeup_->stopping = true;
   }
   sync_thread_.join();
-  forward_thread_.join();  // no link is removed from here on
+  if (forward_thread_.joinable()) forward_thread_.join();  // no link is removed from here on
   std::vector<MirrorLink*> links;
   {
     MutexLock lock(&mu_);
     for (auto& [id, link] : links_) links.push_back(link.get());
   }
   for (MirrorLink* link : links) link->join_thread.join();  // each takes mu_ as it ends
+}
+
+void ParentLink::ForwardBeforeStopping() {
+  {
+    MutexLock lock(&wakeup_->mu);
+    wakeup_->stopping = true;
+  }
+  if (forward_thread_.joinable()) forward_thread_.join();  // no link is removed from here on
+  std::vector<MirrorLink*> links;
+  {
+    MutexLock lock(&mu_);
+    for (auto& [id, link] : links_) links.push_back(link.get());
+  }
+  // Once the parent proves unreachable the other mirrors are not tried: each would wait
+  // out its own timeout.
+  absl::Status unreachable;
+  for (MirrorLink* link : links) {
+    if (link->mirror->state() != v1::OPEN) continue;  // sealed: its join thread delivers the final push
+    const absl::Status pushed = unreachable.ok() ? Forward(link, /*final=*/false) : unreachable;
+    if (pushed.ok()) continue;
+    if (absl::IsUnavailable(pushed) || absl::IsDeadlineExceeded(pushed)) unreachable = pushed;
+    std::fprintf(stderr,
+                 "fedagg-server: stopping, and could not push aggregation '%s' to the parent aggregator (%s); "
+                 "the updates acknowledged here since its last push are lost\n",
+                 link->mirror->id().c_str(), pushed.ToString().c_str());
+  }
 }
 
 bool ParentLink::WaitStopping(absl::Duration timeout) {

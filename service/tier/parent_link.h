@@ -77,6 +77,11 @@ class ParentLink final : public UpstreamSource {
   }
   // Whether the last poll of the parent succeeded (readiness of an intermediate aggregator).
   bool parent_reachable() const { return parent_reachable_; }
+  // For a node about to stop that no longer takes updates: ends the periodic forwarding
+  // and pushes, once, what each open mirror counted since its last push (and any push
+  // that failed), so what this node acknowledged reaches the parent. Each push is bounded
+  // by the RPC timeout; one that fails is logged, its updates lost with the process.
+  void ForwardBeforeStopping();
 
  private:
   // A delta taken from the mirror, kept until the parent no longer needs it again; its
