@@ -39,9 +39,10 @@ bool WriteUpdate(const std::string& aggregation_id, const std::string& client_id
 
 // `update` with every field in the encoding `spec` declares (encoding_conversion.h),
 // validated as the server validates it.
-absl::StatusOr<ConvertedUpdate> PrepareLocally(const v1::AggregationSpec& spec, const UpdateView& update) {
+absl::StatusOr<ConvertedUpdate> PrepareLocally(const v1::AggregationSpec& spec, const UpdateView& update,
+                                               std::optional<uint64_t> encoding_seed) {
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(spec));
-  FEDAGG_ASSIGN_OR_RETURN(ConvertedUpdate prepared, ConvertedUpdate::Of(*config.reduction, update));
+  FEDAGG_ASSIGN_OR_RETURN(ConvertedUpdate prepared, ConvertedUpdate::Of(*config.reduction, update, encoding_seed));
   FEDAGG_RETURN_IF_ERROR(ValidateUpdate(*config.reduction, prepared.view()));
   return prepared;
 }
@@ -139,7 +140,7 @@ absl::StatusOr<v1::Ack> ContributeStream::AwaitAnswer() {
 
 absl::StatusOr<v1::Ack> ContributeStream::Contribute(const v1::AggregationSpec& spec,
                                                      const UpdateView& update) {
-  FEDAGG_ASSIGN_OR_RETURN(const ConvertedUpdate prepared, PrepareLocally(spec, update));
+  FEDAGG_ASSIGN_OR_RETURN(const ConvertedUpdate prepared, PrepareLocally(spec, update, options_.encoding_seed));
   return ContributeUnchecked(spec.aggregation_id(), prepared.view());
 }
 
@@ -214,7 +215,7 @@ absl::StatusOr<v1::Ack> SubmitUpdate(std::shared_ptr<grpc::Channel> channel,
                                      const std::string& client_id,
                                      const v1::AggregationSpec& spec, const UpdateView& update,
                                      const CallOptions& options) {
-  FEDAGG_ASSIGN_OR_RETURN(const ConvertedUpdate prepared, PrepareLocally(spec, update));
+  FEDAGG_ASSIGN_OR_RETURN(const ConvertedUpdate prepared, PrepareLocally(spec, update, options.encoding_seed));
   auto stub = v1::Aggregation::NewStub(channel);
   grpc::ClientContext context;
   PrepareContext(context, options, /*with_deadline=*/true);

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,9 @@ struct CallOptions {
   // stopped before a checkpoint held the update — send it again, with the same client id,
   // once the server is back (it is counted once either way).
   v1::AckLevel ack_level = v1::RECEIVED;
+  // The seed of the stochastic rounding of encoded fields (ConvertedUpdate::Of); unset: a
+  // random one per update, which is what keeps clients' rounding errors independent.
+  std::optional<uint64_t> encoding_seed;
 };
 
 // The channel arguments of a connection to a fedagg server: while a call is open, the

@@ -1,15 +1,19 @@
-// Converting a field's value between the dense, sparse COO and row-sparse encodings.
+// Converting a field's value between the dense, sparse COO and row-sparse encodings, and
+// into its declared value encoding.
 #include "client_stub/encoding_conversion.h"
 
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 
+#include "absl/random/distributions.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_kernels.h"
 #include "service/core/half_float.h"
 #include "service/core/status_macros.h"
 #include "service/core/update_validator.h"
+#include "service/core/value_encoder.h"
 
 namespace fedagg {
 namespace {
@@ -186,15 +190,46 @@ absl::StatusOr<EncodedField> ToDeclaredEncoding(const FieldSpec& field, const Fi
   return out;
 }
 
-absl::StatusOr<ConvertedUpdate> ConvertedUpdate::Of(const ReductionSpec& spec, const UpdateView& update) {
+absl::StatusOr<EncodedField> ToDeclaredValueEncoding(const FieldSpec& field, const FieldValue& input,
+                                                     uint64_t stream) {
+  if (input.encoding != Encoding::kDense || !IsFloating(input.dtype)) {
+    return FieldError(field, absl::StrCat("its values are encoded as ", field.value_encoding.ToString(),
+                                          ", from dense floating-point values; got ", EncodingName(input.encoding),
+                                          " ", DTypeName(input.dtype), " values"));
+  }
+  EncodedField out;
+  out.values.dtype = field.type.dtype;
+  out.values.shape = field.type.shape;
+  out.values.bytes.resize(field.value_encoding.EncodedBytes(field.type.num_elements()));
+  if (absl::Status status =
+          EncodeValues(field.value_encoding, input.dtype, input.values, stream, absl::MakeSpan(out.values.bytes));
+      !status.ok()) {
+    return FieldError(field, status.message());
+  }
+  return out;
+}
+
+absl::StatusOr<ConvertedUpdate> ConvertedUpdate::Of(const ReductionSpec& spec, const UpdateView& update,
+                                                    std::optional<uint64_t> seed) {
   ConvertedUpdate result;
   result.view_ = update;
   if (update.fields.size() != spec.fields().size()) return result;
+  const uint64_t update_seed = seed.has_value() ? *seed : absl::Uniform<uint64_t>(absl::BitGen());
   std::vector<size_t> converted_at;  // field numbers, in the order of converted_
   for (size_t i = 0; i < update.fields.size(); ++i) {
-    if (update.fields[i].encoding == spec.fields()[i].encoding) continue;
-    FEDAGG_ASSIGN_OR_RETURN(EncodedField field, ToDeclaredEncoding(spec.fields()[i], update.fields[i]));
-    result.converted_.push_back(std::move(field));
+    const FieldSpec& declared = spec.fields()[i];
+    if (update.fields[i].encoding == declared.encoding && !declared.value_encoding.encoded()) continue;
+    FieldValue dense = update.fields[i];
+    EncodedField converted;
+    if (dense.encoding != declared.encoding) {
+      FEDAGG_ASSIGN_OR_RETURN(converted, ToDeclaredEncoding(declared, update.fields[i]));
+      dense = converted.view();
+    }
+    if (declared.value_encoding.encoded()) {
+      FEDAGG_RETURN_IF_ERROR(CheckInput(declared, dense).status());
+      FEDAGG_ASSIGN_OR_RETURN(converted, ToDeclaredValueEncoding(declared, dense, RoundingStream(update_seed, i)));
+    }
+    result.converted_.push_back(std::move(converted));
     converted_at.push_back(i);
   }
   // Views taken once every buffer has its final place.

@@ -18,6 +18,7 @@
 #define FEDAGG_CLIENT_STUB_ENCODING_CONVERSION_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -43,14 +44,27 @@ struct EncodedField {
 // for a scalar field.
 absl::StatusOr<EncodedField> ToDeclaredEncoding(const FieldSpec& field, const FieldValue& input);
 
-// A whole update with every field in its declared encoding: fields already in it are
-// viewed where the caller holds them, the others converted by ToDeclaredEncoding and held
-// here. The view is valid while this object and the caller's arrays live.
+// A dense floating-point `input` of `field` written in the field's value encoding
+// (quantized or discretized; value_encoder.h), rounding with the random `stream`.
+// INVALID_ARGUMENT as the encoder refuses (a NaN or Inf value, an integer beyond a
+// discretized field's range), or for input that is not dense floating-point values.
+absl::StatusOr<EncodedField> ToDeclaredValueEncoding(const FieldSpec& field, const FieldValue& input,
+                                                     uint64_t stream);
+
+// A whole update with every field in its declared encoding and value encoding: fields
+// already in them are viewed where the caller holds them, the others converted by
+// ToDeclaredEncoding and, for an encoded field, ToDeclaredValueEncoding, and held here.
+// The view is valid while this object and the caller's arrays live.
 class ConvertedUpdate {
  public:
-  // Fails as ToDeclaredEncoding does, for the first field it fails on. An update with the
-  // wrong number of fields is passed through for validation to refuse.
-  static absl::StatusOr<ConvertedUpdate> Of(const ReductionSpec& spec, const UpdateView& update);
+  // Fails as ToDeclaredEncoding and ToDeclaredValueEncoding do, for the first field they
+  // fail on. An update with the wrong number of fields is passed through for validation
+  // to refuse. Encoded fields are given plain (in any floating dtype) and rounded with
+  // field i's RoundingStream(seed, i); no seed: a random one for this update. A fixed
+  // seed is for reproducing bytes: clients that share one round alike, so their rounding
+  // errors no longer average out.
+  static absl::StatusOr<ConvertedUpdate> Of(const ReductionSpec& spec, const UpdateView& update,
+                                            std::optional<uint64_t> seed = std::nullopt);
 
   // Movable (the converted fields' buffers move with it), not copyable (a copy's view
   // would point into the original).

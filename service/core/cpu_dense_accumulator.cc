@@ -1,8 +1,11 @@
 // CPU accumulator for the dense intrinsics.
 #include "service/core/cpu_dense_accumulator.h"
 
+#include <algorithm>
 #include <limits>
+#include <type_traits>
 
+#include "service/core/cpu_decode_kernels.h"
 #include "service/core/cpu_kernels.h"
 #include "service/core/field_report.h"
 
@@ -46,6 +49,10 @@ absl::Status CpuDenseAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldVal
   if (field_.intrinsic == Intrinsic::kFederatedWeightedMean) {
     acc_weights.assign(weights.begin(), weights.end());
   }
+  if (field_.value_encoding.encoded()) {
+    AccumulateEncoded(values, acc_weights.empty() ? nullptr : acc_weights.data());
+    return absl::OkStatus();
+  }
   cpu::DispatchDType(field_.type.dtype, [&](auto tag) {
     using In = typename decltype(tag)::type;
     std::vector<const In*> rows(values.size());
@@ -70,6 +77,28 @@ absl::Status CpuDenseAccumulator<Acc>::AccumulateBatch(absl::Span<const FieldVal
                       });
   });
   return absl::OkStatus();
+}
+
+template <typename Acc>
+void CpuDenseAccumulator<Acc>::AccumulateEncoded(absl::Span<const FieldValue* const> values, const Acc* weights) {
+  std::vector<const std::byte*> rows(values.size());
+  for (size_t i = 0; i < values.size(); ++i) rows[i] = values[i]->values.data();
+  const ValueEncoding& encoding = field_.value_encoding;
+  const int64_t elements = static_cast<int64_t>(acc_.size());
+  Acc* acc = acc_.data();
+  // Column ranges start on a block, so that no two threads read one block's scale row by
+  // row for the same columns (and a range of 1-bit codes starts on a byte).
+  const int64_t grain = encoding.quantized() ? encoding.block_size : 1;
+  pool_.ParallelFor((elements + grain - 1) / grain, std::max<int64_t>(1, kMinElementsPerThread / grain),
+                    [&](int64_t begin, int64_t end) {
+                      const int64_t first = begin * grain, last = std::min(elements, end * grain);
+                      if constexpr (std::is_same_v<Acc, int64_t>) {
+                        cpu::AddDiscretizedRows(acc, rows.data(), rows.size(), encoding.bits, first, last);
+                      } else {
+                        cpu::AddQuantizedRows(acc, rows.data(), weights, rows.size(), encoding, elements, first,
+                                              last);
+                      }
+                    });
 }
 
 template <typename Acc>

@@ -1,6 +1,7 @@
 // CPU accumulator for the dense intrinsics: federated_sum, federated_mean,
 // federated_weighted_mean, federated_max and federated_min. Batches are reduced in one
-// pass over the accumulator, split into column ranges across the thread pool.
+// pass over the accumulator, split into column ranges across the thread pool; encoded
+// values (quantized, discretized) are decoded as they are added.
 #ifndef FEDAGG_SERVICE_CORE_CPU_DENSE_ACCUMULATOR_H_
 #define FEDAGG_SERVICE_CORE_CPU_DENSE_ACCUMULATOR_H_
 
@@ -27,6 +28,8 @@ class CpuDenseAccumulator final : public FieldAccumulator {
 
  private:
   bool is_extreme() const;
+  // A batch of quantized (float Acc) or discretized (int64 Acc) rows, decoded as added.
+  void AccumulateEncoded(absl::Span<const FieldValue* const> values, const Acc* weights);
 
   const FieldSpec& field_;
   ThreadPool& pool_;

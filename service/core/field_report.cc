@@ -58,7 +58,11 @@ ReportedField ReportDense(const FieldSpec& field, absl::Span<const Acc> acc, int
   const ResultDivision division = DivisionOf(field, contributions, weight_sum);
   WithResultValues(out.value, [&](auto dst) {
     using Out = typename decltype(dst)::value_type;
-    if (division.by == ResultDivision::By::kNothing) {
+    if (field.value_encoding.discretized()) {  // integer steps times the scale, in float64
+      const double scale = field.value_encoding.scale;
+      const double d = division.by == ResultDivision::By::kNothing ? 1.0 : division.scalar;
+      for (size_t i = 0; i < acc.size(); ++i) dst[i] = static_cast<Out>(static_cast<double>(acc[i]) * scale / d);
+    } else if (division.by == ResultDivision::By::kNothing) {
       for (size_t i = 0; i < acc.size(); ++i) dst[i] = static_cast<Out>(acc[i]);
     } else {
       const Divisor<Acc> d = static_cast<Divisor<Acc>>(division.scalar);

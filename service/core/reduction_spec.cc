@@ -28,6 +28,47 @@ DType ResultDType(DType accumulation, Intrinsic intrinsic) {
   return accumulation;
 }
 
+// Which fields may declare a value encoding, and with which options: the linear dense
+// intrinsics over floating values (a discretized field sums integers, so it takes no
+// weights); a quantized field's decoded values are not exact, so not in a deterministic
+// aggregation.
+absl::Status CheckValueEncoding(const LeafField& leaf, Intrinsic intrinsic, const ValueEncoding& encoding,
+                                const ReductionOptions& options) {
+  if (!encoding.encoded()) return absl::OkStatus();
+  const auto refuse = [&](absl::StatusCode code, absl::string_view why) {
+    return absl::Status(code, absl::StrCat("field '", leaf.path, "' (", leaf.type.ToString(), ", ",
+                                           IntrinsicName(intrinsic), ") declares encoding ",
+                                           encoding.ToString(), ": ", why));
+  };
+  FEDAGG_RETURN_IF_ERROR(encoding.Check());
+  if (!IsFloating(leaf.type.dtype)) {
+    return refuse(absl::StatusCode::kInvalidArgument,
+                  "only floating-point fields are encoded; integer values are sent and summed exactly as they are");
+  }
+  if (intrinsic == Intrinsic::kFederatedMax || intrinsic == Intrinsic::kFederatedMin) {
+    return refuse(absl::StatusCode::kInvalidArgument,
+                  "encoded values are exact only in expectation (stochastic rounding), which a sum or mean "
+                  "keeps but a maximum or minimum does not; send this field plain");
+  }
+  if (IsSparseFamily(intrinsic)) {
+    return refuse(absl::StatusCode::kUnimplemented,
+                  "encoded values of the sparse family are not built yet; encode dense fields "
+                  "(federated_sum, federated_mean, federated_weighted_mean) or send this field plain");
+  }
+  if (encoding.discretized() && IsWeighted(intrinsic)) {
+    return refuse(absl::StatusCode::kInvalidArgument,
+                  "a discretized field is summed exactly as integers, which a weight would break; multiply "
+                  "the values by the weight before discretizing and use federated_sum, or use a quantized "
+                  "encoding");
+  }
+  if (encoding.quantized() && options.deterministic) {
+    return refuse(absl::StatusCode::kInvalidArgument,
+                  "a deterministic aggregation sums exactly, and quantized values are decoded in floating "
+                  "point; use a discretized encoding, whose integers sum exactly");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
@@ -50,6 +91,8 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
     field.type = leaf.type;
     field.intrinsic = choice.intrinsic;
     field.encoding = EncodingOf(choice.intrinsic);
+    FEDAGG_RETURN_IF_ERROR(CheckValueEncoding(leaf, choice.intrinsic, choice.value_encoding, options));
+    field.value_encoding = choice.value_encoding;
     field.report_counts = choice.report_counts;
     field.keeps_counts = choice.report_counts || NeedsCoordinateCounts(choice.intrinsic);
     field.keeps_weight_sums = choice.intrinsic == Intrinsic::kSparseWeightedMean;
@@ -81,6 +124,10 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
     }
     field.accumulation_dtype = AccumulationDType(leaf.type.dtype, choice.intrinsic, options);
     field.result_dtype = ResultDType(field.accumulation_dtype, choice.intrinsic);
+    if (field.value_encoding.discretized()) {  // integers summed exactly, reported as values
+      field.result_dtype = field.accumulation_dtype;
+      field.accumulation_dtype = DType::kInt64;
+    }
     field.exact_sum = options.deterministic && IsFloating(field.accumulation_dtype) &&
                       choice.intrinsic != Intrinsic::kFederatedMax &&
                       choice.intrinsic != Intrinsic::kFederatedMin;
@@ -89,7 +136,9 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
         IsWeighted(choice.intrinsic) && field.accumulation_dtype == DType::kFloat32;
     parts.push_back(absl::StrCat(leaf.path, ":", leaf.type.ToString(), ":",
                                  IntrinsicName(choice.intrinsic),
-                                 choice.report_counts ? "+counts" : ""));
+                                 choice.report_counts ? "+counts" : "",
+                                 field.value_encoding.encoded() ? "@" : "",
+                                 field.value_encoding.encoded() ? field.value_encoding.ToString() : ""));
     spec->fields_.push_back(std::move(field));
   }
   spec->canonical_ = absl::StrCat(

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "service/core/dtype.h"
 #include "service/core/intrinsic.h"
+#include "service/core/value_encoding.h"
 #include "service/core/value_type.h"
 
 namespace fedagg {
@@ -21,6 +22,8 @@ struct FieldIntrinsic {
   Intrinsic intrinsic = Intrinsic::kFederatedSum;
   // Report per-coordinate (per-row) contributor counts; sparse family only.
   bool report_counts = false;
+  // How the field's values travel (plain: the declared dtype's elements).
+  ValueEncoding value_encoding;
 };
 
 struct ReductionOptions {
@@ -39,6 +42,9 @@ struct FieldSpec {
   TensorType type;            // as declared: dtype is the transport dtype
   Intrinsic intrinsic;
   Encoding encoding;
+  // Quantized or discretized values (plain: type.dtype's elements); a discretized field
+  // accumulates in int64 and reports its sum times the scale in result_dtype.
+  ValueEncoding value_encoding;
   bool report_counts;         // caller asked for counts
   bool keeps_counts;          // counts kept (asked for, or needed by the intrinsic)
   bool keeps_weight_sums;     // per-row weight sums kept (sparse_weighted_mean divides by them)

@@ -8,11 +8,16 @@
 #include <vector>
 
 #include "service/core/cpu_kernels.h"
+#include "service/core/encoded_values.h"
 
 namespace fedagg {
 namespace {
 
-double ElementAt(const FieldValue& value, size_t i) {
+// Element i of a value of `field`, decoded in float64 when the field is encoded.
+double ElementAt(const FieldSpec& field, const FieldValue& value, size_t i) {
+  if (field.value_encoding.encoded()) {
+    return EncodedValues(field.value_encoding, value.values, field.type.num_elements()).Decode(static_cast<int64_t>(i));
+  }
   return cpu::DispatchDType(value.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return cpu::Widen<double>(reinterpret_cast<const T*>(value.values.data())[i]);
@@ -40,7 +45,7 @@ ReferenceField ReduceField(const FieldSpec& field, size_t f, absl::Span<const Up
       const double w = m * (intrinsic == Intrinsic::kFederatedWeightedMean ? *update.weight : 1.0);
       total_weight += w;
       for (int64_t i = 0; i < n; ++i) {
-        const double x = ElementAt(update.fields[f], i);
+        const double x = ElementAt(field, update.fields[f], i);
         double& acc = out.values[i];
         if (is_max) acc = (std::isnan(acc) || std::isnan(x)) ? NAN : std::max(acc, x);
         else if (is_min) acc = (std::isnan(acc) || std::isnan(x)) ? NAN : std::min(acc, x);
@@ -89,7 +94,7 @@ ReferenceField ReduceField(const FieldSpec& field, size_t f, absl::Span<const Up
     for (; i < entries.size() && entries[i].row == row; ++i) {
       const Entry& entry = entries[i];
       const double w = weight_of(entry.update);
-      for (int64_t e = 0; e < width; ++e) sum[e] += w * ElementAt(updates[entry.update].fields[f], entry.k * width + e);
+      for (int64_t e = 0; e < width; ++e) sum[e] += w * ElementAt(field, updates[entry.update].fields[f], entry.k * width + e);
       if (entry.update != counted_update) {  // an update repeating the row counts once
         counts.back() += copies(entry.update);
         weights.back() += w;

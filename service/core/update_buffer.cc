@@ -23,7 +23,8 @@ absl::StatusOr<UpdateBuffer::Layout> UpdateBuffer::Plan(const ReductionSpec& spe
     const uint64_t element = DTypeSize(field.type.dtype);
     uint64_t indices = 0, value_bytes = 0;
     if (field.encoding == Encoding::kDense) {
-      value_bytes = field.type.num_bytes();
+      value_bytes = field.value_encoding.encoded() ? field.value_encoding.EncodedBytes(field.type.num_elements())
+                                                   : field.type.num_bytes();
     } else {
       // An update cannot hold more entries than there are coordinates (or rows) times a
       // small factor for repeats; the byte limit below is the real bound.

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_kernels.h"
+#include "service/core/encoded_values.h"
 #include "service/core/status_macros.h"
 
 namespace fedagg {
@@ -86,6 +87,31 @@ size_t FirstOutside(absl::Span<const int64_t> indices, int64_t rows) {
   return i;
 }
 
+// A dense field's quantized or discretized section: its size, and (quantized) every
+// block's scale finite and >= 0, which keeps every decoded value finite. A discretized
+// section's integers are all valid.
+absl::Status CheckEncodedField(const FieldSpec& field, const FieldValue& value) {
+  const ValueEncoding& encoding = field.value_encoding;
+  const int64_t n = field.type.num_elements();
+  if (!value.indices.empty()) return FieldError(field, "a dense value carries no indices");
+  if (value.values.size() != encoding.EncodedBytes(n)) {
+    return FieldError(field, absl::StrCat("its encoding ", encoding.ToString(), " takes ",
+                                          encoding.EncodedBytes(n), " bytes for ", n,
+                                          " elements (docs/PROTOCOL.md, \"Encoded values\"), got ",
+                                          value.values.size()));
+  }
+  if (!encoding.quantized()) return absl::OkStatus();
+  const EncodedValues encoded(encoding, value.values, n);
+  for (int64_t k = 0; k < encoded.blocks(); ++k) {
+    const float scale = encoded.scale(k);
+    if (!std::isfinite(scale) || scale < 0) {
+      return FieldError(field, absl::StrCat("block ", k, " has scale ", scale,
+                                            "; a quantized block's scale must be finite and >= 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // ValidateField; with `ascending`, also whether the indices ascend (read in the same pass).
 absl::Status CheckField(const ReductionSpec& spec, const FieldSpec& field, const FieldValue& value,
                         bool* ascending) {
@@ -98,6 +124,7 @@ absl::Status CheckField(const ReductionSpec& spec, const FieldSpec& field, const
     return FieldError(field, absl::StrCat("sent dtype ", DTypeName(value.dtype), ", declared ",
                                           DTypeName(field.type.dtype)));
   }
+  if (field.value_encoding.encoded()) return CheckEncodedField(field, value);
   const size_t element_size = DTypeSize(field.type.dtype);
   if (reinterpret_cast<uintptr_t>(value.values.data()) % element_size != 0) {
     return FieldError(field, "values are not aligned to their element size");

@@ -1,6 +1,8 @@
 // Protobuf <-> core conversions for value types, specs and tensors.
 #include "service/rounds/spec_conversion.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -93,7 +95,8 @@ absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& pro
     if (raw < 0 || raw > 255 || !IsValidIntrinsic(static_cast<uint8_t>(raw))) {
       return absl::InvalidArgumentError(absl::StrCat("intrinsic ", raw, " is not a known intrinsic"));
     }
-    intrinsics.push_back(FieldIntrinsic{static_cast<Intrinsic>(raw), field.report_counts()});
+    FEDAGG_ASSIGN_OR_RETURN(ValueEncoding encoding, ValueEncodingFromProto(field.encoding()));
+    intrinsics.push_back(FieldIntrinsic{static_cast<Intrinsic>(raw), field.report_counts(), encoding});
   }
   FEDAGG_ASSIGN_OR_RETURN(
       config.reduction,
@@ -128,6 +131,44 @@ absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& pro
   return config;
 }
 
+absl::StatusOr<ValueEncoding> ValueEncodingFromProto(const v1::FieldEncoding& proto) {
+  ValueEncoding encoding;
+  switch (proto.kind()) {
+    case v1::FieldEncoding::PLAIN: return encoding;
+    case v1::FieldEncoding::QUANTIZED:
+      encoding = ValueEncoding::Quantized(static_cast<int>(std::min<uint32_t>(proto.bits(), 64)),
+                                          proto.block_size() == 0 ? ValueEncoding::kDefaultBlockSize
+                                                                  : static_cast<int64_t>(proto.block_size()));
+      break;
+    case v1::FieldEncoding::DISCRETIZED:
+      encoding = ValueEncoding::Discretized(static_cast<int>(std::min<uint32_t>(proto.bits(), 64)), proto.scale());
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("field encoding kind ", static_cast<int>(proto.kind()), " is not a known encoding"));
+  }
+  FEDAGG_RETURN_IF_ERROR(encoding.Check());
+  return encoding;
+}
+
+v1::FieldEncoding ValueEncodingToProto(const ValueEncoding& encoding) {
+  v1::FieldEncoding proto;
+  switch (encoding.coding) {
+    case ValueCoding::kPlain: break;
+    case ValueCoding::kQuantized:
+      proto.set_kind(v1::FieldEncoding::QUANTIZED);
+      proto.set_bits(static_cast<uint32_t>(encoding.bits));
+      proto.set_block_size(static_cast<uint32_t>(encoding.block_size));
+      break;
+    case ValueCoding::kDiscretized:
+      proto.set_kind(v1::FieldEncoding::DISCRETIZED);
+      proto.set_bits(static_cast<uint32_t>(encoding.bits));
+      proto.set_scale(encoding.scale);
+      break;
+  }
+  return proto;
+}
+
 v1::Tensor TensorToProto(const Tensor& tensor) {
   v1::Tensor proto;
   proto.set_dtype(DTypeToProto(tensor.dtype));
@@ -139,11 +180,17 @@ v1::Tensor TensorToProto(const Tensor& tensor) {
 absl::StatusOr<std::vector<v1::FieldIntrinsic>> ParseIntrinsicList(absl::string_view list) {
   std::vector<v1::FieldIntrinsic> out;
   for (absl::string_view name : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    ValueEncoding encoding;
+    if (const size_t at = name.find('@'); at != absl::string_view::npos) {
+      FEDAGG_ASSIGN_OR_RETURN(encoding, ParseValueEncoding(name.substr(at + 1)));
+      name = name.substr(0, at);
+    }
     const bool counts = absl::ConsumeSuffix(&name, "+counts");
     FEDAGG_ASSIGN_OR_RETURN(Intrinsic intrinsic, ParseIntrinsic(name));
     v1::FieldIntrinsic& field = out.emplace_back();
     field.set_intrinsic(static_cast<v1::Intrinsic>(static_cast<int>(intrinsic)));
     field.set_report_counts(counts);
+    if (encoding.encoded()) *field.mutable_encoding() = ValueEncodingToProto(encoding);
   }
   return out;
 }

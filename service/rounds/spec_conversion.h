@@ -32,9 +32,14 @@ v1::ValueType ValueTypeToProto(const ValueType& type);
 absl::StatusOr<DType> DTypeFromProto(v1::DType dtype);
 v1::DType DTypeToProto(DType dtype);
 
+// A field's value encoding from its proto (unset: plain), checked (ValueEncoding::Check).
+absl::StatusOr<ValueEncoding> ValueEncodingFromProto(const v1::FieldEncoding& proto);
+v1::FieldEncoding ValueEncodingToProto(const ValueEncoding& encoding);
+
 // Intrinsics as a person writes them on a command line: comma-separated names, each with
-// an optional "+counts" suffix asking for per-coordinate counts, e.g.
-// "federated_mean,sparse_sum+counts". INVALID_ARGUMENT for an unknown name.
+// an optional "+counts" suffix asking for per-coordinate counts and an optional
+// "@ENCODING" (ParseValueEncoding's spelling), e.g.
+// "federated_mean@quantized:8,sparse_sum+counts". INVALID_ARGUMENT for an unknown name.
 absl::StatusOr<std::vector<v1::FieldIntrinsic>> ParseIntrinsicList(absl::string_view list);
 
 // INVALID_ARGUMENT naming the offending field for any spec a server cannot run.

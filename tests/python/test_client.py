@@ -1,7 +1,8 @@
 """The fedagg Python package against a live fedagg-server: aggregations created from Python
 descriptions, dense, sparse and row-sparse updates from NumPy and SciPy inputs, results
 checked against NumPy-computed expectations, local and server refusals with their status
-codes, durable acks, the task path, watch/cancel, and TLS with client certificates and bearer tokens."""
+codes, durable acks, the task path, watch/cancel, TLS with client certificates and bearer tokens, and
+fields with value encodings (quantized, discretized)."""
 import math
 import os
 import sys
@@ -380,3 +381,96 @@ def test_submitting_many_large_updates_holds_one_at_a_time(conn, dtype):
     assert current < model and peak < 4 * model, f"{current / 2**20:.1f} MiB held, peak {peak / 2**20:.1f} MiB"
     result = finish(conn, name)
     np.testing.assert_array_equal(result["w"].values, np.full(1_000_000, 66, np.float32))
+
+
+def test_quantized_mean(conn):
+    """Three clients send a float32 field quantized to 8 bits (known seeds): the server's
+    mean is the mean of the decoded updates, and within 3 quantization steps of the plain mean."""
+    from fedagg import value_encoding as ve
+    n = 10_000
+    encoding = fedagg.ValueEncoding.parse("quantized:8")
+    status = conn.control.create("py-quantized", {"w": F("float32", (n,), "federated_mean", encoding="quantized:8")},
+                                 min_contributions=3)
+    assert status.spec.leaves[0].value_encoding == encoding
+    updates = [rng.normal(size=n).astype(np.float32) * np.float32(scale) for scale in (0.5, 1.0, 2.0)]
+    seeds = [11, 12, 13]
+    with conn.open_stream("q-0") as stream:
+        assert stream.contribute(status, {"w": updates[0]}, seed=seeds[0]) == 1
+    assert conn.submit("q-1", status, {"w": updates[1]}, seed=seeds[1]) == 2
+    assert conn.submit("q-2", status, {"w": updates[2]}, seed=seeds[2]) == 3
+    result = finish(conn, "py-quantized")["w"].values
+    assert result.dtype == np.float32 and result.shape == (n,)
+
+    decoded = [ve.decode(ve.encode(u, encoding, ve.rounding_stream(seed, 0)), encoding, n)
+               for u, seed in zip(updates, seeds)]
+    np.testing.assert_allclose(result, np.mean(decoded, axis=0), rtol=0, atol=1e-5)
+    plain = np.mean([u.astype(np.float64) for u in updates], axis=0)
+    # A client's coordinate is off by less than one step 2 s / L of its block (s: the block's
+    # largest |value|); the mean by less than the mean of the steps.
+    block_starts = np.arange(0, n, encoding.block_size)
+    steps = [np.repeat(np.maximum.reduceat(np.abs(u.astype(np.float64)), block_starts), encoding.block_size)[:n]
+             * 2 / encoding.max_code for u in updates]
+    bound = np.mean(steps, axis=0)
+    assert np.all(np.abs(result - plain) <= 3 * bound), np.max(np.abs(result - plain) / bound)
+
+
+def test_discretized_sum_and_mean_are_exact(conn):
+    """Discretized fields are summed as integers: the result is the integer sum times the
+    scale (divided by the count for a mean), rounded once to the result dtype."""
+    from fedagg import value_encoding as ve
+    status = conn.control.create("py-discretized", {
+        "d": F("float32", (1000,), "federated_sum", encoding="discretized:16@0.001"),
+        "m": F("float64", (50,), "federated_mean", encoding="discretized:32@1e-06"),
+    }, min_contributions=3)
+    d_encoding, m_encoding = (leaf.value_encoding for leaf in status.spec.leaves)
+    assert str(d_encoding) == "discretized:16@0.001" and str(m_encoding) == "discretized:32@1e-06"
+    updates = [{"d": rng.uniform(-10, 10, 1000).astype(np.float32), "m": rng.uniform(-1000, 1000, 50)}
+               for _ in range(3)]
+    seeds = [2 ** 64 - 1, 0, 987654321]
+    for i, (update, seed) in enumerate(zip(updates, seeds)):
+        assert conn.submit(f"d-{i}", status, update, seed=seed) == i + 1
+    result = finish(conn, "py-discretized")
+
+    def integers(name, encoding, dtype, field):
+        return sum(np.frombuffer(ve.encode(u[name], encoding, ve.rounding_stream(seed, field)), dtype).astype(np.int64)
+                   for u, seed in zip(updates, seeds))
+    d_sum = integers("d", d_encoding, "<i2", 0)
+    m_sum = integers("m", m_encoding, "<i4", 1)
+    expected_d = (d_sum.astype(np.float64) * 0.001).astype(np.float32)
+    expected_m = m_sum.astype(np.float64) * 1e-6 / 3.0
+    assert result["d"].values.dtype == np.float32 and result["m"].values.dtype == np.float64
+    assert result["d"].values.tobytes() == expected_d.tobytes()
+    assert result["m"].values.tobytes() == expected_m.tobytes()
+    np.testing.assert_allclose(result["d"].values, sum(u["d"].astype(np.float64) for u in updates), rtol=0,
+                               atol=3 * 0.001 + 1e-5)
+
+
+def test_encoded_field_refusals(conn, unreachable):
+    status = conn.control.create("py-encoded-refusals", {"w": F("float32", (300,), "federated_sum",
+                                                                 encoding="quantized:4/64")})
+    # Locally: a NaN, named by position, before anything is sent.
+    w = np.zeros(300, np.float32)
+    w[70] = np.nan
+    with pytest.raises(fedagg.FedaggError) as nan:
+        unreachable.submit("c", status, {"w": w})
+    assert nan.value.local and nan.value.code_name == "INVALID_ARGUMENT"
+    assert "value nan at position 70 is not finite" in nan.value.message
+    # A client that does not know the field's encoding sends plain values: the wrong size.
+    unaware = status.spec.proto.__class__()
+    unaware.CopyFrom(status.spec.proto)
+    unaware.intrinsics[0].ClearField("encoding")
+    with pytest.raises(fedagg.FedaggError) as plain:
+        conn.submit("unaware", fedagg.Spec(unaware), {"w": np.ones(300, np.float32)})
+    assert plain.value.code_name == "INVALID_ARGUMENT" and not plain.value.local
+    assert "quantized:4/64 takes 170 bytes" in plain.value.message, plain.value.message
+    assert conn.submit("aware", status, {"w": np.ones(300, np.float32)}) == 1
+    # The server refuses what build_spec refuses locally.
+    proto = fedagg.build_spec("py-encoded-max", {"m": F("float32", (3,), "federated_max")})
+    proto.intrinsics[0].encoding.CopyFrom(fedagg.ValueEncoding.parse("quantized:8").to_proto())
+    with pytest.raises(fedagg.FedaggError) as server:
+        conn.control.create(proto)
+    assert server.value.code_name == "INVALID_ARGUMENT" and not server.value.local
+    assert "declares encoding quantized:8" in server.value.message, server.value.message
+    with pytest.raises(fedagg.FedaggError) as local:
+        conn.control.create("py-encoded-max", {"m": F("float32", (3,), "federated_max", encoding="quantized:8")})
+    assert local.value.local and "declares encoding quantized:8" in local.value.message

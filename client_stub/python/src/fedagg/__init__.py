@@ -16,9 +16,10 @@ from .errors import FedaggError
 from .result import FieldResult, Result
 from .spec import AggregationStatus, Field, Leaf, Spec, build_spec
 from .update_input import RowSparse, Sparse, prepare_update
+from .value_encoding import ValueEncoding
 
 __all__ = [
     "AggregationStatus", "Connection", "ContributeStream", "ControlClient", "FedaggError", "Field",
     "FieldResult", "Leaf", "Result", "RowSparse", "Sparse", "Spec", "build_spec", "connect",
-    "prepare_update",
+    "ValueEncoding", "prepare_update",
 ]

@@ -56,12 +56,14 @@ class Connection:
 
     def submit(self, client_id: str, spec: Union[Spec, AggregationStatus], fields: Any,
                weight: Optional[float] = None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-               durable: bool = False, allow_lossy_cast: bool = False) -> int:
+               durable: bool = False, allow_lossy_cast: bool = False, seed: Optional[int] = None) -> int:
         """Sends one update over Aggregation.Submit (no bidirectional stream needed), after
         checking it locally. Returns the contributions counted at the server after it; with
         durable=True, once a checkpoint on the server's disk holds the update.
-        allow_lossy_cast=True casts values that the declared dtype cannot hold exactly."""
-        update = prepare_update(spec_of(spec), fields, weight, allow_lossy_cast=allow_lossy_cast)
+        allow_lossy_cast=True casts values that the declared dtype cannot hold exactly.
+        `seed` draws the stochastic rounding of fields with a value encoding (None: a fresh
+        random one for this update)."""
+        update = prepare_update(spec_of(spec), fields, weight, allow_lossy_cast=allow_lossy_cast, seed=seed)
         check_chunk_bytes(chunk_bytes)
         if not client_id:
             raise invalid_argument("client id is empty")

@@ -81,14 +81,16 @@ class ContributeStream:
 
     def contribute(self, spec: Union[Spec, AggregationStatus], fields: Any,
                    weight: Optional[float] = None, *, durable: bool = False,
-                   allow_lossy_cast: bool = False) -> int:
+                   allow_lossy_cast: bool = False, seed: Optional[int] = None) -> int:
         """Checks the update against `spec` (see fedagg.update_input for what `fields`
         may hold), sends it, and returns the contributions counted at the server after it.
         With durable=True the call returns once a checkpoint on the server's disk holds the
         update (a server without --checkpoint_dir refuses with FAILED_PRECONDITION).
-        allow_lossy_cast=True casts values that the declared dtype cannot hold exactly."""
+        allow_lossy_cast=True casts values that the declared dtype cannot hold exactly.
+        `seed` draws the stochastic rounding of fields with a value encoding (None: a fresh
+        random one); an update sent again after UNAVAILABLE is the same bytes."""
         update = prepare_update(spec.spec if isinstance(spec, AggregationStatus) else spec, fields, weight,
-                                allow_lossy_cast=allow_lossy_cast)
+                                allow_lossy_cast=allow_lossy_cast, seed=seed)
         with self._lock:
             backoff = self._initial_backoff_s
             for attempt in range(1, self._max_attempts + 1):

@@ -5,16 +5,19 @@ A value type is described with Field (or a (dtype, shape, intrinsic) tuple) for 
 tensor, a dict of them for a struct of named fields (dicts nest), or a list for unnamed
 fields. Leaf fields are numbered depth-first and named by their dotted path ("encoder.w",
 "[1]" for an unnamed field at position 1, "value" when the type is a single tensor), as
-everywhere in fedagg (docs/PROTOCOL.md).
+everywhere in fedagg (docs/PROTOCOL.md). A dense sum, mean or weighted mean field of a
+floating dtype may declare a value encoding (fedagg.value_encoding: "quantized:8",
+"discretized:16@0.001"), in which its updates travel.
 """
 import time
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .errors import invalid_argument
+from .errors import FedaggError, invalid_argument
 from .v1 import types_pb2
+from .value_encoding import DISCRETIZED, PLAIN_ENCODING, QUANTIZED, ValueEncoding
 
 # dtype name -> (fedagg.v1.DType number, the NumPy dtype of its little-endian wire bytes).
 # NumPy has no bfloat16: bfloat16 travels as its raw 16 bits.
@@ -44,6 +47,10 @@ INTRINSICS = {
     "row_sparse_mean": (ROW_SPARSE, False),
 }
 
+FLOATING_DTYPES = ("float32", "float64", "float16", "bfloat16")
+# The intrinsics whose fields may declare a value encoding (discretized: not the weighted mean).
+ENCODABLE_INTRINSICS = ("federated_sum", "federated_mean", "federated_weighted_mean")
+
 STATE_NAMES = {number: name for name, number in types_pb2.AggregationState.items()}
 
 
@@ -59,11 +66,14 @@ def intrinsic_name(number: int) -> str:
 
 @dataclass(frozen=True)
 class Field:
-    """One tensor field of a value type and how it is reduced."""
+    """One tensor field of a value type and how it is reduced. `encoding`: how its
+    values travel, a ValueEncoding or its spelling ("plain", "quantized:8",
+    "quantized:4/512", "discretized:16@0.001"; see fedagg.value_encoding)."""
     dtype: str
     shape: Sequence[int] = ()
     intrinsic: str = "federated_sum"
     report_counts: bool = False
+    encoding: Union[str, ValueEncoding, None] = "plain"
 
 
 @dataclass(frozen=True)
@@ -74,9 +84,11 @@ class Leaf:
     shape: Tuple[int, ...]
     intrinsic: str
     report_counts: bool
+    value_encoding: ValueEncoding = PLAIN_ENCODING  # how its values travel
 
     @property
     def encoding(self) -> str:
+        """dense, sparse or row_sparse: the form the intrinsic takes (not value_encoding)."""
         return INTRINSICS[self.intrinsic][0]
 
     @property
@@ -99,12 +111,41 @@ class Leaf:
 def _field_of(description: Any) -> Optional[Field]:
     if isinstance(description, Field):
         return description
-    if isinstance(description, tuple) and 2 <= len(description) <= 4 and isinstance(description[0], str):
+    if isinstance(description, tuple) and 2 <= len(description) <= 5 and isinstance(description[0], str):
         return Field(*description)
     return None
 
 
-def _value_type_proto(description: Any, path: str, intrinsics: List[types_pb2.FieldIntrinsic]):
+def _checked_encoding(field: Field, path: str, deterministic: bool) -> ValueEncoding:
+    """The field's value encoding, refused (as the server would, in its words) on a field
+    or aggregation that cannot take it."""
+    try:
+        encoding = ValueEncoding.of(field.encoding)
+    except FedaggError as error:
+        raise invalid_argument(f"field '{path}': {error.message}") from None
+    if not encoding.encoded:
+        return encoding
+    type_string = field.dtype + (f"[{','.join(str(int(d)) for d in field.shape)}]" if len(field.shape) else "")
+    prefix = f"field '{path}' ({type_string}, {field.intrinsic}) declares encoding {encoding}: "
+    if field.dtype not in FLOATING_DTYPES:
+        raise invalid_argument(prefix + "only floating-point fields are encoded; integer values are sent and "
+                               "summed exactly as they are")
+    if field.intrinsic not in ENCODABLE_INTRINSICS:
+        raise invalid_argument(prefix + f"only {', '.join(ENCODABLE_INTRINSICS)} fields take an encoding "
+                               "(stochastic rounding is exact in expectation, which a sum or mean keeps); "
+                               "send this field plain")
+    if encoding.kind == DISCRETIZED and field.intrinsic == "federated_weighted_mean":
+        raise invalid_argument(prefix + "a discretized field is summed exactly as integers, which a weight would "
+                               "break; multiply the values by the weight before discretizing and use "
+                               "federated_sum, or use a quantized encoding")
+    if encoding.kind == QUANTIZED and deterministic:
+        raise invalid_argument(prefix + "a deterministic aggregation sums exactly, and quantized values are "
+                               "decoded in floating point; use a discretized encoding, whose integers sum exactly")
+    return encoding
+
+
+def _value_type_proto(description: Any, path: str, intrinsics: List[types_pb2.FieldIntrinsic],
+                      deterministic: bool = False):
     """Fills a ValueType from a description, appending each leaf's intrinsic in order."""
     value_type = types_pb2.ValueType()
     field = _field_of(description)
@@ -115,11 +156,14 @@ def _value_type_proto(description: Any, path: str, intrinsics: List[types_pb2.Fi
         if field.intrinsic not in INTRINSICS:
             raise invalid_argument(f"field '{path or 'value'}': intrinsic '{field.intrinsic}' is not one of "
                                    f"{', '.join(INTRINSICS)}")
+        encoding = _checked_encoding(field, path or "value", deterministic)
         value_type.tensor.dtype = DTYPES[field.dtype][0]
         value_type.tensor.shape.extend(int(d) for d in field.shape)
-        intrinsics.append(types_pb2.FieldIntrinsic(
-            intrinsic=types_pb2.Intrinsic.Value(field.intrinsic.upper()),
-            report_counts=field.report_counts))
+        intrinsic = types_pb2.FieldIntrinsic(intrinsic=types_pb2.Intrinsic.Value(field.intrinsic.upper()),
+                                             report_counts=field.report_counts)
+        if encoding.encoded:  # a plain field's intrinsic stays as clients before encodings wrote it
+            intrinsic.encoding.CopyFrom(encoding.to_proto())
+        intrinsics.append(intrinsic)
         return value_type
     if isinstance(description, dict):
         items = list(description.items())
@@ -131,7 +175,8 @@ def _value_type_proto(description: Any, path: str, intrinsics: List[types_pb2.Fi
     value_type.struct_type.SetInParent()
     for i, (name, item) in enumerate(items):
         child_path = (f"{path}.{name}" if path else name) if name else f"{path}[{i}]"
-        value_type.struct_type.fields.add(name=name, type=_value_type_proto(item, child_path, intrinsics))
+        value_type.struct_type.fields.add(name=name, type=_value_type_proto(item, child_path, intrinsics,
+                                                                            deterministic))
     return value_type
 
 
@@ -143,11 +188,12 @@ def build_spec(aggregation_id: str, value_type: Any, *, min_contributions: int =
     """A fedagg.v1.AggregationSpec from a Python description (see the module comment).
     `deadline_s`: seconds from now; `broadcast`: NumPy arrays pushed to clients on join;
     `deterministic`: floating-point fields summed exactly, so results are the same to the
-    bit for any order of updates and any tree of aggregators (needs finite values)."""
+    bit for any order of updates and any tree of aggregators (needs finite values; takes
+    discretized fields, not quantized ones)."""
     intrinsics: List[types_pb2.FieldIntrinsic] = []
     proto = types_pb2.AggregationSpec(
         aggregation_id=aggregation_id,
-        value_type=_value_type_proto(value_type, "", intrinsics),
+        value_type=_value_type_proto(value_type, "", intrinsics, deterministic),
         min_contributions=min_contributions, max_contributions=max_contributions,
         deadline_unix_ms=0 if deadline_s is None else int((time.time() + deadline_s) * 1000),
         require_finite=require_finite, float64_accumulation=float64_accumulation,
@@ -183,7 +229,8 @@ class Spec:
         _leaves(proto.value_type, "", tensors)
         self.leaves = [
             Leaf(path, dtype_name(tensor.dtype), tuple(tensor.shape),
-                 intrinsic_name(choice.intrinsic), choice.report_counts)
+                 intrinsic_name(choice.intrinsic), choice.report_counts,
+                 ValueEncoding.from_proto(choice.encoding))
             for (path, tensor), choice in zip(tensors, proto.intrinsics)]
         self.require_finite = proto.require_finite
         self.float64_accumulation = proto.float64_accumulation
@@ -212,7 +259,8 @@ class Spec:
         return [decode_array(dtype_name(t.dtype), t.data, tuple(t.shape)) for t in self.proto.broadcast]
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{leaf.path}: {leaf.type_string} {leaf.intrinsic}" for leaf in self.leaves)
+        fields = ", ".join(f"{leaf.path}: {leaf.type_string} {leaf.intrinsic}" +
+                           (f" {leaf.value_encoding}" if leaf.value_encoding.encoded else "") for leaf in self.leaves)
         return f"Spec({self.aggregation_id!r}, {{{fields}}})"
 
 

@@ -2,7 +2,8 @@
 (client_stub/update_encoder.cc): an UpdateHeader with every field's nnz and dtype, then
 Chunks of at most `chunk_bytes` per section in wire order (field 0 indices, field 0
 values, field 1 indices, ...), then an UpdateEnd with the CRC-32C of all sections in
-that order (docs/PROTOCOL.md, sections 3.2-3.4).
+that order (docs/PROTOCOL.md, sections 3.2-3.4). A field with a value encoding has its
+encoded section (fedagg.value_encoding) as its values; the header keeps its declared dtype.
 
 The requests come out serialized, one at a time as gRPC asks for the next, and each
 chunk's bytes are copied once: from the caller's array (a memoryview, over which the

@@ -22,7 +22,15 @@ floats that float32 holds exactly); one that would change a value (float64 0.1 t
 float32 1/3 to bfloat16) is refused naming the first such element, unless the caller passes
 allow_lossy_cast=True, and then values round. Whatever the opt-in, floats never go to an
 integer field, and a value that overflows the declared dtype is refused.
+
+A field that declares a value encoding (Leaf.value_encoding: quantized or discretized,
+fedagg.value_encoding) sends, in place of its values, their encoded section: the values in
+the declared dtype, rounded stochastically with random numbers drawn from the update's
+seed (a fresh one per update unless the caller gives one), so the same seed makes the same
+bytes as the C++ client. An encoded field takes finite values only.
 """
+import operator
+import secrets
 from dataclasses import dataclass
 from typing import Any, Dict, List, NamedTuple, Optional
 
@@ -30,6 +38,7 @@ import numpy as np
 
 from .errors import invalid_argument
 from .spec import DENSE, DTYPES, ROW_SPARSE, SPARSE, Leaf, Spec
+from .value_encoding import encode_for_field
 
 # Weighted fields accumulated in float32 accept weights in this range (the server's
 # kMinFloat32Weight / kMaxFloat32Weight).
@@ -51,7 +60,8 @@ class RowSparse(NamedTuple):
 @dataclass
 class FieldArrays:
     """One field as it travels: little-endian int64 indices (None for dense) and values
-    in the declared dtype's wire form, both 1-D and contiguous."""
+    in the declared dtype's wire form, both 1-D and contiguous; for a field with a value
+    encoding, the encoded section's bytes (uint8) in place of the values."""
     indices: Optional[np.ndarray]
     values: np.ndarray
 
@@ -61,6 +71,7 @@ class PreparedUpdate:
     spec: Spec
     fields: List[FieldArrays]
     weight: Optional[float]
+    seed: Optional[int] = None  # the rounding seed of its encoded fields (None: it has none)
 
 
 def _integer_ids(leaf: Leaf, ids: Any, what: str) -> np.ndarray:
@@ -291,16 +302,41 @@ def _check_weight(spec: Spec, weight: Optional[float]) -> Optional[float]:
     return weight
 
 
+def _check_seed(seed: Optional[int]) -> int:
+    """The update's rounding seed: the caller's, or a fresh random one."""
+    if seed is None:
+        return secrets.randbits(64)
+    try:
+        seed = operator.index(seed)
+    except TypeError:
+        raise invalid_argument(f"seed must be an integer in [0, 2**64), not {type(seed).__name__}") from None
+    if not 0 <= seed < 1 << 64:
+        raise invalid_argument(f"seed {seed} is outside [0, 2**64)")
+    return seed
+
+
+def _encoded_values(leaf: Leaf, wire: np.ndarray, seed: int, number: int) -> np.ndarray:
+    """A field's values (in its wire form) as the section of its value encoding."""
+    values = (wire.astype(np.uint32) << 16).view(np.float32) if leaf.dtype == "bfloat16" else wire
+    return encode_for_field(values, leaf.value_encoding, seed, number, leaf.describe())
+
+
 def prepare_update(spec: Spec, fields: Any, weight: Optional[float] = None, *,
-                   allow_lossy_cast: bool = False) -> PreparedUpdate:
+                   allow_lossy_cast: bool = False, seed: Optional[int] = None) -> PreparedUpdate:
     """Checks an update against `spec` and puts every field in its wire form. Raises
     FedaggError (INVALID_ARGUMENT, local=True) for anything the server would refuse, and
-    for a dtype conversion that would change a value unless `allow_lossy_cast`."""
+    for a dtype conversion that would change a value unless `allow_lossy_cast`. `seed`
+    (an integer in [0, 2**64)) draws the stochastic rounding of fields with a value
+    encoding; None: a fresh random seed for this update."""
     checked_weight = _check_weight(spec, weight)
+    encoded_fields = any(leaf.value_encoding.encoded for leaf in spec.leaves)
+    checked_seed = _check_seed(seed) if encoded_fields or seed is not None else None
     arrays = []
-    for leaf, value in zip(spec.leaves, _field_values(spec, fields)):
+    for number, (leaf, value) in enumerate(zip(spec.leaves, _field_values(spec, fields))):
         encoded = _encode_as_declared(leaf, _parse(leaf, value))
         indices = None if encoded.indices is None else np.ascontiguousarray(encoded.indices, "<i8")
-        arrays.append(FieldArrays(indices, _in_declared_dtype(leaf, encoded.values, spec.requires_finite(leaf),
-                                                              allow_lossy_cast)))
-    return PreparedUpdate(spec, arrays, checked_weight)
+        values = _in_declared_dtype(leaf, encoded.values, spec.requires_finite(leaf), allow_lossy_cast)
+        if leaf.value_encoding.encoded:
+            values = _encoded_values(leaf, values, checked_seed, number)
+        arrays.append(FieldArrays(indices, values))
+    return PreparedUpdate(spec, arrays, checked_weight, checked_seed if encoded_fields else None)
