@@ -23,7 +23,7 @@ fi
 seconds="${1:-300}"
 ctest --test-dir build-fuzz --output-on-failure   # every seed replays cleanly
 mkdir -p build-fuzz/artifacts
-for target in contribute_request update_validation partial_aggregate deterministic_partial_aggregate chunk_reassembly \
+for target in contribute_request update_validation encoded_update_validation partial_aggregate deterministic_partial_aggregate chunk_reassembly \
               checkpoint_file; do
   mkdir -p "build-fuzz/corpus/$target"
   log="build-fuzz/artifacts/$target.log"

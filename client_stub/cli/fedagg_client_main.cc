@@ -41,6 +41,13 @@ ABSL_FLAG(bool, json, false, "print machine-readable JSON instead of text");
 ABSL_FLAG(std::string, type, "", "create: the value type, e.g. '<w=float32[10,5],b=float32[5]>'");
 ABSL_FLAG(std::string, intrinsics, "",
           "create: one intrinsic per leaf field, comma-separated, e.g. federated_mean,sparse_sum+counts");
+ABSL_FLAG(std::string, encoding, "",
+          "create: the value encoding of every federated_sum/mean/weighted_mean field that names none in "
+          "--intrinsics (quantized:BITS[/BLOCK], discretized:BITS@SCALE; a field's own: INTRINSIC@ENCODING); "
+          "submit encodes such fields itself");
+ABSL_FLAG(uint64_t, encoding_seed, 0,
+          "submit: the seed of encoded fields' stochastic rounding (0: a random one; fix it only to "
+          "reproduce the bytes)");
 ABSL_FLAG(int64_t, min_contributions, 1, "create: the quorum");
 ABSL_FLAG(int64_t, max_contributions, 0, "create: the most contributions accepted (0: unlimited)");
 ABSL_FLAG(int64_t, deadline_s, 0, "create: seconds from now to the deadline (0: none)");
@@ -103,6 +110,7 @@ absl::StatusOr<v1::AggregationSpec> SpecFromFlags(const std::string& id) {
   *spec.mutable_value_type() = ValueTypeToProto(*type);
   absl::StatusOr<std::vector<v1::FieldIntrinsic>> intrinsics = ParseIntrinsicList(absl::GetFlag(FLAGS_intrinsics));
   if (!intrinsics.ok()) return intrinsics.status();
+  FEDAGG_RETURN_IF_ERROR(ApplyEncodingToLinearFields(absl::GetFlag(FLAGS_encoding), *intrinsics));
   for (const v1::FieldIntrinsic& field : *intrinsics) *spec.add_intrinsics() = field;
   spec.set_min_contributions(absl::GetFlag(FLAGS_min_contributions));
   spec.set_max_contributions(absl::GetFlag(FLAGS_max_contributions));
@@ -224,6 +232,7 @@ int Submit(std::shared_ptr<grpc::Channel> channel, const CallOptions& call, cons
   }
   CallOptions submit_call = call;
   submit_call.ack_level = wait == "durable" ? v1::DURABLE : v1::RECEIVED;
+  if (absl::GetFlag(FLAGS_encoding_seed) != 0) submit_call.encoding_seed = absl::GetFlag(FLAGS_encoding_seed);
   absl::StatusOr<std::unique_ptr<ContributeStream>> stream = ContributeStream::Open(channel, client_id, submit_call);
   if (!stream.ok()) return Fail(kServerError, stream.status());
   absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(spec, update);
@@ -395,9 +404,9 @@ int main(int argc, char** argv) {
   fedagg::SetProgramUsage(
       "fedagg's command line: aggregations, updates and results on a running tree.\n"
       "  fedagg-client [--server=HOST:PORT] [--json] COMMAND ...\n"
-      "  create ID --type='<w=float32[4]>' --intrinsics=federated_mean [--min_contributions=N]\n"
+      "  create ID --type='<w=float32[4]>' --intrinsics=federated_mean [--encoding=quantized:8] [--min_contributions=N]\n"
       "  status ID | list | seal ID | cancel ID [--reason=...] | watch ID\n"
-      "  submit ID --client_id=C [--weight=W] [--wait=received|durable] [--allow_lossy_cast] FIELD=FILE.npy | FIELD.indices=I.npy FIELD.values=V.npy | FIELD.row_ids=R.npy FIELD.rows=V.npy | FILE.npz ...\n"
+      "  submit ID --client_id=C [--weight=W] [--wait=received|durable] [--allow_lossy_cast] [--encoding_seed=S] FIELD=FILE.npy | FIELD.indices=I.npy FIELD.values=V.npy | FIELD.row_ids=R.npy FIELD.rows=V.npy | FILE.npz ...\n"
       "                             (any of the three forms for any field: sent in the encoding and dtype the field declares;\n"
       "                              FILE.npz from numpy.savez: members named as the files)\n"
       "  result ID --out=DIR        (writes DIR/FIELD.npy, FIELD.indices.npy, FIELD.counts.npy)\n"

@@ -43,6 +43,10 @@ ABSL_FLAG(std::string, intrinsics, "federated_sum",
           "one intrinsic per leaf field, e.g. federated_mean,row_sparse_sum,sparse_sum+counts");
 ABSL_FLAG(std::string, density, "0.01",
           "sparse and row-sparse fields: fraction of coordinates / rows an update touches; one value, or one per field");
+ABSL_FLAG(std::string, encoding, "",
+          "create: the value encoding of every federated_sum/mean/weighted_mean field that names none in "
+          "--intrinsics (quantized:BITS[/BLOCK], discretized:BITS@SCALE; docs/SEMANTICS.md); updates are "
+          "sent encoded and checked against the reference of what was sent, decoded");
 ABSL_FLAG(bool, float64, false, "create: accumulate float32/16 inputs in float64");
 ABSL_FLAG(bool, deterministic, false, "create: a deterministic aggregation (exact sums; docs/SEMANTICS.md section 9)");
 ABSL_FLAG(int, distinct_updates, 8, "distinct generated updates; client i sends update i % this");
@@ -126,6 +130,7 @@ absl::StatusOr<v1::AggregationSpec> SpecFromFlags() {
   FEDAGG_ASSIGN_OR_RETURN(ValueType type, ParseValueType(absl::GetFlag(FLAGS_type)));
   *spec.mutable_value_type() = ValueTypeToProto(type);
   FEDAGG_ASSIGN_OR_RETURN(std::vector<v1::FieldIntrinsic> intrinsics, ParseIntrinsicList(absl::GetFlag(FLAGS_intrinsics)));
+  FEDAGG_RETURN_IF_ERROR(ApplyEncodingToLinearFields(absl::GetFlag(FLAGS_encoding), intrinsics));
   for (const v1::FieldIntrinsic& field : intrinsics) *spec.add_intrinsics() = field;
   spec.set_min_contributions(absl::GetFlag(FLAGS_clients));
   spec.set_float64_accumulation(absl::GetFlag(FLAGS_float64));
@@ -186,6 +191,7 @@ int Run() {
   report.sink = sink;
   for (const GeneratedUpdate& update : *pool) {
     report.payload_bytes_per_update = std::max(report.payload_bytes_per_update, update.payload_bytes());
+    report.model_bytes_per_update = std::max(report.model_bytes_per_update, update.model_bytes());
   }
   LoadRunner runner(*options);
   const std::string base_id = spec->aggregation_id();

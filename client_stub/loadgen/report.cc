@@ -76,6 +76,14 @@ std::string HumanReport(const LoadReport& r) {
                         static_cast<double>(t.counted()) / Seconds(t),
                         static_cast<double>(t.payload_bytes) / Seconds(t) / 1e6, r.payload_bytes_per_update,
                         absl::ToDoubleSeconds(t.elapsed));
+  if (r.model_bytes_per_update != r.payload_bytes_per_update) {
+    absl::StrAppendFormat(&out, "  encoded:    %.3g MB/s of model (%d bytes an update before encoding, %.2fx the wire)\n",
+                          static_cast<double>(t.counted()) * static_cast<double>(r.model_bytes_per_update) /
+                              Seconds(t) / 1e6,
+                          r.model_bytes_per_update,
+                          static_cast<double>(r.model_bytes_per_update) /
+                              static_cast<double>(std::max<int64_t>(1, r.payload_bytes_per_update)));
+  }
   absl::StrAppendFormat(&out, "  latency:    p50 %.2f ms, p90 %.2f ms, p99 %.2f ms (per client, retries included)\n",
                         Percentile(t.latencies_ms, 50), Percentile(t.latencies_ms, 90), Percentile(t.latencies_ms, 99));
   if (!r.round_ms.empty()) {
@@ -127,6 +135,7 @@ std::string JsonReport(const LoadReport& r) {
       "{\"aggregation_ids\": [", absl::StrJoin(ids, ", "), "], \"value_type\": ", JsonString(r.value_type),
       ", \"servers\": [", absl::StrJoin(servers, ", "), "], \"clients_per_round\": ", r.clients_per_round,
       ", \"rounds\": ", r.aggregation_ids.size(), ", \"payload_bytes_per_update\": ", r.payload_bytes_per_update,
+      ", \"model_bytes_per_update\": ", r.model_bytes_per_update,
       ",\n \"updates\": {\"counted\": ", t.counted(), ", \"acked\": ", t.acked, ", \"already_counted\": ",
       t.already_counted, ", \"refused\": ", t.refused, ", \"refused_by_code\": {", absl::StrJoin(codes, ", "),
       "}, \"first_refusal\": ", JsonString(t.first_refusal), ", \"sent_again\": ", t.retried, "}",

@@ -21,6 +21,9 @@ struct LoadReport {
   std::vector<std::string> servers;
   int64_t clients_per_round = 0;
   int64_t payload_bytes_per_update = 0;      // the largest of the generated updates
+  // The same update's bytes before value encoding (equal to payload_bytes_per_update when
+  // no field is encoded): updates/s times this is the model bytes a node takes in.
+  int64_t model_bytes_per_update = 0;
   RunStats totals;                           // summed over rounds (elapsed: sending time)
   // Each round's sending time and what it counted: the first round of a fresh server
   // pays its one-time costs (mappings, a device's first launches), later rounds do not.

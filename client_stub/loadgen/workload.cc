@@ -9,6 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/core/half_float.h"
+#include "service/core/status_macros.h"
+#include "service/core/value_encoder.h"
 
 namespace fedagg::loadgen {
 namespace {
@@ -85,6 +87,13 @@ absl::StatusOr<std::vector<GeneratedUpdate>> GenerateUpdates(const ReductionSpec
         elements = 0;  // a table without rows: nothing to touch
       }
       FillValues(dtype, elements, rng, update.values_[f]);
+      update.model_bytes_ += static_cast<int64_t>(update.values_[f].size() + update.indices_[f].size() * sizeof(int64_t));
+      if (field.value_encoding.encoded()) {  // sent as encoded, rounded with the update's own stream
+        std::vector<std::byte> encoded(field.value_encoding.EncodedBytes(elements));
+        FEDAGG_RETURN_IF_ERROR(EncodeValues(field.value_encoding, dtype, update.values_[f],
+                                            RoundingStream(rng(), f), absl::MakeSpan(encoded)));
+        update.values_[f] = std::move(encoded);
+      }
       update.view_.fields.push_back(FieldValue{field.encoding, dtype, absl::MakeConstSpan(update.indices_[f]),
                                                absl::MakeConstSpan(update.values_[f])});
       update.payload_bytes_ += static_cast<int64_t>(update.values_[f].size() + update.indices_[f].size() * sizeof(int64_t));

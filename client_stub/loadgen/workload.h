@@ -3,6 +3,9 @@
 // deliberate fault. Values are chosen so the expected result can be checked: floating
 // fields hold values in [0.5, 1.5) (no cancellation, so float32 rounding stays bounded),
 // integer fields hold 0..15 (sums are exact), sparse fields hold distinct sorted indices.
+// An encoded field's values are generated the same way and sent encoded (each pool
+// update rounded with a stream of its own); the expected result is the reference
+// reduction of what was sent, decoded, so the check holds the node's decoding exactly.
 #ifndef FEDAGG_CLIENT_STUB_LOADGEN_WORKLOAD_H_
 #define FEDAGG_CLIENT_STUB_LOADGEN_WORKLOAD_H_
 
@@ -25,6 +28,9 @@ class GeneratedUpdate {
   const UpdateView& view() const { return view_; }
   // Bytes of values and indices: what the update carries on the wire, headers aside.
   int64_t payload_bytes() const { return payload_bytes_; }
+  // The same in the declared dtypes, before any value encoding: the model bytes it
+  // carries (equal to payload_bytes() when no field is encoded).
+  int64_t model_bytes() const { return model_bytes_; }
 
  private:
   friend absl::StatusOr<std::vector<GeneratedUpdate>> GenerateUpdates(const ReductionSpec&, absl::Span<const double>,
@@ -33,6 +39,7 @@ class GeneratedUpdate {
   std::vector<std::vector<int64_t>> indices_;
   UpdateView view_;
   int64_t payload_bytes_ = 0;
+  int64_t model_bytes_ = 0;
 };
 
 // `count` distinct updates for `spec`. `densities` holds one entry per leaf field (or one

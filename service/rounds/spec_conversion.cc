@@ -169,6 +169,18 @@ v1::FieldEncoding ValueEncodingToProto(const ValueEncoding& encoding) {
   return proto;
 }
 
+absl::Status ApplyEncodingToLinearFields(absl::string_view encoding, std::vector<v1::FieldIntrinsic>& fields) {
+  if (encoding.empty()) return absl::OkStatus();
+  FEDAGG_ASSIGN_OR_RETURN(const ValueEncoding parsed, ParseValueEncoding(encoding));
+  if (!parsed.encoded()) return absl::OkStatus();
+  for (v1::FieldIntrinsic& field : fields) {
+    const bool linear = field.intrinsic() == v1::FEDERATED_SUM || field.intrinsic() == v1::FEDERATED_MEAN ||
+                        field.intrinsic() == v1::FEDERATED_WEIGHTED_MEAN;
+    if (linear && !field.has_encoding()) *field.mutable_encoding() = ValueEncodingToProto(parsed);
+  }
+  return absl::OkStatus();
+}
+
 v1::Tensor TensorToProto(const Tensor& tensor) {
   v1::Tensor proto;
   proto.set_dtype(DTypeToProto(tensor.dtype));

@@ -42,6 +42,12 @@ v1::FieldEncoding ValueEncodingToProto(const ValueEncoding& encoding);
 // "federated_mean@quantized:8,sparse_sum+counts". INVALID_ARGUMENT for an unknown name.
 absl::StatusOr<std::vector<v1::FieldIntrinsic>> ParseIntrinsicList(absl::string_view list);
 
+// A command line's --encoding: `encoding` (ParseValueEncoding's spelling; empty or
+// "plain": nothing) given to every field of `fields` that is a federated_sum,
+// federated_mean or federated_weighted_mean and names no encoding of its own. A field
+// that cannot take it is refused when the spec is checked (ConfigFromProto).
+absl::Status ApplyEncodingToLinearFields(absl::string_view encoding, std::vector<v1::FieldIntrinsic>& fields);
+
 // INVALID_ARGUMENT naming the offending field for any spec a server cannot run.
 absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& proto);
 

@@ -241,6 +241,12 @@ std::string UpdateAssembler::SectionName(size_t field, bool indices) const {
 
 std::string UpdateAssembler::SizeHint(size_t field, bool indices, uint64_t declared, uint64_t sent) const {
   if (declared == 0 || sent == 0 || declared == sent) return "";
+  const FieldSpec& spec = aggregation_->reduction().fields()[field];
+  if (!indices && spec.value_encoding.encoded()) {
+    return absl::StrCat(" (the field's values are encoded as ", spec.value_encoding.ToString(), ": ", declared,
+                        " bytes for its ", spec.type.num_elements(),
+                        " elements; docs/PROTOCOL.md, \"Encoded values\")");
+  }
   const size_t element = indices ? sizeof(int64_t) : DTypeSize(aggregation_->reduction().fields()[field].type.dtype);
   const std::string element_type =
       indices ? std::string("int64") : std::string(DTypeName(aggregation_->reduction().fields()[field].type.dtype));

@@ -51,6 +51,18 @@ inline std::shared_ptr<const ReductionSpec> FuzzSpec() {
                        ReductionOptions{.require_finite = true});
 }
 
+// FuzzSpec with its dense field quantized (2 bits a coordinate, one block of 8: a float32
+// scale then 2 bytes of codes), for the encoded sections' checks and decoding
+// (encoded_update_validation_fuzzer).
+inline std::shared_ptr<const ReductionSpec> EncodedFuzzSpec() {
+  return FourFieldSpec({DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kInt32},
+                       {{Intrinsic::kFederatedWeightedMean, false, ValueEncoding::Quantized(2, 8)},
+                        {Intrinsic::kSparseMean, true},
+                        {Intrinsic::kRowSparseSum},
+                        {Intrinsic::kSparseSumSparse}},
+                       ReductionOptions{.require_finite = true});
+}
+
 // The partial-aggregate decoder's other layout (format version 2): a deterministic
 // aggregation with an exact sum of every kind — dense float32[8] weighted mean, sparse
 // float32[16] sparse_weighted_mean with counts (exact weight sums), row-sparse

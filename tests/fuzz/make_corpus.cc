@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
   };
   Write(dir, "checkpoint_file", "sealed", body(checkpoint));
   Write(dir, "checkpoint_file", "empty", body(AggregationCheckpoint{}));
-  for (const char* target : {"update_validation", "chunk_reassembly"}) {
+  for (const char* target : {"update_validation", "encoded_update_validation", "chunk_reassembly"}) {
     Write(dir, target, "zeros", std::string(64, '\0'));
     Write(dir, target, "ones", std::string(128, '\1'));
     Write(dir, target, "ascending", ascending);

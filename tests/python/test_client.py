@@ -462,7 +462,7 @@ def test_encoded_field_refusals(conn, unreachable):
     with pytest.raises(fedagg.FedaggError) as plain:
         conn.submit("unaware", fedagg.Spec(unaware), {"w": np.ones(300, np.float32)})
     assert plain.value.code_name == "INVALID_ARGUMENT" and not plain.value.local
-    assert "quantized:4/64 takes 170 bytes" in plain.value.message, plain.value.message
+    assert "encoded as quantized:4/64: 170 bytes" in plain.value.message, plain.value.message
     assert conn.submit("aware", status, {"w": np.ones(300, np.float32)}) == 1
     # The server refuses what build_spec refuses locally.
     proto = fedagg.build_spec("py-encoded-max", {"m": F("float32", (3,), "federated_max")})
