@@ -3,7 +3,9 @@
 # aggregators (fedagg-server processes on loopback), simulated clients streaming updates of
 # a small model (dense layers, a row-sparse embedding table, sparse token counts) through
 # the intermediate aggregators, the result fetched from the root and checked against the
-# float64 reference. Extra arguments go to fedagg-demo (e.g. --clients=1000).
+# float64 reference; then the same clients again with the dense layers sent as 8-bit
+# quantized values (a quarter of the bytes), whose error is checked against its bound.
+# Extra arguments go to fedagg-demo (e.g. --clients=1000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

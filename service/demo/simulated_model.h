@@ -4,6 +4,8 @@
 #ifndef FEDAGG_SERVICE_DEMO_SIMULATED_MODEL_H_
 #define FEDAGG_SERVICE_DEMO_SIMULATED_MODEL_H_
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "service/core/reference_reducer.h"
 #include "service/core/value_type.h"
 #include "service/core/reduction_spec.h"
+#include "service/core/value_encoding.h"
 
 namespace fedagg::demo {
 
@@ -84,6 +87,47 @@ inline int PrintAndCheck(const ReductionSpec& spec, const std::vector<SimulatedU
   std::printf("check against the float64 reference: max relative error %.3g (tolerance %.0e): %s\n",
               error, tolerance, error <= tolerance ? "OK" : "MISMATCH");
   return error <= tolerance ? 0 : 2;
+}
+
+// The quantized round's check: each dense layer's weighted mean against the plain float64
+// reference over the same updates. Stochastic rounding errs by at most one level a
+// coordinate, with variance at most level^2 / 4 (level: 2 s / (2^b - 1), s the block's
+// largest |x|), independently across clients, so the mean's root-mean-square error is at
+// most sqrt(mean over coordinates of sum_u w_u^2 level_u^2 / 4) / sum_u w_u; the check
+// allows twice that. Prints the error beside the bound; returns the exit code.
+inline int CheckQuantized(const ReductionSpec& plain_spec, const std::vector<SimulatedUpdate>& updates,
+                          const AggregateResult& result, const ValueEncoding& encoding) {
+  std::vector<UpdateView> views;
+  for (const SimulatedUpdate& u : updates) views.push_back(u.View());
+  const std::vector<ReferenceField> reference = ReferenceReduce(plain_spec, views);
+  bool ok = true;
+  for (size_t f : {size_t{0}, size_t{1}}) {
+    const auto values_of = [&](const SimulatedUpdate& u) -> const std::vector<float>& { return f == 0 ? u.dense : u.bias; };
+    const size_t n = values_of(updates[0]).size();
+    double weight_sum = 0, variance = 0;  // variance: sum over coordinates of sum_u w_u^2 level_u^2 / 4
+    for (const SimulatedUpdate& u : updates) {
+      weight_sum += u.weight;
+      const std::vector<float>& x = values_of(u);
+      for (size_t begin = 0; begin < n; begin += static_cast<size_t>(encoding.block_size)) {
+        const size_t end = std::min(n, begin + static_cast<size_t>(encoding.block_size));
+        double s = 0;
+        for (size_t i = begin; i < end; ++i) s = std::max(s, std::abs(static_cast<double>(x[i])));
+        const double level = 2 * s / encoding.MaxCode();
+        variance += static_cast<double>(end - begin) * u.weight * u.weight * level * level / 4;
+      }
+    }
+    const double bound = std::sqrt(variance / static_cast<double>(n)) / weight_sum;
+    double squared = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double e = result.fields[f].value.ValueAsDouble(i) - reference[f].values[i];
+      squared += e * e;
+    }
+    const double rms = std::sqrt(squared / static_cast<double>(n));
+    std::printf("  %-13s rms error against the plain reference %.3g (bound %.3g, allowed %.3g): %s\n",
+                result.fields[f].path.c_str(), rms, bound, 2 * bound, rms <= 2 * bound ? "OK" : "TOO LARGE");
+    ok &= rms <= 2 * bound;
+  }
+  return ok ? 0 : 2;
 }
 
 }  // namespace fedagg::demo

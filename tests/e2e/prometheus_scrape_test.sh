@@ -37,13 +37,15 @@ prom_query() {
   curl -sf "http://127.0.0.1:$PROM/api/v1/query" --data-urlencode "query=$1" |
       sed -n 's/.*"value":\[[^,]*,"\([^"]*\)"\].*/\1/p'
 }
+# The demo runs two rounds of its clients (plain, then its dense layers quantized).
+ACCEPTED=$((2 * CLIENTS))
 accepted="" instances=""
 for _ in $(seq 60); do
   accepted=$(prom_query 'sum(fedagg_updates_accepted_total)')
   instances=$(prom_query 'count(up == 1)')
-  [ "$accepted" = "$CLIENTS" ] && [ "$instances" = 3 ] && break
+  [ "$accepted" = "$ACCEPTED" ] && [ "$instances" = 3 ] && break
   sleep 0.5
 done
-echo "Prometheus: sum(fedagg_updates_accepted_total) = ${accepted:-nothing} (expected $CLIENTS)"
+echo "Prometheus: sum(fedagg_updates_accepted_total) = ${accepted:-nothing} (expected $ACCEPTED)"
 echo "Prometheus: count(up == 1) = ${instances:-nothing} (expected 3)"
-[ "$accepted" = "$CLIENTS" ] && [ "$instances" = 3 ]
+[ "$accepted" = "$ACCEPTED" ] && [ "$instances" = 3 ]
