@@ -19,7 +19,9 @@ from nvflare.app_common.aggregators.weighted_aggregation_helper import WeightedA
 from nvflare.app_common.workflows.fedavg import FedAvg  # noqa: E402
 
 import fedagg  # noqa: E402
+from conftest import quantized_mean_bound  # noqa: E402
 from fedagg.flare import FedaggModelAggregator  # noqa: E402
+from fedagg.flare.aggregator import result_weight  # noqa: E402
 
 rng = np.random.default_rng(11)
 
@@ -75,6 +77,43 @@ def test_fedagg_aggregator_equals_flare_fedavg_on_the_same_results():
         assert got.params_type == ParamsType.FULL
         assert got.meta["nr_aggregated"] == 7 and got.meta["fedagg_aggregation_id"].startswith("flare-r")
         assert got.metrics["accuracy"] == pytest.approx(expected.metrics["accuracy"])
+
+
+def test_quantized_results_stay_within_the_quantization_bound_of_flare_fedavg():
+    """encoding="quantized:8": the float arrays travel at 8 bits a coordinate, and each
+    coordinate of the mean is within the weighted mean of the results' levels 2 s / 255 (s:
+    the largest |value| of its block of 256) of FLARE's own FedAvg; the int64 array stays
+    plain and exact. The spec at the root declares the encoding on the float arrays only."""
+    weights = {"site-2": 2.0, "site-5": 0.5}
+    results = site_results(7)
+    expected = run_round(FedAvg(num_clients=7, aggregation_weights=weights), results)
+    got = run_round(FedAvg(num_clients=7, aggregator=aggregator(aggregation_weights=weights,
+                                                                encoding="quantized:8")), results)
+    site_weights = [result_weight(result, weights) for result in results]
+    assert sorted(got.params) == sorted(expected.params)
+    off = 0.0
+    for key in ("conv1.weight", "fc.bias"):
+        value = np.asarray(expected.params[key])
+        assert got.params[key].dtype == value.dtype, key
+        bound = quantized_mean_bound([np.asarray(r.params[key]) for r in results], site_weights, "quantized:8")
+        error = np.abs(got.params[key].astype(np.float64) - value.astype(np.float64))
+        allowed = bound + 1e-6 * np.abs(value) + 1e-7
+        assert np.all(error <= allowed), f"{key}: error {np.max(error / allowed):.3f} x the bound at worst"
+        off = max(off, float(np.max(error)))
+        print(f"{key}: worst error {np.max(error):.3g}, {np.max(error / allowed):.3f} of the bound")
+    assert off > 0, "the quantized mean equals the plain one exactly: was anything quantized?"
+    np.testing.assert_allclose(got.params["bn.num_batches_tracked"], expected.params["bn.num_batches_tracked"],
+                               rtol=1e-12)
+    with fedagg.connect(os.environ["FEDAGG_TEST_ROOT"]) as root:
+        leaves = {leaf.path: str(leaf.value_encoding)
+                  for leaf in root.control.get(got.meta["fedagg_aggregation_id"]).spec.leaves}
+    assert leaves == {"model.conv1_weight": "quantized:8", "model.fc_bias": "quantized:8",
+                      "model.bn_num_batches_tracked": "plain", "num_examples": "plain"}, leaves
+    # As a FLARE job config gives it: a string; checked when the component is made.
+    with pytest.raises(fedagg.FedaggError, match="use a quantized encoding"):
+        aggregator(encoding="discretized:16@0.001")
+    with pytest.raises(fedagg.FedaggError, match="is not an encoding"):
+        aggregator(encoding="8bit")
 
 
 def test_diff_results_with_a_row_sparse_array():

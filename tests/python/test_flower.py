@@ -21,6 +21,8 @@ from flwr.app import Array, ArrayRecord, MetricRecord, RecordDict  # noqa: E402
 from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords  # noqa: E402
 
 import fedagg  # noqa: E402
+import fedagg.flower  # noqa: E402
+from conftest import quantized_mean_bound  # noqa: E402
 from fedagg.model_layout import ModelLayout  # noqa: E402
 
 MiB = 1 << 20
@@ -58,14 +60,20 @@ def run_app_once(tmp_path, name, timeout_s, *args):
         return json.load(f)
 
 
-def flower_fedavg(dump, server_round):
-    """Flower's FedAvg aggregation of the updates clients sent in a round."""
-    records = []
+def client_updates(dump, server_round):
+    """The updates clients sent in a round: (arrays, num_examples) each."""
+    updates = []
     for path in sorted(glob.glob(os.path.join(dump, f"update-r{server_round}-p*.npz"))):
         update = np.load(path)
-        arrays = ArrayRecord({k: Array(update[k]) for k in update.files if k != "num_examples"})
-        records.append(RecordDict({"arrays": arrays,
-                                   "metrics": MetricRecord({"num-examples": int(update["num_examples"])})}))
+        updates.append(({k: update[k] for k in update.files if k != "num_examples"}, int(update["num_examples"])))
+    return updates
+
+
+def flower_fedavg(dump, server_round):
+    """Flower's FedAvg aggregation of the updates clients sent in a round."""
+    records = [RecordDict({"arrays": ArrayRecord({k: Array(v) for k, v in arrays.items()}),
+                           "metrics": MetricRecord({"num-examples": num_examples})})
+               for arrays, num_examples in client_updates(dump, server_round)]
     return {k: a.numpy() for k, a in aggregate_arrayrecords(records, "num-examples").items()}, len(records)
 
 
@@ -100,6 +108,49 @@ def test_every_round_equals_flower_fedavg_on_the_same_updates(tmp_path):
     assert 0 < changed_rows.size < start["embedding"].shape[0]
     assert 0 < np.count_nonzero(last["token_bias"]) < last["token_bias"].size
     assert set(report["train_metrics"]) == {"1", "2", "3"} and "loss" in report["train_metrics"]["1"]
+
+
+def test_quantized_dense_arrays_stay_within_the_quantization_bound_of_flower_fedavg(tmp_path):
+    """FedaggFedAvg(encoding="quantized:8"): the dense arrays travel at 8 bits a coordinate,
+    and each coordinate of the new model is within the weighted mean of the clients' levels
+    2 s / 255 (s: the largest |value| of its block of 256) of Flower's FedAvg of the same
+    updates; the sparse arrays stay plain and equal FedAvg's as closely as without an
+    encoding. The spec at the root declares the encoding on the dense arrays only."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    report = run_app(tmp_path, "quantized", "--clients", 4, "--rounds", 2, "--dump", dump,
+                     "--encoding", "quantized:8")
+    dense, sparse = ("dense.w", "dense.v", "dense.b"), ("embedding", "token_bias")
+    for entry in report["rounds"]:
+        server_round, fedagg_report = entry["round"], entry["fedagg"]
+        assert fedagg_report["state"] == "FINALIZED" and fedagg_report["contributions"] == 4, fedagg_report
+        expected, senders = flower_fedavg(dump, server_round)
+        assert senders == 4
+        updates = client_updates(dump, server_round)
+        got = np.load(dump / f"global-r{server_round}.npz")
+        for key in sparse:
+            assert got[key].dtype == expected[key].dtype, key
+            np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=1e-7,
+                                       err_msg=f"round {server_round} {key}")
+        off = 0.0
+        for key in dense:
+            assert got[key].dtype == expected[key].dtype, key
+            bound = quantized_mean_bound([arrays[key] for arrays, _ in updates], [n for _, n in updates],
+                                         "quantized:8")
+            error = np.abs(got[key].astype(np.float64) - expected[key].astype(np.float64))
+            allowed = bound + 1e-5 * np.abs(expected[key]) + 1e-7
+            assert np.all(error <= allowed), (
+                f"round {server_round} {key}: error {np.max(error / allowed):.3f} x the bound at worst")
+            off = max(off, float(np.max(error)))
+            print(f"round {server_round} {key}: worst error {np.max(error):.3g}, {np.max(error / allowed):.3f} of "
+                  "the bound")
+        assert off > 0, "the quantized model equals the plain one exactly: was anything quantized?"
+        with fedagg.connect(os.environ["FEDAGG_TEST_ROOT"]) as root:
+            leaves = {leaf.path: str(leaf.value_encoding)
+                      for leaf in root.control.get(fedagg_report["aggregation_id"]).spec.leaves}
+        assert leaves == {"model.embedding": "plain", "model.token_bias": "plain", "model.dense_w": "quantized:8",
+                          "model.dense_v": "quantized:8", "model.dense_b": "quantized:8",
+                          "num_examples": "plain"}, leaves
 
 
 def test_a_round_short_of_its_quorum_fails_and_keeps_the_model(tmp_path):
@@ -164,3 +215,42 @@ def test_layout_is_derived_from_the_arrays():
         layout.update(update, 3, base=arrays)
     fields, weight = layout.update(update, 3, base=arrays, allow_lossy_cast=True)
     assert weight == 3.0 and fields["model"]["a_0emb"].dtype == np.float16
+
+
+def test_layout_encoding_goes_to_the_dense_floating_arrays_only():
+    arrays = {"w": np.zeros((3, 2), np.float32), "b": np.zeros(2, np.float64), "h": np.zeros(4, np.float16),
+              "emb": np.zeros((5, 4), np.float32), "bias": np.zeros(5, np.float32), "steps": np.int64(3),
+              "mask": np.ones(2, bool)}
+    layout = ModelLayout.from_arrays(arrays, sparse=["bias"], row_sparse=["emb"], encoding="quantized:4/512")
+    assert layout.encoded
+    assert {f.key: str(f.encoding) for f in layout.fields} == {
+        "w": "quantized:4/512", "b": "quantized:4/512", "h": "quantized:4/512", "emb": "plain", "bias": "plain",
+        "steps": "plain", "mask": "plain"}
+    spec = fedagg.Spec(layout.spec("layout-encoded"))
+    assert {leaf.path: str(leaf.value_encoding) for leaf in spec.leaves} == {
+        "model.w": "quantized:4/512", "model.b": "quantized:4/512", "model.h": "quantized:4/512",
+        "model.emb": "plain", "model.bias": "plain", "model.steps": "plain", "model.mask": "plain",
+        "num_examples": "plain"}
+    # The client side reads the encoding back from the spec the server sent.
+    back = ModelLayout.from_spec(spec, list(arrays))
+    assert [str(f.encoding) for f in back.fields] == [str(f.encoding) for f in layout.fields]
+    assert not ModelLayout.from_arrays(arrays).encoded
+    assert not ModelLayout.from_arrays(arrays, encoding=fedagg.ValueEncoding()).encoded
+    # Discretized: every encodable field of a layout is a weighted mean; refused, saying what to use.
+    with pytest.raises(fedagg.FedaggError) as refused:
+        ModelLayout.from_arrays(arrays, encoding="discretized:16@0.001")
+    assert refused.value.code.name == "INVALID_ARGUMENT" and refused.value.local
+    assert "use a quantized encoding" in refused.value.message and "weight" in refused.value.message
+    with pytest.raises(fedagg.FedaggError, match="is not an encoding"):
+        ModelLayout.from_arrays(arrays, encoding="quantised:8")
+    # A deterministic aggregation sums exactly: quantized is refused there (by build_spec too).
+    with pytest.raises(fedagg.FedaggError, match="deterministic"):
+        ModelLayout.from_arrays(arrays, encoding="quantized:8").spec("layout-det", deterministic=True)
+    # The strategy refuses these when it is made, not in its first round.
+    with pytest.raises(fedagg.FedaggError, match="use a quantized encoding"):
+        fedagg.flower.FedaggFedAvg("127.0.0.1:1", encoding="discretized:8@0.5")
+    with pytest.raises(fedagg.FedaggError, match="a deterministic model layout is sent plain"):
+        fedagg.flower.FedaggFedAvg("127.0.0.1:1", encoding="quantized:8", deterministic=True)
+    plain = fedagg.flower.FedaggFedAvg("127.0.0.1:1", encoding="plain", deterministic=True)
+    assert not plain.encoding.encoded
+    plain.connection.close()

@@ -9,10 +9,12 @@ benchmark (bench/flower_bench.sh) run it too.
 
   flower_app.py --root 127.0.0.1:50051 --targets 127.0.0.1:50052,127.0.0.1:50053 \
                 --clients 8 --rounds 3 [--strategy fedagg|flower] [--vocab 1000]
-                [--min_contributions 1] [--refuse PARTITION:ROUND,...] [--dump DIR] [--report FILE]
+                [--min_contributions 1] [--encoding quantized:8] [--refuse PARTITION:ROUND,...]
+                [--dump DIR] [--report FILE]
 
 --strategy flower runs Flower's own FedAvg on the same clients (the updates travel to the
-Flower server in the replies). --refuse makes the named clients send a malformed update
+Flower server in the replies). --encoding sends the dense arrays in that value encoding
+(FedaggFedAvg's encoding=; the sparse ones stay plain). --refuse makes the named clients send a malformed update
 in the named rounds (to see a failure handled). --dump DIR writes each client's update and each round's
 global model as .npz files (to check the result against Flower's FedAvg); --report FILE
 writes a JSON summary: per round its seconds and fedagg's report, and the memory of this
@@ -159,7 +161,8 @@ def make_server_app(args, report: dict) -> ServerApp:
             import fedagg.flower
             strategy = fedagg.flower.FedaggFedAvg(args.root, args.targets.split(","), sparse=["token_bias"],
                                                   row_sparse=["embedding"],
-                                                  min_contributions=args.min_contributions, **common)
+                                                  min_contributions=args.min_contributions,
+                                                  encoding=args.encoding, **common)
         rounds = report.setdefault("rounds", [])
         started = [time.time()]
 
@@ -192,13 +195,15 @@ def main():
     parser.add_argument("--vocab", type=int, default=1000)
     parser.add_argument("--strategy", choices=["fedagg", "flower"], default="fedagg")
     parser.add_argument("--min_contributions", type=int, default=1, help="each round's quorum at fedagg")
+    parser.add_argument("--encoding", default="plain",
+                        help="value encoding of the dense arrays (fedagg strategy): plain, quantized:8, ...")
     parser.add_argument("--refuse", default="", help="PARTITION:ROUND,...: these clients send a malformed update")
     parser.add_argument("--dump", default="")
     parser.add_argument("--report", default="")
     args = parser.parse_args()
     args.targets = args.targets or args.root
     refuse = frozenset(tuple(int(v) for v in item.split(":")) for item in args.refuse.split(",") if item)
-    report = {"strategy": args.strategy, "clients": args.clients, "vocab": args.vocab,
+    report = {"strategy": args.strategy, "clients": args.clients, "vocab": args.vocab, "encoding": args.encoding,
               "model_bytes": sum(a.nbytes for a in initial_model(args.vocab).values()),
               "rss_before_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
     report["anon_before_kib"] = status_kib("RssAnon")

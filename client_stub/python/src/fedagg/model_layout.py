@@ -16,10 +16,22 @@ How each array is averaged (result = sum_i w_i x_i / sum_i w_i, FedAvg's weighte
     w_i * (x_i - g), g the global value it trained from, as sparse_sum (COO entries) or
     row_sparse_sum (the rows it changed); the result is g + sum / sum_i w_i. Rows a client
     did not touch cost nothing on the wire, and the result is FedAvg's.
+
+Value encoding (`encoding=`, default plain): the dense arrays of a floating dtype (the
+federated_weighted_mean fields that are float arrays in the model) may declare a quantized
+encoding ("quantized:8", "quantized:4/512"; fedagg.value_encoding): clients then send b
+bits a coordinate plus a float32 scale per block, stochastically rounded, so each decoded
+coordinate is within one level 2 s / (2^b - 1) of the client's value (s: the largest |value|
+of its block) and equal to it in expectation; the weighted mean's error is at most the
+weighted mean of those levels (docs/SEMANTICS.md section 11). Sparse and row-sparse arrays,
+arrays that are integer or boolean in the model, and num_examples stay plain (fedagg takes
+no encoding on sparse fields or integer values). A discretized encoding is refused: every
+encodable field here is a weighted mean, and a discretized field is summed as exact
+integers, which the weight would break.
 """
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -27,6 +39,7 @@ from .errors import invalid_argument
 from .result import Result
 from .spec import Field, Leaf, Spec, build_spec
 from .update_input import in_declared_dtype
+from .value_encoding import DISCRETIZED, PLAIN_ENCODING, QUANTIZED, ValueEncoding
 
 MODEL, NUM_EXAMPLES = "model", "num_examples"
 DENSE, SPARSE, ROW_SPARSE = "dense", "sparse", "row_sparse"
@@ -38,13 +51,14 @@ _FLOAT_DTYPES = ("float16", "float32", "float64")
 @dataclass(frozen=True)
 class ArrayField:
     """One array of the model: its name in the framework, its fedagg field, how it is
-    averaged, and the dtype results are handed back in."""
+    averaged, the dtype results are handed back in, and how its values travel."""
     key: str
     name: str
     dtype: str
     shape: Tuple[int, ...]
     kind: str
     result_dtype: str
+    encoding: ValueEncoding = PLAIN_ENCODING
 
 
 def field_dtype(dtype: np.dtype) -> str:
@@ -55,6 +69,27 @@ def field_dtype(dtype: np.dtype) -> str:
     if dtype.kind in "iub":
         return "float64"
     raise invalid_argument(f"model arrays of dtype {dtype} cannot be averaged; use float or integer arrays")
+
+
+def layout_encoding(encoding: Union[None, str, ValueEncoding], deterministic: bool = False) -> ValueEncoding:
+    """The value encoding of a layout's dense floating arrays: a spelling ("plain",
+    "quantized:8", "quantized:4/512") or a ValueEncoding; None is plain. INVALID_ARGUMENT
+    (local) for a bad spelling, for a discretized encoding (see the module comment) and,
+    for a `deterministic` aggregation, for a quantized one (its decoded values are summed
+    in floating point, which a deterministic aggregation does not do)."""
+    encoding = ValueEncoding.of(encoding)
+    if deterministic and encoding.kind == QUANTIZED:
+        raise invalid_argument(
+            f"encoding {encoding}: a deterministic aggregation sums exactly, and quantized values are decoded and "
+            "summed in floating point; a model layout's dense arrays are weighted means, which take no discretized "
+            "encoding either, so a deterministic model layout is sent plain")
+    if encoding.kind == DISCRETIZED:
+        raise invalid_argument(
+            f"encoding {encoding}: a model layout averages its dense arrays with federated_weighted_mean, and a "
+            "discretized field is summed as exact integers, which a weight would break; use a quantized encoding "
+            "(e.g. quantized:8), or weight the values before discretizing and aggregate them with federated_sum "
+            "yourself (fedagg.build_spec)")
+    return encoding
 
 
 def field_names(keys: Sequence[str]) -> List[str]:
@@ -85,7 +120,12 @@ class ModelLayout:
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, Any], *, sparse: Sequence[str] = (),
-                    row_sparse: Sequence[str] = ()) -> "ModelLayout":
+                    row_sparse: Sequence[str] = (),
+                    encoding: Union[None, str, ValueEncoding] = None) -> "ModelLayout":
+        """The layout of a model's arrays. `sparse` / `row_sparse`: names of arrays sent as
+        changes (COO entries / rows). `encoding`: the value encoding of the dense arrays of
+        a floating dtype (default plain; see the module comment and layout_encoding)."""
+        encoding = layout_encoding(encoding)
         keys = list(arrays.keys())
         if not keys:
             raise invalid_argument("the model has no arrays")
@@ -102,8 +142,10 @@ class ModelLayout:
             if kind == ROW_SPARSE and array.ndim < 1:
                 raise invalid_argument(f"array '{key}' is a scalar: it has no rows to send row-sparse")
             dtype = field_dtype(array.dtype)
+            floating = array.dtype.kind == "f"
             fields.append(ArrayField(key, name, dtype, tuple(int(d) for d in array.shape), kind,
-                                     array.dtype.name if array.dtype.kind == "f" else dtype))
+                                     array.dtype.name if floating else dtype,
+                                     encoding if kind == DENSE and floating else PLAIN_ENCODING))
         return cls(fields)
 
     @classmethod
@@ -122,7 +164,7 @@ class ModelLayout:
             if leaf.intrinsic not in _KIND_OF_INTRINSIC:
                 raise invalid_argument(f"{leaf.describe()}: not an intrinsic of a model layout")
             fields.append(ArrayField(key, name, leaf.dtype, leaf.shape, _KIND_OF_INTRINSIC[leaf.intrinsic],
-                                     leaf.dtype))
+                                     leaf.dtype, leaf.value_encoding))
         return cls(fields)
 
     @property
@@ -130,11 +172,17 @@ class ModelLayout:
         return any(f.kind != DENSE for f in self.fields)
 
     @property
+    def encoded(self) -> bool:
+        """Whether any array travels in a value encoding."""
+        return any(f.encoding.encoded for f in self.fields)
+
+    @property
     def model_bytes(self) -> int:
         return sum(int(np.prod(f.shape, dtype=np.int64)) * np.dtype(f.dtype).itemsize for f in self.fields)
 
     def value_type(self) -> Dict[str, Any]:
-        return {MODEL: {f.name: Field(f.dtype, f.shape, _INTRINSIC[f.kind]) for f in self.fields},
+        return {MODEL: {f.name: Field(f.dtype, f.shape, _INTRINSIC[f.kind], encoding=f.encoding)
+                        for f in self.fields},
                 NUM_EXAMPLES: Field("float64", (), "federated_sum")}
 
     def spec(self, aggregation_id: str, **options) -> Any:

@@ -3,7 +3,8 @@ weighted mean of the clients' arrays computed by a fedagg tree.
 
 configure_train creates one fedagg aggregation per round, typed from the global arrays
 (fedagg.model_layout: one weighted-mean field per array in its own dtype, sparse_sum /
-row_sparse_sum for the arrays named sparse / row_sparse, and num_examples), and writes its
+row_sparse_sum for the arrays named sparse / row_sparse, and num_examples; with
+`encoding=`, the dense floating arrays declare that value encoding), and writes its
 id, spec and the aggregators to send to into the train config (fedagg.flower.config).
 Clients send their arrays there with fedagg.flower.contribute and reply to Flower with
 metrics only. aggregate_train checks the replies as FedAvg does (without an ArrayRecord),
@@ -28,7 +29,8 @@ from flwr.serverapp.strategy.strategy_utils import validate_message_reply_consis
 from flwr.supercore import log
 
 from ..connection import Connection, connect
-from ..model_layout import ModelLayout
+from ..model_layout import ModelLayout, layout_encoding
+from ..value_encoding import ValueEncoding
 from .client import REPLY_RECORD
 from .config import FedaggRoundConfig
 
@@ -67,6 +69,15 @@ class FedaggFedAvg(FedAvg):
     float64_accumulation, require_finite, deterministic: the aggregation's options
       (fedagg.build_spec; deterministic: the same model to the bit, whatever the order in
       which clients report and the tree of aggregators).
+    encoding: the value encoding of the model's dense floating arrays (their
+      federated_weighted_mean fields), a spelling such as "quantized:8" or
+      "quantized:4/512", or a fedagg.ValueEncoding; default "plain". Clients then send b
+      bits a coordinate (plus a float32 scale per block), stochastically rounded: each
+      coordinate of the new model is within the weighted mean of the clients' levels
+      2 s / (2^b - 1) of FedAvg's and equal to it in expectation (fedagg.model_layout,
+      docs/FRAMEWORKS.md). Sparse, row-sparse and integer arrays stay plain. Discretized
+      encodings are refused (INVALID_ARGUMENT, here), and so is a quantized one with
+      deterministic=True.
     aggregation_prefix: the prefix of the aggregation ids ("<prefix>-r<round>-<random>").
     Every other keyword argument is FedAvg's.
     """
@@ -75,8 +86,10 @@ class FedaggFedAvg(FedAvg):
                  sparse: Sequence[str] = (), row_sparse: Sequence[str] = (), min_contributions: int = 1,
                  deadline_s: Optional[float] = None, round_timeout_s: float = 600.0,
                  float64_accumulation: bool = False, require_finite: bool = False,
-                 deterministic: bool = False,
+                 deterministic: bool = False, encoding: Union[None, str, ValueEncoding] = "plain",
                  aggregation_prefix: str = "flower", **fedavg_options: Any) -> None:
+        # A bad spelling, a discretized encoding or a quantized deterministic one: refused here, not in round 1.
+        self.encoding = layout_encoding(encoding, deterministic)
         super().__init__(**fedavg_options)
         self.connection = connect(control) if isinstance(control, str) else control
         self.root = control if isinstance(control, str) else "a fedagg connection"
@@ -97,6 +110,8 @@ class FedaggFedAvg(FedAvg):
     def summary(self) -> None:
         super().summary()
         log(INFO, "\t└──> fedagg: root %s, clients send to %s", self.root, ", ".join(self.targets))
+        if self.encoding.encoded:
+            log(INFO, "\t└──> fedagg: dense floating arrays sent %s", self.encoding)
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
@@ -104,7 +119,8 @@ class FedaggFedAvg(FedAvg):
         if self.fraction_train == 0.0:
             return []
         layout = ModelLayout.from_arrays({key: array.numpy() for key, array in arrays.items()},
-                                         sparse=self.sparse, row_sparse=self.row_sparse)
+                                         sparse=self.sparse, row_sparse=self.row_sparse,
+                                         encoding=self.encoding)
         aggregation_id = f"{self.aggregation_prefix}-r{server_round}-{uuid.uuid4().hex[:12]}"
         status = self.connection.control.create(layout.spec(
             aggregation_id, min_contributions=self.min_contributions, deadline_s=self.deadline_s,
