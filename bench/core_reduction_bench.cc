@@ -8,7 +8,8 @@
 // batches through the staged path the cuda backend runs (staging ring, CPU copy engine,
 // the portable reduction), to set beside the CPU backend's rows of the same name.
 // Every benchmark first checks one batch against the reference reduction and fails
-// (SkipWithError) if the result is wrong.
+// (SkipWithError) if the result is wrong. BM_DenseSumQuantized sums updates sent quantized
+// (1-8 bits a coordinate), its rate in the model's float32 bytes.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include "service/core/reference_reducer.h"
 #include "service/core/thread_pool.h"
 #include "service/core/update_validator.h"
+#include "service/core/value_encoder.h"
 #if defined(FEDAGG_BENCH_THRUST_OMP)
 #include "portable/omp_backend.h"
 #endif
@@ -195,6 +197,41 @@ void RunReduction(benchmark::State& state, Intrinsic intrinsic, std::vector<int6
 }
 
 void BM_DenseSum(benchmark::State& s) { RunReduction(s, Intrinsic::kFederatedSum, {kDenseElements}, 0); }
+
+// A dense sum of a batch of state.range(0) updates sent quantized to state.range(1) bits
+// (value_encoding.h, blocks of 256), decoded as added. Bytes processed are the model's:
+// the float32 bytes the batch stands for, so the rate reads against BM_DenseSum's; the
+// bytes it reads are a counter (wire_bytes_per_update).
+void BM_DenseSumQuantized(benchmark::State& state) {
+  const int kBatch = static_cast<int>(state.range(0));
+  const ValueEncoding encoding = ValueEncoding::Quantized(static_cast<int>(state.range(1)));
+  absl::StatusOr<std::shared_ptr<const ReductionSpec>> spec = ReductionSpec::Create(
+      ValueType::Tensor(DType::kFloat32, {kDenseElements}), {FieldIntrinsic{Intrinsic::kFederatedSum, false, encoding}});
+  if (!spec.ok()) return state.SkipWithError(std::string(spec.status().message()).c_str());
+  const Batch plain = MakeBatch(Encoding::kDense, 1, kDenseElements, 0, false, kBatch);
+  std::vector<std::vector<std::byte>> encoded(static_cast<size_t>(kBatch));
+  std::vector<UpdateView> views;
+  for (int b = 0; b < kBatch; ++b) {
+    encoded[b].resize(encoding.EncodedBytes(kDenseElements));
+    if (!EncodeValues(encoding, DType::kFloat32, AsBytes(absl::MakeConstSpan(plain.values[b])),
+                      RoundingStream(static_cast<uint64_t>(b), 0), absl::MakeSpan(encoded[b]))
+             .ok()) {
+      return state.SkipWithError("encode failed");
+    }
+    views.push_back(UpdateView{{FieldValue{Encoding::kDense, DType::kFloat32, {}, absl::MakeConstSpan(encoded[b])}},
+                               std::nullopt});
+  }
+  PartialAggregate check(*spec);
+  if (!check.AccumulateBatch(views).ok()) return state.SkipWithError("accumulate failed");
+  const double error = MaxRelativeError(ReferenceReduce(**spec, views), *check.Report());
+  if (!(error < 1e-4)) return state.SkipWithError("result differs from the reference");
+  PartialAggregate partial(*spec);
+  for (auto _ : state) benchmark::DoNotOptimize(partial.AccumulateBatch(views));
+  state.SetBytesProcessed(state.iterations() * kBatch * kDenseElements * static_cast<int64_t>(sizeof(float)));
+  state.SetItemsProcessed(state.iterations() * kBatch);
+  state.counters["updates_per_batch"] = kBatch;
+  state.counters["wire_bytes_per_update"] = static_cast<double>(encoding.EncodedBytes(kDenseElements));
+}
 void BM_DenseWeightedMean(benchmark::State& s) {
   RunReduction(s, Intrinsic::kFederatedWeightedMean, {kDenseElements}, 0);
 }
@@ -363,6 +400,8 @@ BENCHMARK(BM_BandwidthBaseline)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark:
 BENCHMARK(BM_ScatterBaseline)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ScatterBaselineSorted)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DenseSum)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DenseSumQuantized)->Args({16, 8})->Args({16, 4})->Args({16, 2})->Args({16, 1})->UseRealTime()->Unit(
+    benchmark::kMillisecond);
 BENCHMARK(BM_DenseWeightedMean)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DenseMax)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DenseSumDeterministic)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -27,30 +27,43 @@ const std::byte* Bytes(const void* p) { return static_cast<const std::byte*>(p);
 
 absl::StatusOr<BatchPacker::Plan> BatchPacker::MakePlan(const HostBatch& batch, size_t slot_bytes) const {
   if (spec_.kind == ReducerKind::kDense) {
-    if (Usable(slot_bytes) < InTypeBytes(spec_.in) + sizeof(double)) {
+    if (Usable(slot_bytes) < DenseUnitBytes() + sizeof(double)) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "a staging slot of ", slot_bytes, " bytes is too small to stage a single value; raise it"));
+          "a staging slot of ", slot_bytes, " bytes is too small to stage a single value",
+          spec_.quantized_bits != 0 ? " block" : "", "; raise --staging_slot_mib"));
     }
     return PlanDense(batch, slot_bytes);
   }
   return PlanEntries(batch, slot_bytes);
 }
 
+int64_t BatchPacker::DenseUnitColumns() const { return spec_.quantized_bits != 0 ? spec_.block : 1; }
+
+size_t BatchPacker::DenseUnitBytes() const {
+  if (spec_.quantized_bits == 0) return InTypeBytes(spec_.in);
+  return static_cast<size_t>(QuantizedRowBytes(spec_, spec_.block)) + sizeof(float);
+}
+
 BatchPacker::Plan BatchPacker::PlanDense(const HostBatch& batch, size_t slot_bytes) const {
   const size_t usable = Usable(slot_bytes);
-  const size_t value_bytes = InTypeBytes(spec_.in);
+  // A row is cut into units: a column of plain values, a block of quantized ones (its codes
+  // and its scale).
+  const int64_t unit_columns = DenseUnitColumns();
+  const size_t unit_bytes = DenseUnitBytes();
   const int64_t width = spec_.row_width;
-  const size_t row_bytes = static_cast<size_t>(width) * value_bytes + sizeof(double);
+  const int64_t units = (width + unit_columns - 1) / unit_columns;
+  const size_t row_bytes = static_cast<size_t>(units) * unit_bytes + sizeof(double);
   // Rows per part: as many of the batch's rows as fit whole; when not even one does, as
   // many as leave each a run of at least kMinColumns columns, and the columns that fill
   // the slot with those rows (a batch of few long rows goes in slot-sized parts).
   constexpr int64_t kMinColumns = 1024;
+  const int64_t min_units = (kMinColumns + unit_columns - 1) / unit_columns;
   int64_t rows = std::min(static_cast<int64_t>(usable / row_bytes), batch.updates);
   int64_t columns = width;
   if (rows == 0) {
-    rows = std::clamp<int64_t>(static_cast<int64_t>(usable / (kMinColumns * value_bytes + sizeof(double))), 1,
+    rows = std::clamp<int64_t>(static_cast<int64_t>(usable / (min_units * unit_bytes + sizeof(double))), 1,
                                batch.updates);
-    columns = static_cast<int64_t>((usable - rows * sizeof(double)) / (rows * value_bytes));
+    columns = static_cast<int64_t>((usable - rows * sizeof(double)) / (rows * unit_bytes)) * unit_columns;
   }
   Plan plan;
   for (int64_t r = 0; r < batch.updates; r += rows) {
@@ -125,6 +138,33 @@ BatchPacker::Layout BatchPacker::Pack(const HostBatch& batch, const Part& part, 
   const auto copy_packed = [&](size_t at, size_t bytes) { copy(out + at, at, bytes); };
   const size_t value_bytes = InTypeBytes(spec_.in);
   Layout layout;
+  if (spec_.kind == ReducerKind::kDense && spec_.quantized_bits != 0) {
+    // Each row's codes of the part's columns, then (apart) its scales of their blocks; the
+    // columns start on a block, so both are whole bytes of the update's section.
+    layout.updates = part.row_end - part.row_begin;
+    layout.column_begin = part.column_begin;
+    layout.columns = part.column_end - part.column_begin;
+    const size_t part_code_bytes = static_cast<size_t>(QuantizedRowBytes(spec_, layout.columns));
+    const size_t part_scale_bytes = static_cast<size_t>(QuantizedRowBlocks(spec_, layout.columns)) * sizeof(float);
+    const size_t section_scale_bytes = static_cast<size_t>(QuantizedRowBlocks(spec_, spec_.row_width)) * sizeof(float);
+    const size_t first_code_byte = static_cast<size_t>(QuantizedRowBytes(spec_, part.column_begin));
+    const size_t first_scale_byte = static_cast<size_t>(part.column_begin / spec_.block) * sizeof(float);
+    layout.values_at = 0;
+    layout.with_scales = true;
+    layout.scales_at = Aligned(static_cast<size_t>(layout.updates) * part_code_bytes);
+    layout.weights_at = layout.scales_at + Aligned(static_cast<size_t>(layout.updates) * part_scale_bytes);
+    double* weights = reinterpret_cast<double*>(out + layout.weights_at);
+    for (int64_t r = part.row_begin; r < part.row_end; ++r) {
+      const size_t row = static_cast<size_t>(r - part.row_begin);
+      const std::byte* section = Bytes(batch.values[r]);
+      copy(section + section_scale_bytes + first_code_byte, row * part_code_bytes, part_code_bytes);
+      copy(section + first_scale_byte, layout.scales_at + row * part_scale_bytes, part_scale_bytes);
+      weights[row] = batch.weights[r];
+    }
+    copy_packed(layout.weights_at, static_cast<size_t>(layout.updates) * sizeof(double));
+    layout.bytes = layout.weights_at + static_cast<size_t>(layout.updates) * sizeof(double);
+    return layout;
+  }
   if (spec_.kind == ReducerKind::kDense) {
     layout.updates = part.row_end - part.row_begin;
     layout.column_begin = part.column_begin;
@@ -200,6 +240,7 @@ StagedBatch BatchPacker::Locate(const Layout& layout, const void* base, const vo
   batch.columns = layout.columns;
   batch.values = at + layout.values_at;
   batch.weights = reinterpret_cast<const double*>(at + layout.weights_at);
+  if (layout.with_scales) batch.scales = reinterpret_cast<const float*>(at + layout.scales_at);
   if (layout.with_entries) {
     batch.indices = reinterpret_cast<const int64_t*>(at + layout.indices_at);
     batch.update_offsets = reinterpret_cast<const int64_t*>(at + layout.update_offsets_at);

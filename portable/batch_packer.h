@@ -10,7 +10,9 @@
 //            holds them (a batch larger than a slot is cut into row ranges, and a row
 //            larger than a slot into column ranges); parts go row range by row range, so
 //            every column still adds its rows in batch order and the sums are bit-for-bit
-//            those of one part;
+//            those of one part; a quantized field's column ranges are whole blocks (but
+//            the last), and a part holds each row's codes and, apart, its scales, both
+//            straight from the update's section;
 //   entries  (kScatter / kUnion) a part holds whole updates, in order; an update larger
 //            than a slot is cut into entry ranges after its entries are stably ordered by
 //            index on the host, and never inside a run of one index, so an update that
@@ -56,6 +58,8 @@ class BatchPacker {
   struct Layout {
     int64_t updates = 0, entries = 0, column_begin = 0, columns = 0;
     size_t values_at = 0, indices_at = 0, update_offsets_at = 0, weights_at = 0;
+    size_t scales_at = 0;  // quantized kDense parts
+    bool with_scales = false;
     size_t bytes = 0;  // of the slot used
     bool with_entries = false;  // kScatter / kUnion
     bool updates_ascend = false;  // every piece's indices ascend (as received, or ordered here)
@@ -77,6 +81,10 @@ class BatchPacker {
 
  private:
   int64_t EntryWidth() const { return spec_.kind == ReducerKind::kScatter ? spec_.row_width : 1; }
+  // kDense: the columns a part's width is a multiple of (1; a quantized field's block), and
+  // the bytes one row of them takes (a plain value; a block's codes and scale).
+  int64_t DenseUnitColumns() const;
+  size_t DenseUnitBytes() const;
   Plan PlanDense(const HostBatch& batch, size_t slot_bytes) const;
   absl::StatusOr<Plan> PlanEntries(const HostBatch& batch, size_t slot_bytes) const;
 

@@ -44,7 +44,22 @@ struct ReducerSpec {
   int64_t row_width = 1;           // kDense: elements; kScatter: row width; kUnion: 1
   bool keeps_counts = false;       // kScatter: per-row contributor counts
   bool keeps_weight_sums = false;  // kScatter: per-row weight sums (weighted mean)
+  // kDense only: the values are quantized (service/core/value_encoding.h): each update a
+  // section of ceil(row_width / block) float32 scales, then codes of `quantized_bits` bits
+  // (1, 2, 4 or 8) packed from each byte's lowest bit up, decoded as they are added.
+  // 0: plain values of `in`.
+  int quantized_bits = 0;
+  int64_t block = 0;  // coordinates per scale, a multiple of 8
 };
+
+// A quantized part's bytes of codes and scales per row, for `columns` columns that start
+// on a block.
+constexpr int64_t QuantizedRowBytes(const ReducerSpec& spec, int64_t columns) {
+  return (columns * spec.quantized_bits + 7) / 8;
+}
+constexpr int64_t QuantizedRowBlocks(const ReducerSpec& spec, int64_t columns) {
+  return (columns + spec.block - 1) / spec.block;
+}
 
 // What a call came to; the adapter turns it into an absl::Status.
 struct Outcome {
@@ -81,6 +96,10 @@ struct StagedBatch {
   const int64_t* indices = nullptr;         // [entries]
   const int64_t* update_offsets = nullptr;  // [updates + 1]: first entry of each update, then entries
   const double* weights = nullptr;        // [updates]
+  // kDense, quantized: `values` holds each row's codes of the part's columns (which start
+  // on a block), QuantizedRowBytes(columns) bytes a row, and `scales` each row's scales of
+  // its blocks, QuantizedRowBlocks(columns) a row.
+  const float* scales = nullptr;
   // The same offsets in host memory, unchanged while Accumulate runs; null: not at hand.
   const int64_t* host_update_offsets = nullptr;
   bool updates_ascend = false;  // every update's indices ascend (repeats allowed)

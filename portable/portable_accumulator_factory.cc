@@ -159,6 +159,10 @@ portable::ReducerSpec ReducerSpecOf(const FieldSpec& field) {
     spec.kind = ReducerKind::kDense;
     spec.rows = 1;
     spec.row_width = field.type.num_elements();
+    if (field.value_encoding.quantized()) {
+      spec.quantized_bits = field.value_encoding.bits;
+      spec.block = field.value_encoding.block_size;
+    }
   } else if (field.intrinsic == Intrinsic::kSparseSumSparse) {
     spec.kind = ReducerKind::kUnion;
     spec.rows = field.rows;
@@ -175,10 +179,11 @@ portable::ReducerSpec ReducerSpecOf(const FieldSpec& field) {
 
 std::unique_ptr<FieldAccumulator> PortableAccumulatorFactory::Make(const FieldSpec& field) const {
   // A deterministic aggregation's summed float fields are summed exactly, on the host's
-  // cores: the cpu backend's accumulator and format. So are encoded fields decoded and
-  // added, for now: the device's fused decode is not built yet (docs/ARCHITECTURE.md,
-  // "Not built yet").
-  if (field.exact_sum || field.value_encoding.encoded()) return host_.Make(field);
+  // cores: the cpu backend's accumulator and format. So are discretized fields, for now
+  // (their integer sums on the device, and the scale in the device's result, are not
+  // built yet: docs/ARCHITECTURE.md, "Not built yet"); quantized ones are decoded on the
+  // device as they are added.
+  if (field.exact_sum || field.value_encoding.discretized()) return host_.Make(field);
   const portable::ReducerSpec spec = ReducerSpecOf(field);
   switch (field.accumulation_dtype) {
     case DType::kFloat64: return std::make_unique<PortableAccumulator<double>>(field, host_, makers_.f64(spec));

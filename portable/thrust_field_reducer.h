@@ -6,7 +6,8 @@
 // the field here, one pass on the system before anything is added (the same pass finds
 // whether each update's indices increase strictly, where the CSR path needs to know).
 //   dense    [B, C] part of a batch: one pass per column over the B rows (each input byte
-//            read once), sum / weighted sum / max / min, float16 and bfloat16 decoded in place;
+//            read once), sum / weighted sum / max / min, float16 and bfloat16 decoded in place,
+//            quantized codes unpacked, scaled by their block's scale and added in the same pass;
 //            a work item takes a run of System::kElementsPerWorkItem columns (a GPU thread
 //            one, a CPU thread a vectorised run; the scatter's work items likewise take
 //            runs of a row's elements);
@@ -204,6 +205,7 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
   Outcome AccumulateNow(const StagedBatch& batch) {
     EnsureState();
     if (batch.updates <= 0) return Outcome{};
+    if (spec_.quantized_bits != 0) return AccumulateQuantized(batch);
     switch (spec_.in) {
       case InType::kF32: return AccumulateTyped<float>(batch);
       case InType::kF64: return AccumulateTyped<double>(batch);
@@ -242,6 +244,44 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
                      thrust::counting_iterator<int64_t>(RunsOf(batch.columns)),
                      functors::DenseColumns<kOp, Acc, In, kRun>{Raw(acc_) + batch.column_begin, in,
                                                                 Raw(acc_weights_), batch.updates, batch.columns});
+    return Outcome{};
+  }
+
+  // A quantized dense part: one pass that unpacks each code, scales it by its block's
+  // scale (and the update's weight) and adds it, rows in batch order.
+  Outcome AccumulateQuantized(const StagedBatch& batch) {
+    if (spec_.op != ReducerOp::kSum && spec_.op != ReducerOp::kWeightedSum) {
+      return Outcome{Outcome::Code::kInternal, "quantized values take a sum or weighted sum only"};
+    }
+    acc_weights_.resize(static_cast<size_t>(batch.updates));
+    thrust::transform(System::policy(), batch.weights, batch.weights + batch.updates, acc_weights_.begin(),
+                      functors::CastTo<Acc>());
+    switch (spec_.quantized_bits) {
+      case 1: return QuantizedRun<1>(batch);
+      case 2: return QuantizedRun<2>(batch);
+      case 4: return QuantizedRun<4>(batch);
+      case 8: return QuantizedRun<8>(batch);
+    }
+    return Outcome{Outcome::Code::kInternal, "quantized values of an unknown bit width"};
+  }
+
+  template <int kBits>
+  Outcome QuantizedRun(const StagedBatch& batch) {
+    const auto run = [&](auto weighted) {
+      thrust::for_each(
+          System::policy(), thrust::counting_iterator<int64_t>(0),
+          thrust::counting_iterator<int64_t>(RunsOf(batch.columns)),
+          functors::DenseQuantizedColumns<decltype(weighted)::value, Acc, kBits, kRun>{
+              Raw(acc_) + batch.column_begin, static_cast<const uint8_t*>(batch.values), batch.scales,
+              Raw(acc_weights_), batch.updates, batch.columns, QuantizedRowBytes(spec_, batch.columns),
+              QuantizedRowBlocks(spec_, batch.columns), spec_.block,
+              static_cast<Acc>(2.0 / static_cast<double>((1u << kBits) - 1))});
+    };
+    if (spec_.op == ReducerOp::kWeightedSum) {
+      run(std::true_type{});
+    } else {
+      run(std::false_type{});
+    }
     return Outcome{};
   }
 

@@ -124,6 +124,46 @@ struct DenseColumns {
   }
 };
 
+// Columns [t * kRun, t * kRun + kRun) of a quantized [rows, columns] part whose columns
+// start on a block (service/core/value_encoding.h): acc[j] += w_r * s * (q * step - 1) for
+// every row r in order, q the kBits-bit code of column j in row r's codes, s the scale of
+// its block, w_r 1 unless kWeighted: a coordinate decoded as it is added, the arithmetic
+// of the CPU backend's kernel (service/core/cpu_decode_kernels.h).
+template <bool kWeighted, typename Acc, int kBits, int64_t kRun>
+struct DenseQuantizedColumns {
+  Acc* acc;
+  const uint8_t* codes;  // [rows, row_code_bytes]
+  const float* scales;   // [rows, row_blocks]
+  const Acc* weights;
+  int64_t rows;
+  int64_t columns;
+  int64_t row_code_bytes;
+  int64_t row_blocks;
+  int64_t block;
+  Acc step;  // 2 / (2^kBits - 1)
+
+  FEDAGG_HOST_DEVICE void operator()(int64_t t) const {
+    constexpr uint32_t kMask = (1u << kBits) - 1;
+    const int64_t first = t * kRun;
+    ForRun<kRun>(columns - first, [&](auto n) {
+      Acc running[kRun];
+      for (int64_t i = 0; i < n; ++i) running[i] = acc[first + i];
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* row = codes + r * row_code_bytes;
+        const float* row_scales = scales + r * row_blocks;
+        const Acc weight = kWeighted ? weights[r] : Acc{1};
+        for (int64_t i = 0; i < n; ++i) {
+          const uint64_t bit = static_cast<uint64_t>(first + i) * kBits;
+          const uint32_t q = (row[bit >> 3] >> (bit & 7)) & kMask;
+          const Acc factor = weight * static_cast<Acc>(row_scales[(first + i) / block]);
+          running[i] += factor * (static_cast<Acc>(q) * step - Acc{1});
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) acc[first + i] = running[i];
+    });
+  }
+};
+
 template <typename Acc>
 struct CastTo {
   FEDAGG_HOST_DEVICE Acc operator()(double x) const { return static_cast<Acc>(x); }

@@ -3,7 +3,8 @@
 # against one root with the default flags, for each backend named, beside fedagg-raw-sink
 # (the bare gRPC baseline), for five workloads: dense 16 MiB and 1 MiB updates,
 # sparse_sum and row_sparse_sum at 1%, and small updates (a float32[1024] mean and 10 rows
-# of a row-sparse table, ~4.8 KB). Each row: the sink's rate, each backend's rate and its
+# of a row-sparse table, ~4.8 KB), and 16 MiB dense updates sent quantized to 8 and 4 bits
+# (the model bytes a node takes in against the sink's bytes of the same updates). Each row: the sink's rate, each backend's rate and its
 # ratio to the sink, the goal of issue 22 and whether each device backend meets it (and
 # is at least as fast as the cpu backend); every run's result is
 # checked by fedagg-loadgen. Each server (the sink's too) serves --rounds aggregations one after
@@ -71,12 +72,17 @@ if [ -n "$PROFILES" ]; then
 fi
 count() { python3 -c "import sys; print(max(1, round(int(sys.argv[1]) * float(sys.argv[2]))))" "$1" "$SCALE"; }
 
-# name | goal for device backends (ratio to the sink, on payload or, for small, updates/s) | loadgen arguments
+# name | goal for device backends (ratio to the sink, on payload or, for small, updates/s;
+# for the encoded rows, the model bytes a node takes in, as float32, against the bytes the
+# sink takes of the same encoded updates: issue 46's goal, which the table judges for the
+# cpu backend too) | loadgen arguments
 WORKLOADS=(
   "dense 16 MiB|0.90|payload|--type=<w=float32[4194304]> --intrinsics=federated_sum --clients=$(count 320) --concurrency=64"
   "dense 1 MiB|0.90|payload|--type=<w=float32[262144]> --intrinsics=federated_sum --clients=$(count 4000) --concurrency=128"
   "sparse_sum 1% of 16 Mi|0.70|payload|--type=<w=float32[16777216]> --intrinsics=sparse_sum --density=0.01 --clients=$(count 1600) --concurrency=128"
   "row_sparse_sum 1% of 262,144 x 64|0.70|payload|--type=<t=float32[262144,64]> --intrinsics=row_sparse_sum --density=0.01 --clients=$(count 2000) --concurrency=128"
+  "encoded 16 MiB quantized:8|3.0|model|--type=<w=float32[4194304]> --intrinsics=federated_sum --encoding=quantized:8 --clients=$(count 320) --concurrency=64"
+  "encoded 16 MiB quantized:4|5.0|model|--type=<w=float32[4194304]> --intrinsics=federated_sum --encoding=quantized:4 --clients=$(count 320) --concurrency=64"
   "small (~4.8 KB)|0.80|updates|--type=<w=float32[1024],t=float32[100000,16]> --intrinsics=federated_mean,row_sparse_sum --density=1,0.0001 --clients=$(count 100000) --concurrency=1024"
 )
 
@@ -111,7 +117,8 @@ PY
 }
 
 run() {  # run NAME metrics|- LOADGEN_ARGS SERVER_COMMAND...: prints "rate updates_per_s passed
-        #   first_rate first_updates_per_s" (the last round's rates, then the first's)
+        #   first_rate first_updates_per_s model_ratio" (the last round's rates, then the
+        #   first's; model_ratio: an update's model bytes over its wire bytes)
   local name=$1 metrics=$2 args=$3; shift 3
   local profile=()
   if [ -n "$PROFILES" ] && [ "$(basename "$1")" = fedagg-server ]; then
@@ -130,7 +137,7 @@ run() {  # run NAME metrics|- LOADGEN_ARGS SERVER_COMMAND...: prints "rate updat
     echo "service-table: $name did not start:" >&2
     cat "$LOGS/$name.server.log" >&2
     kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
-    echo 0 0 no 0 0
+    echo 0 0 no 0 0 1
     return
   fi
   [ "$metrics" = - ] || metrics_port=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$LOGS/$name.server.log" | head -n 1)
@@ -172,9 +179,10 @@ def rates(rounds):
 try:
     runs = [json.load(open(path)) for path in sys.argv[1:]]
     last, first = rates([r["round_throughput"][-1] for r in runs]), rates([r["round_throughput"][0] for r in runs])
-    print(*last, "yes" if all(r["passed"] for r in runs) else "no", *first)
+    ratio = runs[0]["model_bytes_per_update"] / max(1, runs[0]["payload_bytes_per_update"])
+    print(*last, "yes" if all(r["passed"] for r in runs) else "no", *first, ratio)
 except Exception:
-    print(0, 0, "no", 0, 0)
+    print(0, 0, "no", 0, 0, 1)
 PY
 }
 
@@ -182,7 +190,7 @@ figure() {  # figure MEASURE VALUE [SINK]: "1,234 MB/s" or "1,234 upd/s", and it
   python3 -c "
 import sys
 m, v, s = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 0
-text = f'{v:,.0f} upd/s' if m == 'updates' else f'{v / 1e6:,.0f} MB/s'
+text = f'{v:,.0f} upd/s' if m == 'updates' else f'{v / 1e6:,.0f} MB/s' + (' of model' if m == 'model' and s else '')
 print(f'{text} ({100 * v / s:.0f}%)' if s else text)" "$@"
 }
 
@@ -198,16 +206,23 @@ for workload in "${WORKLOADS[@]}"; do
     [ "$keep" = yes ] || continue
   fi
   slug=$(tr 'A-Z' 'a-z' <<<"$name" | tr -cs 'a-z0-9' '_')
-  read -r sink_rate sink_ups sink_ok sink_first_rate sink_first_ups < <(run "$slug-sink" - "--sink $args" "$BIN/fedagg-raw-sink")
+  read -r sink_rate sink_ups sink_ok sink_first_rate sink_first_ups _ < <(run "$slug-sink" - "--sink $args" "$BIN/fedagg-raw-sink")
   [ "$sink_ok" = yes ] || failed=1
   if [ "$measure" = updates ]; then sink=$sink_ups sink_first=$sink_first_ups; else sink=$sink_rate sink_first=$sink_first_rate; fi
   row="| $name | $(figure "$measure" "$sink")" first_row="| $name | $(figure "$measure" "$sink_first")"
   verdicts="" cpu_value="" cpu_first=""
   for backend in ${BACKENDS//,/ }; do
-    read -r rate ups ok first_rate first_ups < <(run "$slug-$backend" metrics "$args" "$BIN/fedagg-server" \
+    read -r rate ups ok first_rate first_ups model_ratio < <(run "$slug-$backend" metrics "$args" "$BIN/fedagg-server" \
         --backend="$backend" "${SERVER_FLAGS[@]}")
     [ "$ok" = yes ] || failed=1
-    if [ "$measure" = updates ]; then value=$ups first=$first_ups; else value=$rate first=$first_rate; fi
+    if [ "$measure" = updates ]; then
+      value=$ups first=$first_ups
+    elif [ "$measure" = model ]; then
+      read -r value first < <(python3 -c "import sys; r = float(sys.argv[3]); print(float(sys.argv[1]) * r, float(sys.argv[2]) * r)" \
+                                  "$rate" "$first_rate" "$model_ratio")
+    else
+      value=$rate first=$first_rate
+    fi
     row+=" | $(figure "$measure" "$value" "$sink")$([ "$ok" = yes ] || echo ' RESULT CHECK FAILED')"
     first_row+=" | $(figure "$measure" "$first" "$sink_first")"
     if [ -n "$RECORDS" ]; then
@@ -220,9 +235,15 @@ print(json.dumps({'workload': name, 'measure': measure, 'backend': backend, 'sin
                   'first_round_cpu': first_cpu, 'rounds': $ROUNDS, 'checked': ok == 'yes'}))" \
         "$name" "$measure" "$backend" "$ok" "$sink" "$value" "$cpu_value" "$sink_first" "$first" "$cpu_first" >>"$RECORDS"
     fi
+    if [ "$measure" = model ]; then
+      verdicts+=" $backend $(python3 -c "
+import sys
+v, s, goal = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+print('met' if s and v / s >= goal else 'missed')" "$value" "$sink" "$goal")"
+    fi
     if [ "$backend" = cpu ]; then
       cpu_value=$value cpu_first=$first
-    elif [ "$backend" != thrust-omp ]; then
+    elif [ "$backend" != thrust-omp ] && [ "$measure" != model ]; then
       verdicts+=" $backend $(python3 -c "
 import sys
 v, s, goal, cpu = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
@@ -230,7 +251,7 @@ verdict = 'met' if s and v / s >= goal else 'missed'
 print(verdict + (f', {\"at least\" if v >= float(cpu) else \"below\"} cpu' if cpu else ''))" "$value" "$sink" "$goal" "$cpu_value")"
     fi
   done
-  echo "$row | >= $(python3 -c "print(f'{100 * float(\"$goal\"):.0f}')")% of the sink:${verdicts:- (device backends only)} |"
+  echo "$row | >= $(python3 -c "print(f'{100 * float(\"$goal\"):.0f}')")% of the sink$([ "$measure" = model ] && echo "'s bytes in model bytes"):${verdicts:- (device backends only)} |"
   first_rows+=("$first_row | (reported) |")
 done
 if [ "$ROUNDS" -gt 1 ]; then
