@@ -18,18 +18,40 @@
 namespace fedagg::cpu {
 namespace decode_internal {
 
-// acc[i] += factor * (q_i * step - 1) for i in [begin, end), q_i the kBits-bit codes.
+// acc[i] += factor * (q_i * step - 1) for i in [begin, end), q_i the 8-bit codes[i].
+template <typename Acc>
+FEDAGG_VECTOR_CLONES void AddByteCodes(Acc* __restrict acc, const uint8_t* __restrict codes, Acc factor, Acc step,
+                                       int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) acc[i] += factor * (static_cast<Acc>(codes[i]) * step - Acc{1});
+}
+
+// The codes of `bytes` bytes of kBits-bit codes (kBits < 8), one byte each: a loop the
+// compiler vectorises, where extracting each code where it is added did not (measured:
+// BM_DenseSumQuantized at 4 bits ran at an eighth of the 8-bit rate).
+template <int kBits>
+FEDAGG_VECTOR_CLONES void UnpackCodes(const uint8_t* __restrict packed, int64_t bytes, uint8_t* __restrict out) {
+  constexpr int kPerByte = 8 / kBits;
+  constexpr uint8_t kMask = (1u << kBits) - 1;
+  for (int64_t j = 0; j < bytes; ++j) {
+    const uint8_t byte = packed[j];
+    for (int k = 0; k < kPerByte; ++k) out[j * kPerByte + k] = static_cast<uint8_t>((byte >> (k * kBits)) & kMask);
+  }
+}
+
+// acc[i] += factor * (q_i * step - 1) for i in [begin, end), q_i the kBits-bit codes;
+// `begin` lies on a byte of codes (a block starts on one). Codes narrower than a byte are
+// unpacked a tile at a time, then added as bytes.
 template <int kBits, typename Acc>
-FEDAGG_VECTOR_CLONES void AddCodes(Acc* __restrict acc, const uint8_t* __restrict codes, Acc factor, Acc step,
-                                   int64_t begin, int64_t end) {
-  constexpr uint32_t kMask = (1u << kBits) - 1;
+void AddCodes(Acc* acc, const uint8_t* codes, Acc factor, Acc step, int64_t begin, int64_t end) {
   if constexpr (kBits == 8) {
-    for (int64_t i = begin; i < end; ++i) acc[i] += factor * (static_cast<Acc>(codes[i]) * step - Acc{1});
+    AddByteCodes(acc, codes, factor, step, begin, end);
   } else {
-    for (int64_t i = begin; i < end; ++i) {
-      const uint64_t bit = static_cast<uint64_t>(i) * kBits;
-      const uint32_t q = (codes[bit >> 3] >> (bit & 7)) & kMask;
-      acc[i] += factor * (static_cast<Acc>(q) * step - Acc{1});
+    constexpr int64_t kTile = 2048;  // codes: 2 KiB of bytes, beside an L1-sized run of acc
+    alignas(64) uint8_t tile[kTile];
+    for (int64_t first = begin; first < end; first += kTile) {
+      const int64_t count = std::min(kTile, end - first);
+      UnpackCodes<kBits>(codes + first * kBits / 8, (count * kBits + 7) / 8, tile);
+      AddByteCodes(acc + first, tile, factor, step, 0, count);
     }
   }
 }
