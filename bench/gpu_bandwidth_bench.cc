@@ -1,6 +1,8 @@
 // GPU benchmark: what the CUDA backend achieves against what the hardware can do.
 //   reduction   the dense batched-sum kernel over a device-resident [B, D] float32 batch,
-//               against a device-to-device copy of the same bytes (HBM bandwidth);
+//               against a device-to-device copy of the same bytes (HBM bandwidth); the
+//               same batch quantized to 8 and 4 bits, decoded as it is added (the staged
+//               reducer's fused pass), against the same copy for the bytes it moves;
 //   backend     PartialAggregate::AccumulateBatch on the cuda backend, end to end (the
 //               plan, the async copies of each update's span, the kernels), from update
 //               buffers as the server receives them (LargeAllocation mappings pinned by
@@ -137,6 +139,47 @@ absl::StatusOr<double> TimeStagedSparseSum(const std::vector<std::vector<int64_t
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRepeats;
 }
 
+// Seconds per staged reduction (the kernels alone, the batch already on the device) of a
+// dense sum of kRows updates quantized to `bits` bits in blocks of 256: the fused pass that
+// unpacks each code, scales it and adds it (portable/thrust_reducer_functors.h,
+// DenseQuantizedColumns). The bytes it moves: the codes and scales read once, the
+// accumulator read and written once.
+absl::StatusOr<std::pair<double, double>> TimeStagedQuantizedSum(int bits) {
+  portable::ReducerSpec spec;
+  spec.kind = portable::ReducerKind::kDense;
+  spec.row_width = kColumns;
+  spec.quantized_bits = bits;
+  spec.block = 256;
+  const int64_t row_code_bytes = portable::QuantizedRowBytes(spec, kColumns);
+  const int64_t row_blocks = portable::QuantizedRowBlocks(spec, kColumns);
+  std::mt19937 rng(3);
+  std::vector<uint8_t> codes(static_cast<size_t>(kRows * row_code_bytes));
+  for (uint8_t& code : codes) code = static_cast<uint8_t>(rng());
+  const std::vector<float> scales(static_cast<size_t>(kRows * row_blocks), 0.5f);
+  const std::vector<double> weights(static_cast<size_t>(kRows), 1.0);
+  FEDAGG_ASSIGN_OR_RETURN(DeviceMemory device_codes, OnDevice(codes));
+  FEDAGG_ASSIGN_OR_RETURN(DeviceMemory device_scales, OnDevice(scales));
+  FEDAGG_ASSIGN_OR_RETURN(DeviceMemory device_weights, OnDevice(weights));
+  portable::StagedBatch batch;
+  batch.updates = kRows;
+  batch.columns = kColumns;
+  batch.values = device_codes.get();
+  batch.scales = static_cast<const float*>(device_scales.get());
+  batch.weights = static_cast<const double*>(device_weights.get());
+  const std::unique_ptr<portable::StagedFieldReducer<float>> reducer = CudaReducerMakers().f32(spec);
+  const auto accumulate = [&]() -> absl::Status {
+    const portable::Outcome outcome = reducer->Accumulate(batch);
+    return outcome.ok() ? absl::OkStatus() : absl::InternalError(outcome.message);
+  };
+  FEDAGG_RETURN_IF_ERROR(accumulate());  // allocates the accumulator
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRepeats; ++i) FEDAGG_RETURN_IF_ERROR(accumulate());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRepeats;
+  const double bytes = static_cast<double>(codes.size() + scales.size() * sizeof(float)) +
+                       2.0 * static_cast<double>(kColumns) * sizeof(float);
+  return std::make_pair(seconds, bytes);
+}
+
 // sparse_sum of kRows updates, each touching 1% of kColumns coordinates, through the
 // two paths of the dense-result sparse family: float32 (CSR + cuSPARSE) and int32 (sort
 // and segment): end to end, with packing into the staging ring and its copies, and the
@@ -214,6 +257,14 @@ absl::Status Run() {
                           nullptr, kRows, kColumns, stream.get());
   }));
   Row("dense sum kernel (batch read once, accumulator r+w)", batch_bytes + 2.0 * acc_bytes, sum_s, copy_gbps);
+  // Quantized updates decoded as they are added (issue 46's goal: at least 80% of the
+  // device's bandwidth for the bytes the pass moves); the model bytes it stands for beside.
+  for (int bits : {8, 4}) {
+    FEDAGG_ASSIGN_OR_RETURN(const auto quantized, TimeStagedQuantizedSum(bits));
+    const std::string what = std::to_string(bits) + "-bit quantized sum, decoded as added (staged)";
+    Row(what.c_str(), quantized.second, quantized.first, copy_gbps);
+    std::printf("%-52s %9.1f GB/s of float32 model\n", "", batch_bytes / quantized.first / 1e9);
+  }
 
   // Host to device: pageable memory against pinned memory.
   std::vector<float> pageable(static_cast<size_t>(kRows * kColumns), 1.0f);

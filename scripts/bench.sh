@@ -19,13 +19,18 @@
 #      clients, a Flower SuperLink and SuperNodes, and fedagg servers, each over its own
 #      transport, N clients sending the same updates; its own table (round time, server
 #      memory, goals), printed after the summary.
+#   5. the accuracy of the value encodings (bench/encoding_accuracy.sh): fedagg's quantized:1,
+#      :2, :4, :8 against NVIDIA FLARE's and TFF's quantizers on test vectors and on a real
+#      model's deltas, --repeat runs (seeds 1..N, about a minute each); its own table
+#      (median [min-max], goals), printed after the summary, and its picture in the raw
+#      outputs. Installs Debian's python3-sklearn and python3-matplotlib if missing.
 #   scripts/bench.sh [--repeat=N] [--benchmark_filter=REGEX ...]  [--updates_1m=N --memory_updates=100,1000,10000 ...]
 # Options starting with --benchmark_ go to the core benchmark, --peers_service_* (without
 # the prefix, e.g. --peers_service_quick, --peers_service_clients=100,1000) to the peers
 # as services, --peers_* (without the prefix) to the peer comparison, the others to
 # bench/service_bench.sh (its header lists them). The default run took 27 and 30 minutes
 # on 2 cores (`time ./scripts/bench.sh`, two runs on 2026-11-29, docs/BENCHMARKS.md's
-# summary), the peers as services about 11 of them.
+# summary), the peers as services about 11 of them; step 5, added since, about 3 more.
 # Run it on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +47,23 @@ for arg in "$@"; do
 done
 
 ./scripts/setup.sh
+# What bench/encoding_accuracy.py needs beyond setup.sh's packages (bench only, not the tests).
+ENCODING_PACKAGES=(python3-sklearn python3-matplotlib)
+missing=()
+for pkg in "${ENCODING_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bench: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "bench: run as root or install sudo" >&2; exit 1; }
+    SUDO=sudo
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
 ./scripts/build.sh default fedagg_core_bench fedagg_rounds_bench fedagg-server fedagg-loadgen fedagg-raw-sink \
     fedagg-backend-round
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -m), $(date -u +%F)"
@@ -62,7 +84,18 @@ echo "=== peers ==="
 ./bench/peers_bench.sh build "${peer_args[@]}" | tee -a "$OUT/service.log"
 echo "=== peers as services ==="
 ./bench/peers_service_bench.sh build "${peer_service_args[@]}" | tee "$OUT/peers_service.log"
+echo "=== encoding accuracy ==="
+encoding_runs=()
+for run in $(seq "$repeat"); do
+  ./bench/encoding_accuracy.sh --seed="$run" --json="$OUT/encoding-$run.json" >"$OUT/encoding-$run.log"
+  echo "seed $run: $(tail -n 1 "$OUT/encoding-$run.log")"
+  encoding_runs+=("$OUT/encoding-$run.json")
+done
+./bench/encoding_accuracy.sh --combine "${encoding_runs[@]}" --picture="$OUT/encoding-accuracy.png" \
+    >"$OUT/encoding.log"
 python3 bench/summary.py "$OUT/core.json" "$OUT/service.log"
 echo "peers as services (bench/peers_service_bench.sh):"
 sed -n '/^| contender/,$p' "$OUT/peers_service.log"
+echo
+cat "$OUT/encoding.log"
 echo "raw outputs: $OUT"
