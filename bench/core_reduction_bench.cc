@@ -400,7 +400,7 @@ BENCHMARK(BM_BandwidthBaseline)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark:
 BENCHMARK(BM_ScatterBaseline)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ScatterBaselineSorted)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DenseSum)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_DenseSumQuantized)->Args({16, 8})->Args({16, 4})->Args({16, 2})->Args({16, 1})->UseRealTime()->Unit(
+BENCHMARK(BM_DenseSumQuantized)->Args({1, 8})->Args({4, 8})->Args({16, 8})->Args({16, 4})->Args({16, 2})->Args({16, 1})->UseRealTime()->Unit(
     benchmark::kMillisecond);
 BENCHMARK(BM_DenseWeightedMean)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DenseMax)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -18,58 +18,57 @@
 namespace fedagg::cpu {
 namespace decode_internal {
 
-// acc[i] += factor * (q_i * step - 1) for i in [begin, end), q_i the 8-bit codes[i].
-template <typename Acc>
-FEDAGG_VECTOR_CLONES void AddByteCodes(Acc* __restrict acc, const uint8_t* __restrict codes, Acc factor, Acc step,
-                                       int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i) acc[i] += factor * (static_cast<Acc>(codes[i]) * step - Acc{1});
-}
+// Coordinates of a run the kernel takes at once, every row of the batch adding into its
+// accumulator (2 KiB of float) while it stays in L1. Measured with BM_DenseSumQuantized/16
+// (medians of 3): 512 coordinates 5.3 ms at 8 bits and 5.4 at 4; 2,048 9.6 and 5.2;
+// 8,192 11.8 and 5.6.
+inline constexpr int64_t kDecodeRun = 512;
 
-// The codes of `bytes` bytes of kBits-bit codes (kBits < 8), one byte each: a loop the
-// compiler vectorises, where extracting each code where it is added did not (measured:
-// BM_DenseSumQuantized at 4 bits ran at an eighth of the 8-bit rate).
-template <int kBits>
-FEDAGG_VECTOR_CLONES void UnpackCodes(const uint8_t* __restrict packed, int64_t bytes, uint8_t* __restrict out) {
-  constexpr int kPerByte = 8 / kBits;
-  constexpr uint8_t kMask = (1u << kBits) - 1;
-  for (int64_t j = 0; j < bytes; ++j) {
-    const uint8_t byte = packed[j];
-    for (int k = 0; k < kPerByte; ++k) out[j * kPerByte + k] = static_cast<uint8_t>((byte >> (k * kBits)) & kMask);
-  }
-}
-
-// acc[i] += factor * (q_i * step - 1) for i in [begin, end), q_i the kBits-bit codes;
-// `begin` lies on a byte of codes (a block starts on one). Codes narrower than a byte are
-// unpacked a tile at a time, then added as bytes.
+// acc[i] += weight * s_k * (q_i * step - 1) for i in [begin, end) (at most kDecodeRun
+// coordinates, `begin` on a byte of codes: a multiple of 8), q_i row's kBits-bit code of
+// coordinate i, s_k its block's scale. Codes narrower than a byte are unpacked into a tile
+// first (a loop the compiler vectorises, as the add is; extracting each code where it is
+// added did not: BM_DenseSumQuantized at 4 bits ran at an eighth of the 8-bit rate), and a
+// block whose scale is 0 (all zeros) adds nothing.
 template <int kBits, typename Acc>
-void AddCodes(Acc* acc, const uint8_t* codes, Acc factor, Acc step, int64_t begin, int64_t end) {
-  if constexpr (kBits == 8) {
-    AddByteCodes(acc, codes, factor, step, begin, end);
-  } else {
-    constexpr int64_t kTile = 2048;  // codes: 2 KiB of bytes, beside an L1-sized run of acc
-    alignas(64) uint8_t tile[kTile];
-    for (int64_t first = begin; first < end; first += kTile) {
-      const int64_t count = std::min(kTile, end - first);
-      UnpackCodes<kBits>(codes + first * kBits / 8, (count * kBits + 7) / 8, tile);
-      AddByteCodes(acc + first, tile, factor, step, 0, count);
+FEDAGG_VECTOR_CLONES void AddRowRun(Acc* __restrict acc, const uint8_t* __restrict codes,
+                                    const float* __restrict scales, Acc weight, Acc step, int64_t block,
+                                    int64_t begin, int64_t end) {
+  alignas(64) uint8_t tile[kDecodeRun];
+  const uint8_t* q = codes;  // q[i] is coordinate i's code
+  if constexpr (kBits < 8) {
+    constexpr int kPerByte = 8 / kBits;
+    constexpr uint8_t kMask = (1u << kBits) - 1;
+    const uint8_t* packed = codes + begin / kPerByte;
+    const int64_t bytes = (end - begin + kPerByte - 1) / kPerByte;
+    for (int64_t j = 0; j < bytes; ++j) {
+      const uint8_t byte = packed[j];
+      for (int k = 0; k < kPerByte; ++k) tile[j * kPerByte + k] = static_cast<uint8_t>((byte >> (k * kBits)) & kMask);
     }
+    q = tile - begin;
+  }
+  for (int64_t first = begin; first < end;) {
+    const int64_t k = first / block;
+    const int64_t last = std::min(end, (k + 1) * block);
+    const Acc factor = weight * static_cast<Acc>(scales[k]);
+    if (factor != Acc{0}) {
+      for (int64_t i = first; i < last; ++i) acc[i] += factor * (static_cast<Acc>(q[i]) * step - Acc{1});
+    }
+    first = last;
   }
 }
 
 template <int kBits, typename Acc>
 void AddQuantized(Acc* acc, const std::byte* const* rows, const Acc* weights, size_t num_rows,
                   const ValueEncoding& encoding, int64_t elements, int64_t begin, int64_t end) {
-  const int64_t block = encoding.block_size;
   const size_t scales_bytes = static_cast<size_t>(encoding.Blocks(elements)) * sizeof(float);
   const Acc step = static_cast<Acc>(2.0 / encoding.MaxCode());
-  for (int64_t k = begin / block; k * block < end; ++k) {
-    const int64_t lo = std::max(begin, k * block), hi = std::min(end, (k + 1) * block);
+  for (int64_t first = begin; first < end; first += kDecodeRun) {
+    const int64_t last = std::min(end, first + kDecodeRun);
     for (size_t r = 0; r < num_rows; ++r) {
-      float scale;
-      std::memcpy(&scale, rows[r] + k * static_cast<int64_t>(sizeof(float)), sizeof(float));
-      if (scale == 0) continue;  // the block is all zeros
-      const Acc factor = (weights == nullptr ? Acc{1} : weights[r]) * static_cast<Acc>(scale);
-      AddCodes<kBits>(acc, reinterpret_cast<const uint8_t*>(rows[r]) + scales_bytes, factor, step, lo, hi);
+      AddRowRun<kBits>(acc, reinterpret_cast<const uint8_t*>(rows[r]) + scales_bytes,
+                       reinterpret_cast<const float*>(rows[r]), weights == nullptr ? Acc{1} : weights[r], step,
+                       encoding.block_size, first, last);
     }
   }
 }
