@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/core/field_report.h"
+#include "service/core/rotation.h"
 #include "service/core/status_macros.h"
 
 namespace fedagg {
@@ -125,7 +126,9 @@ class PortableAccumulator final : public FieldAccumulator {
         request.values = out.value.bytes.data();
         request.count = static_cast<size_t>(field_.type.num_elements());
         request.counts = field_.report_counts ? out.counts.data() : nullptr;
-        return ToStatus(reducer_->SaveResult(request), field_);
+        FEDAGG_RETURN_IF_ERROR(ToStatus(reducer_->SaveResult(request), field_));
+        UnrotateResult(field_.value_encoding, out.value);  // a rotated field's result, once, on the host
+        return absl::OkStatus();
       });
     }
     HostState<Acc> state;

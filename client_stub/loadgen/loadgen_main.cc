@@ -27,6 +27,7 @@
 #include "client_stub/loadgen/workload.h"
 #include "service/core/read_file.h"
 #include "service/core/status_macros.h"
+#include "service/core/value_encoder.h"
 #include "service/rounds/spec_conversion.h"
 
 ABSL_FLAG(std::string, control, "localhost:50051", "the root aggregator: create, seal, result");
@@ -132,6 +133,10 @@ absl::StatusOr<v1::AggregationSpec> SpecFromFlags() {
   FEDAGG_ASSIGN_OR_RETURN(std::vector<v1::FieldIntrinsic> intrinsics, ParseIntrinsicList(absl::GetFlag(FLAGS_intrinsics)));
   FEDAGG_RETURN_IF_ERROR(ApplyEncodingToLinearFields(absl::GetFlag(FLAGS_encoding), intrinsics));
   for (const v1::FieldIntrinsic& field : intrinsics) *spec.add_intrinsics() = field;
+  // Rotated fields get their seeds here (the root keeps a creator's), as the updates are
+  // encoded once, before the aggregations are created.
+  uint64_t next = absl::GetFlag(FLAGS_seed);
+  AssignRotationSeeds(spec, [&] { return Mix64(++next); });
   spec.set_min_contributions(absl::GetFlag(FLAGS_clients));
   spec.set_float64_accumulation(absl::GetFlag(FLAGS_float64));
   spec.set_deterministic(absl::GetFlag(FLAGS_deterministic));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_kernels.h"
 #include "service/core/dtype.h"
+#include "service/core/rotation.h"
 
 namespace fedagg {
 namespace {
@@ -69,6 +70,7 @@ ReportedField ReportDense(const FieldSpec& field, absl::Span<const Acc> acc, int
       for (size_t i = 0; i < acc.size(); ++i) dst[i] = static_cast<Out>(static_cast<Divisor<Acc>>(acc[i]) / d);
     }
   });
+  UnrotateResult(field.value_encoding, out.value);
   return out;
 }
 

@@ -138,7 +138,10 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
                                  IntrinsicName(choice.intrinsic),
                                  choice.report_counts ? "+counts" : "",
                                  field.value_encoding.encoded() ? "@" : "",
-                                 field.value_encoding.encoded() ? field.value_encoding.ToString() : ""));
+                                 field.value_encoding.encoded() ? field.value_encoding.ToString() : "",
+                                 field.value_encoding.rotated()
+                                     ? absl::StrCat("#", field.value_encoding.rotation_seed)
+                                     : ""));
     spec->fields_.push_back(std::move(field));
   }
   spec->canonical_ = absl::StrCat(

@@ -9,6 +9,7 @@
 
 #include "service/core/cpu_kernels.h"
 #include "service/core/encoded_values.h"
+#include "service/core/rotation.h"
 
 namespace fedagg {
 namespace {
@@ -22,6 +23,15 @@ double ElementAt(const FieldSpec& field, const FieldValue& value, size_t i) {
     using T = typename decltype(tag)::type;
     return cpu::Widen<double>(reinterpret_cast<const T*>(value.values.data())[i]);
   });
+}
+
+// Every element of a dense value of `field` in float64: decoded, and rotated back per
+// update, when the field is encoded (the nodes instead rotate the sum back, once).
+std::vector<double> DenseValues(const FieldSpec& field, const FieldValue& value) {
+  std::vector<double> out(static_cast<size_t>(field.type.num_elements()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = ElementAt(field, value, i);
+  Unrotate(field.value_encoding, absl::MakeSpan(out));
+  return out;
 }
 
 // `multiplicities[u]` (or 1, when empty) copies of updates[u].
@@ -44,8 +54,9 @@ ReferenceField ReduceField(const FieldSpec& field, size_t f, absl::Span<const Up
       if (m == 0) continue;
       const double w = m * (intrinsic == Intrinsic::kFederatedWeightedMean ? *update.weight : 1.0);
       total_weight += w;
+      const std::vector<double> values = DenseValues(field, update.fields[f]);
       for (int64_t i = 0; i < n; ++i) {
-        const double x = ElementAt(field, update.fields[f], i);
+        const double x = values[static_cast<size_t>(i)];
         double& acc = out.values[i];
         if (is_max) acc = (std::isnan(acc) || std::isnan(x)) ? NAN : std::max(acc, x);
         else if (is_min) acc = (std::isnan(acc) || std::isnan(x)) ? NAN : std::min(acc, x);

@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_kernels.h"
+#include "service/core/rotation.h"
 
 namespace fedagg {
 namespace {
@@ -109,6 +111,15 @@ absl::Status EncodeValues(const ValueEncoding& encoding, DType dtype, absl::Span
   return cpu::DispatchDType(dtype, [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
     const T* x = reinterpret_cast<const T*>(values.data());
+    if (encoding.rotated()) {  // rotated in float64 first, then quantized
+      std::vector<double> rotated(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        rotated[static_cast<size_t>(i)] = cpu::Widen<double>(x[i]);
+        if (!std::isfinite(rotated[static_cast<size_t>(i)])) return NotFinite(i, rotated[static_cast<size_t>(i)]);
+      }
+      Rotate(encoding, absl::MakeSpan(rotated));
+      return Quantize(encoding, rotated.data(), n, stream, out);
+    }
     return encoding.quantized() ? Quantize(encoding, x, n, stream, out) : Discretize(encoding, x, n, stream, out);
   });
 }

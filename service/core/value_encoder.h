@@ -39,7 +39,9 @@ inline double RoundingUniform(uint64_t stream, int64_t i) {
 // encoding.EncodedBytes(n) bytes. Quantized: each block's scale is the smallest float32
 // at or above its largest |value|; a value x becomes code q = floor(y) or floor(y) + 1,
 // with y = (x + s) * (2^b - 1) / (2 s) and the upper one taken when the coordinate's
-// uniform number is below y - floor(y). Discretized: y = x / scale rounded the same way.
+// uniform number is below y - floor(y); a rotated encoding rotates the values in float64
+// first (rotation.h) and quantizes the rotated ones. Discretized: y = x / scale rounded
+// the same way.
 // INVALID_ARGUMENT (naming the position) for a NaN or Inf value, or an integer outside
 // the discretized encoding's b-bit range (clip the update, or declare a larger scale).
 absl::Status EncodeValues(const ValueEncoding& encoding, DType dtype, absl::Span<const std::byte> values,

@@ -10,8 +10,8 @@
 
 namespace fedagg {
 
-ValueEncoding ValueEncoding::Quantized(int bits, int64_t block_size) {
-  return ValueEncoding{ValueCoding::kQuantized, bits, block_size, 0};
+ValueEncoding ValueEncoding::Quantized(int bits, int64_t block_size, int64_t rotation, uint64_t rotation_seed) {
+  return ValueEncoding{ValueCoding::kQuantized, bits, block_size, 0, rotation, rotation_seed};
 }
 
 ValueEncoding ValueEncoding::Discretized(int bits, double scale) {
@@ -34,8 +34,8 @@ std::string ValueEncoding::ToString() const {
   switch (coding) {
     case ValueCoding::kPlain: return "plain";
     case ValueCoding::kQuantized:
-      return block_size == kDefaultBlockSize ? absl::StrCat("quantized:", bits)
-                                             : absl::StrCat("quantized:", bits, "/", block_size);
+      return absl::StrCat("quantized:", bits, block_size == kDefaultBlockSize ? "" : absl::StrCat("/", block_size),
+                          rotation > 0 ? absl::StrCat("+rotation:", rotation) : "");
     case ValueCoding::kDiscretized: {
       char digits[32];  // the shortest spelling that reads back as the same double
       const auto end = std::to_chars(digits, digits + sizeof(digits), scale).ptr;
@@ -58,8 +58,14 @@ absl::Status ValueEncoding::Check() const {
             "a quantized encoding's block size must be a multiple of 8 in [8, ", kMaxBlockSize,
             "] (default ", kDefaultBlockSize, "), not ", block_size));
       }
+      if (rotation != 0 && (rotation < kMinRotation || rotation > kMaxRotation || (rotation & (rotation - 1)) != 0)) {
+        return absl::InvalidArgumentError(absl::StrCat("a quantized encoding's rotation must be a power of two in [",
+                                                       kMinRotation, ", ", kMaxRotation, "] (0: none), not ",
+                                                       rotation));
+      }
       return absl::OkStatus();
     case ValueCoding::kDiscretized:
+      if (rotation != 0) return absl::InvalidArgumentError("only a quantized encoding is rotated");
       if (bits != 8 && bits != 16 && bits != 32) {
         return absl::InvalidArgumentError(
             absl::StrCat("a discretized encoding takes 8, 16 or 32 bits a coordinate, not ", bits));
@@ -79,14 +85,18 @@ absl::StatusOr<ValueEncoding> ParseValueEncoding(absl::string_view text) {
   const auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
         "encoding '", original, "' ", why,
-        "; write plain, quantized:BITS[/BLOCK] (BITS 1, 2, 4 or 8) or discretized:BITS@SCALE "
-        "(BITS 8, 16 or 32)"));
+        "; write plain, quantized:BITS[/BLOCK][+rotation:SIZE] (BITS 1, 2, 4 or 8) or "
+        "discretized:BITS@SCALE (BITS 8, 16 or 32)"));
   };
   ValueEncoding encoding;
   if (text == "plain" || text == "none") return encoding;
   if (absl::ConsumePrefix(&text, "quantized:")) {
     encoding.coding = ValueCoding::kQuantized;
     encoding.block_size = ValueEncoding::kDefaultBlockSize;
+    if (const size_t plus = text.find("+rotation:"); plus != absl::string_view::npos) {
+      if (!absl::SimpleAtoi(text.substr(plus + 10), &encoding.rotation)) return bad("has no valid rotation size");
+      text = text.substr(0, plus);
+    }
     const size_t slash = text.find('/');
     if (slash != absl::string_view::npos) {
       if (!absl::SimpleAtoi(text.substr(slash + 1), &encoding.block_size)) return bad("has no valid block size");

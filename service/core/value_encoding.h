@@ -31,18 +31,25 @@ enum class ValueCoding : uint8_t {
 struct ValueEncoding {
   static constexpr int64_t kDefaultBlockSize = 256;  // 0.125 bit of scale a coordinate
   static constexpr int64_t kMaxBlockSize = 65536;
+  static constexpr int64_t kMinRotation = 8, kMaxRotation = 65536;
 
   ValueCoding coding = ValueCoding::kPlain;
   int bits = 0;            // quantized: 1, 2, 4, 8; discretized: 8, 16, 32
   int64_t block_size = 0;  // quantized: coordinates per scale
   double scale = 0;        // discretized: the value of one integer step
+  // Quantized: each whole run of `rotation` coordinates (a power of two; 0: none) is
+  // rotated before it is quantized (rotation.h), with the signs `rotation_seed` draws.
+  int64_t rotation = 0;
+  uint64_t rotation_seed = 0;
 
-  static ValueEncoding Quantized(int bits, int64_t block_size = kDefaultBlockSize);
+  static ValueEncoding Quantized(int bits, int64_t block_size = kDefaultBlockSize, int64_t rotation = 0,
+                                 uint64_t rotation_seed = 0);
   static ValueEncoding Discretized(int bits, double scale);
 
   bool encoded() const { return coding != ValueCoding::kPlain; }
   bool quantized() const { return coding == ValueCoding::kQuantized; }
   bool discretized() const { return coding == ValueCoding::kDiscretized; }
+  bool rotated() const { return quantized() && rotation > 0; }
   // Quantized: the scales ahead of the codes.
   int64_t Blocks(int64_t elements) const;
   // The bytes `elements` values take in this encoding (not for kPlain).
@@ -51,7 +58,8 @@ struct ValueEncoding {
   uint32_t MaxCode() const { return (uint32_t{1} << bits) - 1; }
 
   // "quantized:8", "quantized:4/512" (a block size other than the default),
-  // "discretized:16@0.001", "plain": what ParseValueEncoding reads.
+  // "quantized:8+rotation:4096", "discretized:16@0.001", "plain": what ParseValueEncoding
+  // reads. The rotation's seed is not part of it.
   std::string ToString() const;
   // INVALID_ARGUMENT, saying which values are allowed, when bits, block size or scale
   // are out of range for the coding.

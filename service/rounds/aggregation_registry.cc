@@ -6,6 +6,8 @@
 #include <set>
 #include <utility>
 
+#include "absl/random/distributions.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "service/core/machine_resources.h"
 #include "service/core/memory_budget.h"
@@ -77,6 +79,9 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(
   // The incarnation tells this aggregation from any earlier one of the same id.
   v1::AggregationSpec accepted = spec;
   accepted.set_incarnation(absl::StrCat(absl::ToUnixNanos(absl::Now())));
+  // A rotated field's signs, the same for every client: drawn here unless the creator chose.
+  absl::BitGen random;
+  AssignRotationSeeds(accepted, [&] { return absl::Uniform<uint64_t>(random); });
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(accepted));
   if (MutexLock lock(&mu_); by_id_.contains(config.id) || creating_.contains(config.id)) {
     // Answered before the accumulators are made (and checked again below, after).

@@ -138,10 +138,12 @@ absl::StatusOr<ValueEncoding> ValueEncodingFromProto(const v1::FieldEncoding& pr
     case v1::FieldEncoding::QUANTIZED:
       encoding = ValueEncoding::Quantized(static_cast<int>(std::min<uint32_t>(proto.bits(), 64)),
                                           proto.block_size() == 0 ? ValueEncoding::kDefaultBlockSize
-                                                                  : static_cast<int64_t>(proto.block_size()));
+                                                                  : static_cast<int64_t>(proto.block_size()),
+                                          static_cast<int64_t>(proto.rotation()), proto.rotation_seed());
       break;
     case v1::FieldEncoding::DISCRETIZED:
       encoding = ValueEncoding::Discretized(static_cast<int>(std::min<uint32_t>(proto.bits(), 64)), proto.scale());
+      encoding.rotation = static_cast<int64_t>(proto.rotation());  // refused by Check
       break;
     default:
       return absl::InvalidArgumentError(
@@ -159,6 +161,8 @@ v1::FieldEncoding ValueEncodingToProto(const ValueEncoding& encoding) {
       proto.set_kind(v1::FieldEncoding::QUANTIZED);
       proto.set_bits(static_cast<uint32_t>(encoding.bits));
       proto.set_block_size(static_cast<uint32_t>(encoding.block_size));
+      proto.set_rotation(static_cast<uint32_t>(encoding.rotation));
+      proto.set_rotation_seed(encoding.rotation_seed);
       break;
     case ValueCoding::kDiscretized:
       proto.set_kind(v1::FieldEncoding::DISCRETIZED);
@@ -179,6 +183,17 @@ absl::Status ApplyEncodingToLinearFields(absl::string_view encoding, std::vector
     if (linear && !field.has_encoding()) *field.mutable_encoding() = ValueEncodingToProto(parsed);
   }
   return absl::OkStatus();
+}
+
+void AssignRotationSeeds(v1::AggregationSpec& spec, absl::FunctionRef<uint64_t()> next_seed) {
+  for (v1::FieldIntrinsic& field : *spec.mutable_intrinsics()) {
+    v1::FieldEncoding& encoding = *field.mutable_encoding();
+    if (encoding.kind() == v1::FieldEncoding::QUANTIZED && encoding.rotation() != 0 && encoding.rotation_seed() == 0) {
+      uint64_t seed = 0;
+      while (seed == 0) seed = next_seed();
+      encoding.set_rotation_seed(seed);
+    }
+  }
 }
 
 v1::Tensor TensorToProto(const Tensor& tensor) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "fedagg/v1/types.pb.h"
@@ -47,6 +48,11 @@ absl::StatusOr<std::vector<v1::FieldIntrinsic>> ParseIntrinsicList(absl::string_
 // federated_mean or federated_weighted_mean and names no encoding of its own. A field
 // that cannot take it is refused when the spec is checked (ConfigFromProto).
 absl::Status ApplyEncodingToLinearFields(absl::string_view encoding, std::vector<v1::FieldIntrinsic>& fields);
+
+// Gives every rotated quantized field of `spec` that has no rotation seed (0) the next of
+// `next_seed` (never 0): the root does it with random seeds when it creates an aggregation,
+// a load generator with seeds of its own before it encodes its updates.
+void AssignRotationSeeds(v1::AggregationSpec& spec, absl::FunctionRef<uint64_t()> next_seed);
 
 // INVALID_ARGUMENT naming the offending field for any spec a server cannot run.
 absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& proto);

@@ -4,7 +4,8 @@
 // original; unbiasedness through an aggregation (the mean of n clients' encoded
 // updates has 1/n of one update's error); discretized sums exact in one node and in a
 // tree; quantized means in a tree against one node; every spec and every encoded
-// section the server must refuse, each refusal leaving the aggregate as it was.
+// section the server must refuse, each refusal leaving the aggregate as it was; the
+// rotation undone exactly, and its result the mean of the updates rotated back.
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -17,6 +18,7 @@
 #include "service/core/encoded_values.h"
 #include "service/core/partial_aggregate.h"
 #include "service/core/reference_reducer.h"
+#include "service/core/rotation.h"
 #include "service/core/value_encoder.h"
 #include "service/core/value_encoding.h"
 #include "tests/core/core_test_util.h"
@@ -64,7 +66,8 @@ std::shared_ptr<const ReductionSpec> EncodedSpec(int64_t n, Intrinsic intrinsic,
 
 TEST(ValueEncodingTest, SpellingsReadBack) {
   for (const char* text : {"plain", "quantized:1", "quantized:2", "quantized:4/64", "quantized:8",
-                           "quantized:8/65536", "discretized:8@0.5", "discretized:16@0.001",
+                           "quantized:8/65536", "quantized:8+rotation:4096", "quantized:2/64+rotation:8",
+                           "discretized:8@0.5", "discretized:16@0.001",
                            "discretized:32@1e-05", "discretized:16@0.30000000000000004"}) {
     const ValueEncoding encoding = ValueOrDie(ParseValueEncoding(text));
     EXPECT_EQ(encoding.ToString(), text);
@@ -77,7 +80,8 @@ TEST(ValueEncodingTest, RefusesWhatIsOutOfRange) {
   for (const char* text : {"quantized:3", "quantized:16", "quantized:0", "quantized:8/12", "quantized:8/0",
                            "quantized:8/131072", "discretized:4@1", "discretized:16@0", "discretized:16@-1",
                            "discretized:16@nan", "discretized:16@inf", "discretized:16", "quantized:", "gzip",
-                           "quantized:x"}) {
+                           "quantized:x", "quantized:8+rotation:1000", "quantized:8+rotation:4",
+                           "quantized:8+rotation:131072", "quantized:8+rotation:"}) {
     EXPECT_TRUE(StatusIs(ParseValueEncoding(text).status(), absl::StatusCode::kInvalidArgument, "")) << text;
   }
 }
@@ -116,6 +120,14 @@ TEST(ValueEncoderTest, SameBytesAsThePythonPackage) {
   for (const auto& [text, crc] : golden) {
     const std::vector<std::byte> bytes = Encode(ValueOrDie(ParseValueEncoding(text)), x, 42);
     EXPECT_EQ(Crc32cExtend(0, bytes.data(), bytes.size()), crc) << text;
+  }
+  // Rotated (the signs of rotation seeds 7 and 123456789): the rotation in float64 too.
+  const std::vector<std::pair<ValueEncoding, uint32_t>> rotated = {
+      {ValueEncoding::Quantized(8, 256, 64, 7), 0x611FBC26u},
+      {ValueEncoding::Quantized(4, 64, 256, 123456789), 0x2D438B21u}};
+  for (const auto& [encoding, crc] : rotated) {
+    const std::vector<std::byte> bytes = Encode(encoding, x, 42);
+    EXPECT_EQ(Crc32cExtend(0, bytes.data(), bytes.size()), crc) << encoding.ToString();
   }
 }
 
@@ -270,6 +282,99 @@ TEST(ValueEncodingTest, QuantizedFieldsAgreeWithTheReferenceAndAcrossATree) {
         ASSERT_NEAR(tree.fields[0].value.ValueAsDouble(j), expected, tolerance) << bits << " bits at " << i;
       }
     }
+  }
+}
+
+// ---- Rotation -------------------------------------------------------------------------------
+
+TEST(RotationTest, UnrotateUndoesRotateAndLeavesTheShortLastRun) {
+  const ValueEncoding encoding = ValueEncoding::Quantized(8, 256, 64, 99);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> normal(0, 1);
+  std::vector<double> x(64 * 5 + 17);
+  for (double& v : x) v = normal(rng);
+  std::vector<double> y = x;
+  Rotate(encoding, absl::MakeSpan(y));
+  double before = 0, after = 0;
+  for (size_t i = 0; i < 320; ++i) before += x[i] * x[i], after += y[i] * y[i];
+  EXPECT_NEAR(after, before, 1e-9 * before);  // orthonormal: the norm is kept
+  EXPECT_NE(y[0], x[0]);
+  for (size_t i = 320; i < x.size(); ++i) EXPECT_EQ(y[i], x[i]) << "the short last run is not rotated";
+  Unrotate(encoding, absl::MakeSpan(y));
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], 1e-12) << i;
+  // Another seed draws other signs.
+  std::vector<double> other = x;
+  Rotate(ValueEncoding::Quantized(8, 256, 64, 100), absl::MakeSpan(other));
+  Rotate(encoding, absl::MakeSpan(x));
+  EXPECT_NE(other, x);
+}
+
+TEST(RotationTest, ARotatedFieldsResultIsTheMeanOfItsUpdatesRotatedBack) {
+  // The nodes add rotated values and rotate the result back once; the reference rotates
+  // each decoded update back. Linear, so the two agree, in one node and across a tree.
+  constexpr int64_t d = 4096 + 100;
+  for (Intrinsic intrinsic : {Intrinsic::kFederatedSum, Intrinsic::kFederatedWeightedMean}) {
+    const ValueEncoding encoding = ValueEncoding::Quantized(4, 256, 1024, 12345);
+    const auto spec = EncodedSpec(d, intrinsic, encoding, {.float64_accumulation = true});
+    PartialAggregate node(spec), left(spec), right(spec);
+    std::vector<testing::Update> updates;
+    const std::vector<std::vector<float>> plain = RandomUpdates(6, d, 8);
+    for (size_t c = 0; c < plain.size(); ++c) {
+      updates.push_back(EncodedUpdate(Encode(encoding, plain[c], 200 + c)));
+      if (IsWeighted(intrinsic)) updates.back().Weight(1.0 + static_cast<double>(c));
+      ASSERT_TRUE(IsOk(node.Accumulate(updates.back().view())));
+      ASSERT_TRUE(IsOk((c % 2 == 0 ? left : right).Accumulate(updates.back().view())));
+    }
+    const std::vector<ReferenceField> reference = ReferenceReduce(*spec, testing::Views(updates));
+    PartialAggregate root = ValueOrDie(PartialAggregate::Deserialize(spec, ValueOrDie(left.Serialize())));
+    ASSERT_TRUE(IsOk(root.MergeWith(right)));
+    const AggregateResult one = ValueOrDie(node.Report()), tree = ValueOrDie(root.Report());
+    double error = 0, norm = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      const auto j = static_cast<size_t>(i);
+      ASSERT_NEAR(one.fields[0].value.ValueAsDouble(j), reference[0].values[j], 1e-9 * (1 + std::abs(reference[0].values[j])));
+      ASSERT_NEAR(tree.fields[0].value.ValueAsDouble(j), reference[0].values[j], 1e-9 * (1 + std::abs(reference[0].values[j])));
+      // Against the plain values: the quantization's error, no more.
+      double exact = 0, weights = 0;
+      for (size_t c = 0; c < plain.size(); ++c) {
+        const double w = IsWeighted(intrinsic) ? 1.0 + static_cast<double>(c) : 1.0;
+        exact += w * plain[c][j];
+        weights += w;
+      }
+      if (IsWeighted(intrinsic)) exact /= weights;
+      error += (one.fields[0].value.ValueAsDouble(j) - exact) * (one.fields[0].value.ValueAsDouble(j) - exact);
+      norm += exact * exact;
+    }
+    EXPECT_LT(error / norm, 0.05) << IntrinsicName(intrinsic);
+  }
+}
+
+// Heavy-tailed values lose less to quantization once rotated: the rotated run's entries
+// are near Gaussian, so a block's largest |value| is a few times its typical one.
+TEST(RotationTest, RotationLowersTheErrorOfHeavyTailedUpdates) {
+  constexpr int64_t d = 1 << 16;
+  std::mt19937_64 rng(21);
+  std::student_t_distribution<double> heavy(4);
+  std::lognormal_distribution<double> chunk_scale(0, 1);
+  std::vector<float> x(d);
+  for (int64_t chunk = 0; chunk < d; chunk += 4096) {
+    const double s = chunk_scale(rng);
+    for (int64_t i = chunk; i < chunk + 4096; ++i) x[static_cast<size_t>(i)] = static_cast<float>(s * heavy(rng));
+  }
+  const auto nmse = [&](const ValueEncoding& encoding) {
+    std::vector<double> decoded = Decode(encoding, Encode(encoding, x, 5), d);
+    Unrotate(encoding, absl::MakeSpan(decoded));
+    double error = 0, norm = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      const double e = decoded[static_cast<size_t>(i)] - x[static_cast<size_t>(i)];
+      error += e * e;
+      norm += static_cast<double>(x[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)];
+    }
+    return error / norm;
+  };
+  for (int bits : {8, 4}) {
+    const double plain = nmse(ValueEncoding::Quantized(bits)), rotated = nmse(ValueEncoding::Quantized(bits, 256, 4096, 7));
+    EXPECT_LT(rotated, plain / 2) << bits << " bits: " << rotated << " rotated against " << plain;
   }
 }
 

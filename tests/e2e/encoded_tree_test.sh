@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Encoded updates (docs/SEMANTICS.md section 11) through a root and two intermediate
 # aggregators on loopback:
-#  1. fedagg-loadgen sends quantized (8 bits; 2 bits in blocks of 64, weighted) and
+#  1. fedagg-loadgen sends quantized (8 bits, rotated; 2 bits in blocks of 64, weighted) and
 #     discretized fields through both intermediates, with streams cut mid-update and acks
 #     dropped; its check holds the root's result to the float64 reference of what was sent,
 #     decoded, and every client is counted once;
@@ -20,7 +20,7 @@ N=120
 "$LOADGEN" --json --control="127.0.0.1:$ROOT" --servers="127.0.0.1:$I1,127.0.0.1:$I2" \
     --clients=$N --concurrency=32 --channels=2 --chunk_kib=4 \
     --type='<w=float32[64,64],b=float32[300],c=float32[1000],n=int64[10]>' \
-    --intrinsics='federated_mean@quantized:8,federated_weighted_mean@quantized:2/64,federated_sum@discretized:16@0.01,federated_sum' \
+    --intrinsics='federated_mean@quantized:8+rotation:1024,federated_weighted_mean@quantized:2/64,federated_sum@discretized:16@0.01,federated_sum' \
     --disconnect_fraction=0.1 --lost_ack_fraction=0.1 >"$E2E_DIR/run.json"
 cat "$E2E_DIR/run.json"
 python3 - "$E2E_DIR/run.json" $N <<'PY'

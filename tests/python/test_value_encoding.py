@@ -107,6 +107,36 @@ def test_golden_vector():
         assert data[:16].hex() == prefix and data[first_code:first_code + 16].hex() == codes, text
 
 
+# Rotated encodings of the golden vector (rotation seeds 7 and 123456789, rounding stream
+# as above): the rotation is computed in float64 the same way in both libraries, and
+# service/core's value_encoding_test asserts the same CRCs.
+ROTATED_GOLDEN = [((8, 256, 64, 7), 0x611FBC26), ((4, 64, 256, 123456789), 0x2D438B21)]
+
+
+def test_rotated_golden_vector():
+    x = golden_values()
+    for (bits, block, rotation, seed), crc in ROTATED_GOLDEN:
+        encoding = E.quantized(bits, block, rotation, seed)
+        data = ve.encode(x, encoding, GOLDEN_STREAM)
+        assert crc32c.crc32c(data) == crc, str(encoding)
+
+
+def test_rotation_is_undone_and_leaves_the_short_last_run():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(64 * 5 + 17)
+    encoding = E.quantized(8, 256, 64, 99)
+    y = ve.rotate(x, encoding)
+    assert np.isclose(np.sum(y[:320] ** 2), np.sum(x[:320] ** 2), rtol=1e-12)  # orthonormal
+    assert np.array_equal(y[320:], x[320:]) and not np.allclose(y[:320], x[:320])
+    assert np.allclose(ve.unrotate(y, encoding), x, rtol=0, atol=1e-12)
+    assert not np.allclose(ve.rotate(x, E.quantized(8, 256, 64, 100)), y)  # other signs
+    assert np.array_equal(ve.rotate(x, E.quantized(8)), x)  # no rotation: a copy
+    # A rotated update decodes (then unrotates) to within the rotated levels of the values.
+    data = ve.encode(x, encoding, 3)
+    decoded = ve.decode(data, encoding, x.size)
+    assert np.all(np.abs(decoded - y) <= _quantized_steps(y, encoding, data) * (1 + 1e-12))
+
+
 def test_the_random_streams_are_splitmix64():
     # SplitMix64 seeded with 0 gives 0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4, 0x06c45d188009454f:
     # the streams of fields 0, 1, 2 under seed 0 are those outputs.
@@ -172,6 +202,8 @@ def test_spellings_round_trip():
         "quantized:8/256": E("quantized", 8, 256),
         "discretized:16@0.001": E("discretized", 16, 0, 0.001), "discretized:8@1e-05": E("discretized", 8, 0, 1e-5),
         "discretized:32@2.5": E("discretized", 32, 0, 2.5), "discretized:32@3": E("discretized", 32, 0, 3.0),
+        "quantized:8+rotation:4096": E("quantized", 8, 256, 0.0, 4096),
+        "quantized:2/64+rotation:8": E("quantized", 2, 64, 0.0, 8),
     }
     for text, encoding in cases.items():
         parsed = E.parse(text)
@@ -211,6 +243,10 @@ def test_spellings_round_trip():
     ("discretized:16@", "has no valid scale"),
     ("discretized:16@ 1", "has no valid scale"),
     ("discretized:@1", "has no valid bit count"),
+    ("quantized:8+rotation:1000", "rotation must be a power of two in [8, 65536] (0: none), not 1000"),
+    ("quantized:8+rotation:4", "not 4"),
+    ("quantized:8+rotation:131072", "not 131072"),
+    ("quantized:8+rotation:", "has no valid rotation size"),
     ("Quantized:8", "is not an encoding; write plain, quantized:BITS[/BLOCK]"),
     ("", "is not an encoding"),
 ])

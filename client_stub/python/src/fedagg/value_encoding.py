@@ -3,9 +3,14 @@ beside its intrinsic (fedagg.v1.FieldEncoding), and the stochastic-rounding enco
 writes them, byte for byte as the C++ client does (service/core/value_encoder.cc).
 
     plain                  the declared dtype's elements (the default)
-    quantized:BITS[/BLOCK] BITS (1, 2, 4, 8) a coordinate and one float32 scale per BLOCK
+    quantized:BITS[/BLOCK][+rotation:SIZE]
+                           BITS (1, 2, 4, 8) a coordinate and one float32 scale per BLOCK
                            coordinates (a multiple of 8 in [8, 65536], default 256): the
-                           codes 0..2^b-1 stand for levels spread evenly over [-s, s]
+                           codes 0..2^b-1 stand for levels spread evenly over [-s, s];
+                           with a rotation, each whole run of SIZE coordinates (a power of
+                           two in [8, 65536]) is rotated first (random signs the
+                           aggregation's rotation seed draws, then a Hadamard transform
+                           scaled by 1/sqrt(SIZE)), and the root rotates the result back
     discretized:BITS@SCALE integers of BITS (8, 16, 32) bits, each step worth SCALE;
                            the server sums them exactly
 
@@ -28,6 +33,7 @@ from .v1 import types_pb2
 PLAIN, QUANTIZED, DISCRETIZED = "plain", "quantized", "discretized"
 DEFAULT_BLOCK_SIZE = 256
 MAX_BLOCK_SIZE = 65536
+MIN_ROTATION, MAX_ROTATION = 8, 65536
 QUANTIZED_BITS = (1, 2, 4, 8)
 DISCRETIZED_BITS = (8, 16, 32)
 
@@ -57,10 +63,13 @@ class ValueEncoding:
     bits: int = 0
     block_size: int = 0  # quantized: coordinates per scale
     scale: float = 0.0   # discretized: the value of one integer step
+    rotation: int = 0    # quantized: coordinates rotated together (0: none)
+    rotation_seed: int = 0  # the rotation's signs: set by the root when it creates the aggregation
 
     @classmethod
-    def quantized(cls, bits: int, block_size: int = DEFAULT_BLOCK_SIZE) -> "ValueEncoding":
-        return cls(QUANTIZED, bits, block_size, 0.0).check()
+    def quantized(cls, bits: int, block_size: int = DEFAULT_BLOCK_SIZE, rotation: int = 0,
+                  rotation_seed: int = 0) -> "ValueEncoding":
+        return cls(QUANTIZED, bits, block_size, 0.0, rotation, rotation_seed).check()
 
     @classmethod
     def discretized(cls, bits: int, scale: float) -> "ValueEncoding":
@@ -71,20 +80,24 @@ class ValueEncoding:
         """Reads str()'s spelling (also "none" for plain); checked (see check())."""
         def bad(why: str):
             return invalid_argument(
-                f"encoding '{text}' {why}; write plain, quantized:BITS[/BLOCK] (BITS 1, 2, 4 or 8) or "
-                f"discretized:BITS@SCALE (BITS 8, 16 or 32)")
+                f"encoding '{text}' {why}; write plain, quantized:BITS[/BLOCK][+rotation:SIZE] (BITS 1, 2, 4 "
+                f"or 8) or discretized:BITS@SCALE (BITS 8, 16 or 32)")
         if not isinstance(text, str):
             raise invalid_argument(f"an encoding is a string such as 'quantized:8' or a ValueEncoding, "
                                    f"not {type(text).__name__}")
         if text in ("plain", "none"):
             return cls()
         if text.startswith("quantized:"):
-            bits_text, slash, block_text = text[len("quantized:"):].partition("/")
+            body, plus, rotation_text = text[len("quantized:"):].partition("+rotation:")
+            if plus and not _INTEGER.fullmatch(rotation_text):
+                raise bad("has no valid rotation size")
+            bits_text, slash, block_text = body.partition("/")
             if slash and not _INTEGER.fullmatch(block_text):
                 raise bad("has no valid block size")
             if not _INTEGER.fullmatch(bits_text):
                 raise bad("has no valid bit count")
-            return cls(QUANTIZED, int(bits_text), int(block_text) if slash else DEFAULT_BLOCK_SIZE).check()
+            return cls(QUANTIZED, int(bits_text), int(block_text) if slash else DEFAULT_BLOCK_SIZE, 0.0,
+                       int(rotation_text) if plus else 0).check()
         if text.startswith("discretized:"):
             bits_text, at, scale_text = text[len("discretized:"):].partition("@")
             if not at:
@@ -120,8 +133,14 @@ class ValueEncoding:
                     or self.block_size % 8):
                 raise invalid_argument(f"a quantized encoding's block size must be a multiple of 8 in [8, "
                                        f"{MAX_BLOCK_SIZE}] (default {DEFAULT_BLOCK_SIZE}), not {self.block_size}")
+            r = self.rotation
+            if not _is_int(r) or (r != 0 and (not MIN_ROTATION <= r <= MAX_ROTATION or r & (r - 1))):
+                raise invalid_argument(f"a quantized encoding's rotation must be a power of two in [{MIN_ROTATION}, "
+                                       f"{MAX_ROTATION}] (0: none), not {r}")
             return self
         if self.kind == DISCRETIZED:
+            if self.rotation:
+                raise invalid_argument("only a quantized encoding is rotated")
             if not _is_int(self.bits) or self.bits not in DISCRETIZED_BITS:
                 raise invalid_argument(f"a discretized encoding takes 8, 16 or 32 bits a coordinate, not {self.bits}")
             if not (isinstance(self.scale, (int, float, np.integer, np.floating)) and np.isfinite(self.scale)
@@ -134,6 +153,10 @@ class ValueEncoding:
     @property
     def encoded(self) -> bool:
         return self.kind != PLAIN
+
+    @property
+    def rotated(self) -> bool:
+        return self.kind == QUANTIZED and self.rotation > 0
 
     @property
     def max_code(self) -> int:
@@ -159,14 +182,16 @@ class ValueEncoding:
 
     def __str__(self) -> str:
         if self.kind == QUANTIZED:
-            return f"quantized:{self.bits}" + ("" if self.block_size == DEFAULT_BLOCK_SIZE else f"/{self.block_size}")
+            return (f"quantized:{self.bits}" + ("" if self.block_size == DEFAULT_BLOCK_SIZE else f"/{self.block_size}")
+                    + (f"+rotation:{self.rotation}" if self.rotation else ""))
         if self.kind == DISCRETIZED:
             return f"discretized:{self.bits}@{self.scale!r}"
         return self.kind
 
     def to_proto(self) -> types_pb2.FieldEncoding:
         return types_pb2.FieldEncoding(kind=_KIND_NUMBERS[self.kind], bits=int(self.bits),
-                                       block_size=int(self.block_size), scale=float(self.scale))
+                                       block_size=int(self.block_size), scale=float(self.scale),
+                                       rotation=int(self.rotation), rotation_seed=int(self.rotation_seed))
 
     @classmethod
     def from_proto(cls, proto: types_pb2.FieldEncoding) -> "ValueEncoding":
@@ -177,7 +202,8 @@ class ValueEncoding:
         if kind == PLAIN:
             return cls()
         if kind == QUANTIZED:
-            return cls(QUANTIZED, proto.bits, proto.block_size or DEFAULT_BLOCK_SIZE, 0.0)
+            return cls(QUANTIZED, proto.bits, proto.block_size or DEFAULT_BLOCK_SIZE, 0.0, proto.rotation,
+                       proto.rotation_seed)
         return cls(DISCRETIZED, proto.bits, 0, proto.scale)
 
 
@@ -214,6 +240,59 @@ def rounding_uniforms(stream: int, n: int, start: int = 0) -> np.ndarray:
     z *= np.uint64(_GOLDEN_GAMMA)
     z += np.uint64(stream & _MASK64)
     return (_mix64(z) >> _S11).astype(np.float64) * 2.0 ** -53
+
+
+def _negative_signs(seed: int, n: int) -> np.ndarray:
+    """Which of the first n coordinates' rotation signs are negative (as C++'s
+    RotationSignNegative: the top bit of Mix64(Mix64(seed) + (i + 1) G))."""
+    z = np.arange(1, n + 1, dtype=np.uint64)
+    z *= np.uint64(_GOLDEN_GAMMA)
+    z += np.uint64(_mix64_int(seed))
+    return (_mix64(z) >> np.uint64(63)).astype(bool)
+
+
+def _hadamard_runs(x: np.ndarray, run: int) -> None:
+    """The unnormalized fast Walsh-Hadamard transform of each run of `run` values of x
+    (float64, length a multiple of run), in place: at each stage the pairs (j, j + h) of
+    each group of 2h become (a + b, a - b), the same additions as C++'s."""
+    table = x.reshape(-1, run)
+    h = 1
+    while h < run:
+        groups = table.reshape(table.shape[0], run // (2 * h), 2, h)
+        a = groups[:, :, 0, :].copy()
+        b = groups[:, :, 1, :]
+        groups[:, :, 0, :] = a + b
+        groups[:, :, 1, :] = a - b
+        h *= 2
+
+
+def rotate(values: np.ndarray, encoding: ValueEncoding) -> np.ndarray:
+    """y = H D x / sqrt(R) over each whole run of R = encoding.rotation values (float64, a
+    new array); a shorter last run is left as it is. Plain copy for an encoding without
+    rotation."""
+    y = np.array(values, dtype=np.float64).reshape(-1)
+    if not encoding.rotated:
+        return y
+    run = encoding.rotation
+    whole = y.size // run * run
+    y[:whole][_negative_signs(encoding.rotation_seed, whole)] *= -1.0
+    _hadamard_runs(y[:whole], run)
+    y[:whole] *= 1.0 / np.sqrt(float(run))
+    return y
+
+
+def unrotate(values: np.ndarray, encoding: ValueEncoding) -> np.ndarray:
+    """The inverse of rotate(): x = D H y / sqrt(R) (what the root applies to a rotated
+    field's result; decode() returns values still rotated)."""
+    x = np.array(values, dtype=np.float64).reshape(-1)
+    if not encoding.rotated:
+        return x
+    run = encoding.rotation
+    whole = x.size // run * run
+    _hadamard_runs(x[:whole], run)
+    x[:whole] *= 1.0 / np.sqrt(float(run))
+    x[:whole][_negative_signs(encoding.rotation_seed, whole)] *= -1.0
+    return x
 
 
 def _round_stochastically(y: np.ndarray, stream: int, start: int) -> np.ndarray:
@@ -313,6 +392,12 @@ def encode_array(values: np.ndarray, encoding: ValueEncoding, stream: int) -> np
         raise invalid_argument("a plain field's values are sent as they are, not encoded")
     x = _widened(values)
     out = np.zeros(encoding.encoded_bytes(x.size), np.uint8)
+    if encoding.rotated:  # rotated in float64 first (non-finite values refused before), then quantized
+        finite = np.isfinite(x)
+        if not finite.all():
+            i = int(np.flatnonzero(~finite)[0])
+            raise _not_finite(i, float(x[i]))
+        x = rotate(x, encoding)
     if encoding.kind == QUANTIZED:
         _quantize(x, encoding, stream, out)
     else:
@@ -332,7 +417,8 @@ def encode(values: np.ndarray, encoding: ValueEncoding, stream: int) -> bytes:
 
 
 def decode(data: bytes, encoding: ValueEncoding, n: int) -> np.ndarray:
-    """The float64 values an encoded section of `n` values stands for (what the server adds up)."""
+    """The float64 values an encoded section of `n` values stands for (what the server adds
+    up: for a rotated encoding, still rotated; unrotate() gives the values themselves)."""
     if not encoding.encoded:
         raise invalid_argument("a plain field's values are not encoded")
     raw = np.frombuffer(data, np.uint8)
