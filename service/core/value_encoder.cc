@@ -103,6 +103,11 @@ absl::Status EncodeValues(const ValueEncoding& encoding, DType dtype, absl::Span
     return absl::InvalidArgumentError(absl::StrCat("cannot encode ", DTypeName(dtype), " values as ",
                                                    encoding.ToString()));
   }
+  if (encoding.rotated() && encoding.rotation_seed == 0) {
+    return absl::InvalidArgumentError(
+        "the field is rotated but its rotation seed is not set: encode with the aggregation's spec as the server "
+        "returned it (CreateAggregation's answer, Welcome or GetTask), whose seed the root drew");
+  }
   const int64_t n = static_cast<int64_t>(values.size() / DTypeSize(dtype));
   if (out.size() != encoding.EncodedBytes(n)) {
     return absl::InvalidArgumentError(absl::StrCat("an encoded section of ", n, " values takes ",

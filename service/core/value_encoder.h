@@ -43,7 +43,8 @@ inline double RoundingUniform(uint64_t stream, int64_t i) {
 // first (rotation.h) and quantizes the rotated ones. Discretized: y = x / scale rounded
 // the same way.
 // INVALID_ARGUMENT (naming the position) for a NaN or Inf value, or an integer outside
-// the discretized encoding's b-bit range (clip the update, or declare a larger scale).
+// the discretized encoding's b-bit range (clip the update, or declare a larger scale); and
+// for a rotated encoding without its seed (a spec not as the server returned it).
 absl::Status EncodeValues(const ValueEncoding& encoding, DType dtype, absl::Span<const std::byte> values,
                           uint64_t stream, absl::Span<std::byte> out);
 

@@ -166,6 +166,11 @@ TEST(ValueEncoderTest, RefusesWhatItCannotEncode) {
   status = EncodeValues(ValueEncoding::Discretized(16, 0.01), DType::kFloat32, AsBytes(absl::MakeConstSpan(x)), 1,
                         absl::MakeSpan(out));
   EXPECT_TRUE(StatusIs(status, absl::StatusCode::kInvalidArgument, "larger scale"));
+  // A rotated field needs the seed the root drew: a spec not as the server returned it has none.
+  out.resize(ValueEncoding::Quantized(8, 256, 8).EncodedBytes(4));
+  status = EncodeValues(ValueEncoding::Quantized(8, 256, 8), DType::kFloat32, AsBytes(absl::MakeConstSpan(x)), 1,
+                        absl::MakeSpan(out));
+  EXPECT_TRUE(StatusIs(status, absl::StatusCode::kInvalidArgument, "rotation seed is not set"));
 }
 
 // ---- Unbiased through an aggregation ---------------------------------------------------

@@ -131,6 +131,8 @@ def test_rotation_is_undone_and_leaves_the_short_last_run():
     assert np.allclose(ve.unrotate(y, encoding), x, rtol=0, atol=1e-12)
     assert not np.allclose(ve.rotate(x, E.quantized(8, 256, 64, 100)), y)  # other signs
     assert np.array_equal(ve.rotate(x, E.quantized(8)), x)  # no rotation: a copy
+    with pytest.raises(fedagg.FedaggError, match="rotation seed is not set"):  # the spec must be the server's
+        ve.encode(x, E.quantized(8, 256, 64), 3)
     # A rotated update decodes (then unrotates) to within the rotated levels of the values.
     data = ve.encode(x, encoding, 3)
     decoded = ve.decode(data, encoding, x.size)

@@ -392,6 +392,10 @@ def encode_array(values: np.ndarray, encoding: ValueEncoding, stream: int) -> np
         raise invalid_argument("a plain field's values are sent as they are, not encoded")
     x = _widened(values)
     out = np.zeros(encoding.encoded_bytes(x.size), np.uint8)
+    if encoding.rotated and not encoding.rotation_seed:
+        raise invalid_argument("the field is rotated but its rotation seed is not set: encode with the aggregation's "
+                               "spec as the server returned it (create's answer, the stream's welcome or get_task), "
+                               "whose seed the root drew")
     if encoding.rotated:  # rotated in float64 first (non-finite values refused before), then quantized
         finite = np.isfinite(x)
         if not finite.all():
