@@ -148,6 +148,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   server->context_ = std::make_unique<ServiceContext>(
       ServiceContext{*server->registry_, *server->authenticator_, *server->metrics_, config.max_update_bytes});
   server->context_->memory_budget = server->memory_budget_.get();
+  server->context_->child_partial_precision = config.child_partial_precision;
   if (config.ingest_window_bytes > 0) {
     server->ingest_window_ = std::make_unique<IngestWindow>(config.ingest_window_bytes);
     AggregationRegistry* registry = server->registry_.get();

@@ -22,6 +22,7 @@
 #include "service/core/large_allocation.h"
 #include "service/core/measured_host_memory_pinner.h"
 #include "service/core/memory_budget.h"
+#include "service/core/narrowed_partial.h"
 #include "service/core/thread_pool.h"
 #include "service/core/read_file.h"
 #include "service/rounds/aggregation_registry.h"
@@ -89,6 +90,9 @@ struct ServerConfig {
   // forever. With them the stream ends, and child_grace later the child is lost (6.3 of
   // docs/PROTOCOL.md). At least kMinKeepalive.
   absl::Duration child_keepalive = absl::Seconds(10);
+  // What this node asks its children's partials in: full precision, or 16 bits for the
+  // dense floating sums (service/core/narrowed_partial.h).
+  PartialPrecision child_partial_precision = PartialPrecision::kFull;
   // Root only: where each aggregation's checkpoint is written (empty: no checkpoints, no
   // DURABLE acks), and how often changed aggregations are written.
   std::string checkpoint_dir;

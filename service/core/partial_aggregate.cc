@@ -93,11 +93,13 @@ absl::Status PartialAggregate::MergeWith(const PartialAggregate& other) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> PartialAggregate::Serialize() const {
+absl::StatusOr<std::string> PartialAggregate::Serialize(PartialPrecision precision) const {
   FEDAGG_RETURN_IF_ERROR(CheckNotReleased());
+  // A deterministic aggregation's exact sums are never narrowed.
+  const bool narrowed = precision != PartialPrecision::kFull && format_version() == kFormatVersion;
   ByteWriter out;
   for (char c : kMagic) out.Put(c);
-  out.Put<uint32_t>(format_version());
+  out.Put<uint32_t>(narrowed ? kNarrowedFormatVersion : format_version());
   out.PutString(spec_->canonical());
   out.Put<int64_t>(contributions_);
   out.Put<double>(weight_sum_);
@@ -106,7 +108,11 @@ absl::StatusOr<std::string> PartialAggregate::Serialize() const {
   for (size_t f = 0; f < fields_.size(); ++f) {
     out.Put<uint8_t>(static_cast<uint8_t>(spec_->fields()[f].intrinsic));
     out.Put<uint8_t>(static_cast<uint8_t>(spec_->fields()[f].accumulation_dtype));
-    FEDAGG_RETURN_IF_ERROR(fields_[f]->SerializeTo(out));
+    if (narrowed && Narrowable(spec_->fields()[f])) {
+      FEDAGG_RETURN_IF_ERROR(WriteNarrowable(spec_->fields()[f], *fields_[f], precision, out));
+    } else {
+      FEDAGG_RETURN_IF_ERROR(fields_[f]->SerializeTo(out));
+    }
   }
   return out.Take();
 }
@@ -127,10 +133,10 @@ absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
   }
   uint32_t version = 0;
   FEDAGG_RETURN_IF_ERROR(in.Get(&version));
-  if (version != kFormatVersion && version != kExactFormatVersion) {
+  if (version != kFormatVersion && version != kExactFormatVersion && version != kNarrowedFormatVersion) {
     return absl::DataLossError(absl::StrCat("partial aggregate format version ", version,
-                                            " is not supported; this build reads versions ",
-                                            kFormatVersion, " and ", kExactFormatVersion));
+                                            " is not supported; this build reads versions ", kFormatVersion, ", ",
+                                            kExactFormatVersion, " and ", kNarrowedFormatVersion));
   }
   std::string canonical;
   FEDAGG_RETURN_IF_ERROR(in.GetString(&canonical));
@@ -139,7 +145,9 @@ absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
         "partial aggregate was built for spec ", canonical, ", expected ", spec->canonical()));
   }
   PartialAggregate partial(std::move(spec), backend);
-  if (version != partial.format_version()) {
+  // Version 3 is version 1 with 16-bit sums: a partial of the same specs.
+  const bool narrowed = version == kNarrowedFormatVersion;
+  if ((narrowed ? kFormatVersion : version) != partial.format_version()) {
     return absl::DataLossError(absl::StrCat("partial aggregate has format version ", version,
                                             ", but its spec's partials are version ",
                                             partial.format_version()));
@@ -179,7 +187,11 @@ absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
       return absl::DataLossError(
           absl::StrCat("partial aggregate field ", f, " header does not match field '", field.path, "'"));
     }
-    FEDAGG_RETURN_IF_ERROR(partial.fields_[f]->DeserializeFrom(in, partial.contributions_));
+    if (narrowed && Narrowable(field)) {
+      FEDAGG_RETURN_IF_ERROR(ReadNarrowable(field, *partial.fields_[f], in, partial.contributions_));
+    } else {
+      FEDAGG_RETURN_IF_ERROR(partial.fields_[f]->DeserializeFrom(in, partial.contributions_));
+    }
   }
   if (!in.AtEnd()) {
     return absl::DataLossError(absl::StrCat("partial aggregate has ", in.remaining(), " trailing bytes"));

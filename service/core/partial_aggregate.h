@@ -29,6 +29,7 @@
 #include "service/core/exact_sums.h"
 #include "service/core/field_accumulator.h"
 #include "service/core/field_value.h"
+#include "service/core/narrowed_partial.h"
 #include "service/core/reduction_spec.h"
 
 namespace fedagg {
@@ -39,6 +40,9 @@ class PartialAggregate {
   // aggregation's (exact sums), 1 otherwise.
   static constexpr uint32_t kFormatVersion = 1;
   static constexpr uint32_t kExactFormatVersion = 2;
+  // Version 1 with some fields' sums in 16 bits (narrowed_partial.h): what Serialize
+  // writes when asked for a narrower precision, for a push up the tree.
+  static constexpr uint32_t kNarrowedFormatVersion = 3;
 
   // `backend` must outlive this partial aggregate.
   explicit PartialAggregate(std::shared_ptr<const ReductionSpec> spec,
@@ -63,7 +67,9 @@ class PartialAggregate {
 
   // The same bytes whatever the backend; fails only when a device backend cannot copy
   // its state back.
-  absl::StatusOr<std::string> Serialize() const;
+  // `precision` other than kFull: the sums of the fields narrowed_partial.h may narrow
+  // travel in 16 bits (format version 3; a deterministic aggregation's stay exact).
+  absl::StatusOr<std::string> Serialize(PartialPrecision precision = PartialPrecision::kFull) const;
   // DATA_LOSS for malformed bytes, FAILED_PRECONDITION for another spec's aggregate.
   static absl::StatusOr<PartialAggregate> Deserialize(
       std::shared_ptr<const ReductionSpec> spec, absl::string_view bytes,

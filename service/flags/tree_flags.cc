@@ -28,6 +28,9 @@ ABSL_FLAG(std::string, parent_tls_ca, "", "PEM CA that verifies the parent (enab
 ABSL_FLAG(std::string, parent_tls_cert, "", "PEM client certificate for the parent (mTLS)");
 ABSL_FLAG(std::string, parent_tls_key, "", "PEM private key for --parent_tls_cert");
 ABSL_FLAG(std::string, parent_token_file, "", "file holding the bearer token for the parent");
+ABSL_FLAG(std::string, child_partial_dtype, "float32",
+          "what this node asks its children's partials in: float32 (full precision), or float16 / bfloat16 "
+          "(dense floating sums in 16 bits, half the bytes between aggregators; docs/SEMANTICS.md section 11)");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "root only: directory for one checkpoint file per aggregation, resumed after a restart; "
           "enables DURABLE acks (empty: no checkpoints)");
@@ -49,6 +52,8 @@ absl::Status ApplyTreeFlags(ServerConfig& config) {
   FEDAGG_ASSIGN_OR_RETURN(const std::vector<std::string> parent_token,
                           ReadTokenFile(absl::GetFlag(FLAGS_parent_token_file)));
   if (!parent_token.empty()) config.parent_token = parent_token.front();
+  FEDAGG_ASSIGN_OR_RETURN(config.child_partial_precision,
+                          ParsePartialPrecision(absl::GetFlag(FLAGS_child_partial_dtype)));
   config.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   config.checkpoint_interval = absl::GetFlag(FLAGS_checkpoint_interval);
   return absl::OkStatus();

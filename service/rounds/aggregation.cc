@@ -600,7 +600,7 @@ void Aggregation::Tick(absl::Time now) {
   if (finalize) FinalizeSoon(nullptr);
 }
 
-absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {
+absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final, PartialPrecision precision) {
   BatchReducer::Hold hold(*batches_);
   BatchReducer::Waiting waiting;
   Delta delta;
@@ -616,7 +616,7 @@ absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final) {
   // Reduced and serialized without mu_, so that updates keep being counted meanwhile.
   absl::Status failed = hold.Reduce(std::move(waiting));
   if (failed.ok()) {
-    absl::StatusOr<std::string> bytes = hold.partial().Serialize();
+    absl::StatusOr<std::string> bytes = hold.partial().Serialize(precision);
     if (bytes.ok()) {
       delta.bytes = *std::move(bytes);
     } else {

@@ -230,8 +230,9 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
     } durable_mark;
   };
   // Fails only when the backend cannot reduce or serialize its state (then no client id
-  // was taken). Counting goes on while the delta is reduced and serialized.
-  absl::StatusOr<Delta> TakeDelta(bool final);
+  // was taken). Counting goes on while the delta is reduced and serialized. `precision`:
+  // what the parent asked the partial in (narrowed_partial.h).
+  absl::StatusOr<Delta> TakeDelta(bool final, PartialPrecision precision = PartialPrecision::kFull);
   // Forwarding mirrors: waits (at most until `deadline`) until every joined child of
   // this node has sent its final partial or left; true when they all did.
   bool AwaitChildren(absl::Time deadline);

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "service/core/ingest_window.h"
 #include "service/core/memory_budget.h"
+#include "service/core/narrowed_partial.h"
 #include "service/rounds/aggregation_registry.h"
 #include "service/rpc/authenticator.h"
 #include "service/rpc/stall_sweeper.h"
@@ -39,6 +40,8 @@ struct ServiceContext {
   // (--stall_timeout) is discarded and its stream ended with DEADLINE_EXCEEDED; null, or a
   // sweeper without a timeout: never.
   StallSweeper* stall_sweeper = nullptr;
+  // What this node asks its children's partials in (--child_partial_dtype).
+  PartialPrecision child_partial_precision = PartialPrecision::kFull;
 };
 
 }  // namespace fedagg

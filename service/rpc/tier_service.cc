@@ -13,6 +13,7 @@
 #include "service/core/mutex.h"
 #include "service/rpc/grpc_status.h"
 #include "service/rpc/push_stream.h"
+#include "service/rounds/spec_conversion.h"
 
 namespace fedagg {
 namespace {
@@ -305,11 +306,13 @@ grpc::ServerWriteReactor<v1::TierCommand>* TierService::Join(grpc::CallbackServe
   join->store(registration.join);
   // The first command tells the child what this node holds from it, so that after a
   // restart from a checkpoint it pushes the missing deltas again, and what it promises.
-  auto command = [instance = instance_, last_sequence = registration.last_sequence](v1::TierCommand::Kind kind,
-                                                                                    const Aggregation& a) {
+  auto command = [instance = instance_, last_sequence = registration.last_sequence,
+                  partial_dtype = DTypeToProto(PartialPrecisionDType(context_.child_partial_precision))](
+                     v1::TierCommand::Kind kind, const Aggregation& a) {
     v1::TierCommand message;
     message.set_kind(kind);
     message.set_last_sequence(last_sequence);
+    message.set_partial_dtype(partial_dtype);
     message.set_parent_checkpoints(a.checkpointed());
     message.set_parent_durable_acks(a.durable_acks());
     message.set_parent_instance(instance);

@@ -277,6 +277,7 @@ absl::Status ParentLink::ParentReported(MirrorLink* link, const v1::TierCommand&
         "those claims); updates acknowledged here are not counted, and their clients may send them again"));
   }
   link->parent_checkpoints = command.parent_checkpoints();
+  link->partial_precision = PartialPrecisionOf(static_cast<DType>(command.partial_dtype()));
   link->parent_durable_acks = command.parent_durable_acks() || command.parent_checkpoints();
   link->mirror->SetUpstreamDurable(link->parent_durable_acks);
   claims_.SetSlowAnswers(link->mirror->id(), link->mirror->config().proto.incarnation(), link->parent_durable_acks);
@@ -304,7 +305,7 @@ absl::Status ParentLink::Forward(MirrorLink* link, bool final) {
     // Acks waiting for durability need a push even when nothing new was counted: the
     // parent's answer to it says what its checkpoint holds.
     const bool for_durability = link->parent_durable_acks && link->mirror->AwaitsDurability();
-    absl::StatusOr<Aggregation::Delta> delta = link->mirror->TakeDelta(final);
+    absl::StatusOr<Aggregation::Delta> delta = link->mirror->TakeDelta(final, link->partial_precision);
     if (!delta.ok()) return delta.status();
     if (delta->contributions == 0 && !final && !for_durability) return absl::OkStatus();
     if (link->parent_durable_acks) link->not_yet_durable[link->next_sequence] = std::move(delta->durable_mark);

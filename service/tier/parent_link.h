@@ -34,6 +34,7 @@
 #include <thread>
 
 #include "service/core/memory_budget.h"
+#include "service/core/narrowed_partial.h"
 #include "service/core/mutex.h"
 #include "absl/time/time.h"
 #include "fedagg/v1/control.grpc.pb.h"
@@ -100,6 +101,8 @@ class ParentLink final : public UpstreamSource {
     uint64_t parent_holds ABSL_GUARDED_BY(push_mu) = 0;
     bool parent_checkpoints ABSL_GUARDED_BY(push_mu) = false;
     bool parent_durable_acks ABSL_GUARDED_BY(push_mu) = false;
+    // What the parent asks the partials in (its JOINED's partial_dtype).
+    PartialPrecision partial_precision ABSL_GUARDED_BY(push_mu) = PartialPrecision::kFull;
     // Under a parent with durable acks: what each pushed delta holds, by sequence, until
     // the parent reports it durable.
     std::map<uint64_t, Aggregation::Delta::DurableMark> not_yet_durable ABSL_GUARDED_BY(push_mu);

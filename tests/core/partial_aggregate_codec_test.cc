@@ -255,10 +255,16 @@ TEST(PartialAggregateCodecTest, RefusesBadMagic) {
 
 TEST(PartialAggregateCodecTest, RefusesOtherVersions) {
   const std::string bytes = MixedAggregate().Serialize().value();
-  for (uint32_t version : {0u, 3u, 0xffffffffu}) {
+  for (uint32_t version : {0u, 4u, 0xffffffffu}) {
     std::string bad = bytes;
     Patch<uint32_t>(bad, 4, version);
-    EXPECT_TRUE(Refused(bad, kDataLoss, absl::StrCat("format version ", version, " is not supported; this build reads versions 1 and 2")));
+    EXPECT_TRUE(Refused(bad, kDataLoss, absl::StrCat("format version ", version,
+                                                     " is not supported; this build reads versions 1, 2 and 3")));
+  }
+  {  // version 3 (16-bit sums, narrowed_partial_test.cc) has a dtype byte version 1 lacks
+    std::string bad = bytes;
+    Patch<uint32_t>(bad, 4, 3);
+    EXPECT_FALSE(PartialAggregate::Deserialize(CodecSpec(), bad).ok());
   }
   {  // version 2 is a deterministic aggregation's layout
     std::string bad = bytes;

@@ -9,7 +9,9 @@
 #     and the root: values that are whole steps of a discretized field's scale round to
 #     themselves, so the result is known exactly, in each field's declared dtype; a value
 #     beyond the field's 16-bit range is refused by the client (exit 2), and an encoded
-#     federated_max by the server when it is created (exit 1, INVALID_ARGUMENT).
+#     federated_max by the server when it is created (exit 1, INVALID_ARGUMENT);
+#  3. a root that asks for float16 partials (--child_partial_dtype=float16) gets its
+#     intermediate's sums rounded to float16.
 # Usage: encoded_tree_test.sh FEDAGG_SERVER FEDAGG_LOADGEN FEDAGG_CLIENT
 set -euo pipefail
 source "$(dirname "$0")/e2e_lib.sh"
@@ -76,5 +78,37 @@ x, y = np.load(f"{d}/x.npy"), np.load(f"{d}/y.npy")
 print("x:", x.tolist(), "y:", y.tolist())
 assert x.dtype == np.float32 and x.tolist() == [0.75, 0.0, 0.0, 100.0], x
 assert y.dtype == np.float64 and y.tolist() == [2.0, 0.375, 0.0], y
+PY
+
+# 3. A parent that asks its children for float16 partials (--child_partial_dtype): what an
+#    intermediate pushes up is its float32 sums rounded to float16, so a root that counted
+#    nothing else reports values float16 holds exactly, within float16's rounding of the sum.
+R16=$((E2E_BASE + 3)) M16=$((E2E_BASE + 4))
+e2e_start_server "$SERVER" root-f16 "$R16" $((R16 + 5)) --child_partial_dtype=float16
+# It pushes once, its final delta at the seal: both updates in one float16 partial.
+e2e_start_server "$SERVER" mid-f16 "$M16" $((M16 + 5)) --parent="127.0.0.1:$R16" --forward_interval_ms=600000
+"$CLIENT" --server="127.0.0.1:$R16" create f16 --type='<x=float32[1000]>' --intrinsics=federated_sum --min_contributions=2
+e2e_wait_mirrored "$CLIENT" "$M16" f16
+/usr/bin/python3 - "$E2E_DIR" <<'PY'
+import sys
+import numpy as np
+rng = np.random.default_rng(5)
+for i in range(2):
+    np.save(f"{sys.argv[1]}/f{i}.npy", (rng.normal(size=1000) / 3).astype(np.float32))
+PY
+for i in 0 1; do "$CLIENT" --server="127.0.0.1:$M16" submit f16 --client_id="c$i" x="$E2E_DIR/f$i.npy"; done
+"$CLIENT" --server="127.0.0.1:$R16" seal f16 && "$CLIENT" --server="127.0.0.1:$R16" watch f16 | tail -n 1 | grep -q FINALIZED
+"$CLIENT" --server="127.0.0.1:$R16" result f16 --out="$E2E_DIR/f16"
+/usr/bin/python3 - "$E2E_DIR" <<'PY'
+import sys
+import numpy as np
+d = sys.argv[1]
+x = np.load(f"{d}/f16/x.npy")
+exact = np.load(f"{d}/f0.npy").astype(np.float32) + np.load(f"{d}/f1.npy").astype(np.float32)
+assert x.dtype == np.float32
+assert np.array_equal(x, x.astype(np.float16).astype(np.float32)), "the partial did not travel in float16"
+assert np.array_equal(x, exact.astype(np.float16).astype(np.float32)), np.max(np.abs(x - exact))
+assert not np.array_equal(x, exact), "float16 rounding should show"
+print("float16 partials: the root's sum is the intermediate's, rounded to float16: OK")
 PY
 echo "encoded tree e2e: PASSED"
