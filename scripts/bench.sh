@@ -48,22 +48,7 @@ done
 
 ./scripts/setup.sh
 # What bench/encoding_accuracy.py needs beyond setup.sh's packages (bench only, not the tests).
-ENCODING_PACKAGES=(python3-sklearn python3-matplotlib)
-missing=()
-for pkg in "${ENCODING_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "bench: installing ${missing[*]}"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "bench: run as root or install sudo" >&2; exit 1; }
-    SUDO=sudo
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+./scripts/install_packages.sh bench python3-sklearn python3-matplotlib
 ./scripts/build.sh default fedagg_core_bench fedagg_rounds_bench fedagg-server fedagg-loadgen fedagg-raw-sink \
     fedagg-backend-round
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -m), $(date -u +%F)"

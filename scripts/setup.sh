@@ -19,21 +19,7 @@ PACKAGES=(
   clang libclang-rt-14-dev
 )
 
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "setup: run as root or install sudo" >&2; exit 1; }
-    SUDO=sudo
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+"$(dirname "$0")/install_packages.sh" setup "${PACKAGES[@]}"
 
 # Flower and NVIDIA FLARE for the framework adapters' tests (pinned, from the package index).
 "$(dirname "$0")/setup_frameworks.sh"
