@@ -23,7 +23,8 @@
 #      :2, :4, :8 against NVIDIA FLARE's and TFF's quantizers on test vectors and on a real
 #      model's deltas, --repeat runs (seeds 1..N, about a minute each); its own table
 #      (median [min-max], goals), printed after the summary, and its picture in the raw
-#      outputs. Installs Debian's python3-sklearn and python3-matplotlib if missing.
+#      outputs. Installs Debian's python3-sklearn and python3-matplotlib if missing. The
+#      service table's encoded rows are drawn too (bench/encoding_speed_picture.py).
 #   scripts/bench.sh [--repeat=N] [--benchmark_filter=REGEX ...]  [--updates_1m=N --memory_updates=100,1000,10000 ...]
 # Options starting with --benchmark_ go to the core benchmark, --peers_service_* (without
 # the prefix, e.g. --peers_service_quick, --peers_service_clients=100,1000) to the peers
@@ -78,6 +79,8 @@ for run in $(seq "$repeat"); do
 done
 ./bench/encoding_accuracy.sh --combine "${encoding_runs[@]}" --picture="$OUT/encoding-accuracy.png" \
     >"$OUT/encoding.log"
+# The encoded rows of the service table, drawn (the speed of compressed updates).
+python3 bench/encoding_speed_picture.py "$OUT/encoding-speed.png" "$OUT/service.log" || true
 python3 bench/summary.py "$OUT/core.json" "$OUT/service.log"
 echo "peers as services (bench/peers_service_bench.sh):"
 sed -n '/^| contender/,$p' "$OUT/peers_service.log"
