@@ -26,7 +26,16 @@ double Tolerance(const FieldSpec& field, int64_t n) {
   // max and min pick a value without arithmetic: only the result's own rounding remains.
   const bool picks = field.intrinsic == Intrinsic::kFederatedMax || field.intrinsic == Intrinsic::kFederatedMin;
   const double accumulation = IsInteger(field.accumulation_dtype) || picks ? 0 : Roundoff(field.accumulation_dtype);
-  return (weighted ? 2 : 1) * static_cast<double>(n) * accumulation + 2 * Roundoff(field.result_dtype);
+  // A quantized value is decoded in the accumulation dtype, s (q step - 1) times the
+  // weight: a few roundings relative to its block's scale, which is at most 3 times a
+  // generated value ([0.5, 1.5)). Rotated, a block's scale is up to sqrt(R) times the
+  // values and its roundings share a sign (step = 2 / (2^b - 1) is rounded once), so the
+  // rotation back adds a block's worth of them together: 4 ulps a coordinate of a block.
+  const ValueEncoding& encoding = field.value_encoding;
+  const double decode = !encoding.quantized() ? 0
+                        : encoding.rotated()  ? 4.0 * static_cast<double>(encoding.block_size) * accumulation
+                                              : 16 * accumulation;
+  return (weighted ? 2 : 1) * static_cast<double>(n) * accumulation + decode + 2 * Roundoff(field.result_dtype);
 }
 
 }  // namespace

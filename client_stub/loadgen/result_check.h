@@ -2,7 +2,9 @@
 // it sent: the float64 reference over the generated updates, each counted as many times as
 // clients that sent it were counted. Integer results must match exactly; floating results
 // within the rounding bound of summing n positive values (n ulps of the accumulation
-// dtype, twice for weighted fields, none for max and min, plus two of the result dtype),
+// dtype, twice for weighted fields, none for max and min, plus two of the result dtype,
+// and for a quantized field the roundings of decoding: 16 ulps, or 4 a coordinate of a
+// block when rotated),
 // relative.
 #ifndef FEDAGG_CLIENT_STUB_LOADGEN_RESULT_CHECK_H_
 #define FEDAGG_CLIENT_STUB_LOADGEN_RESULT_CHECK_H_
