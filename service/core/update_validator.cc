@@ -94,6 +94,12 @@ absl::Status CheckEncodedField(const FieldSpec& field, const FieldValue& value) 
   const ValueEncoding& encoding = field.value_encoding;
   const int64_t n = field.type.num_elements();
   if (!value.indices.empty()) return FieldError(field, "a dense value carries no indices");
+  // The kernels read a quantized section's float32 scales, and a discretized section's
+  // integers, in place.
+  const size_t alignment = encoding.quantized() ? sizeof(float) : static_cast<size_t>(encoding.bits / 8);
+  if (reinterpret_cast<uintptr_t>(value.values.data()) % alignment != 0) {
+    return FieldError(field, absl::StrCat("its encoded values are not aligned to ", alignment, " bytes"));
+  }
   if (value.values.size() != encoding.EncodedBytes(n)) {
     return FieldError(field, absl::StrCat("its encoding ", encoding.ToString(), " takes ",
                                           encoding.EncodedBytes(n), " bytes for ", n,

@@ -7,6 +7,7 @@
 // section the server must refuse, each refusal leaving the aggregate as it was; the
 // rotation undone exactly, and its result the mean of the updates rotated back.
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -441,6 +442,14 @@ TEST(ValueEncodingTest, BadSectionsAreRefusedAndChangeNothing) {
                        absl::StatusCode::kInvalidArgument, "block 1 has scale nan"));
   EXPECT_TRUE(StatusIs(partial.Accumulate(EncodedUpdate(std::vector<std::byte>(d * 4)).view()),
                        absl::StatusCode::kInvalidArgument, "quantized:4 takes 312 bytes"));
+  // A section whose scales would be read misaligned (a library caller's buffer; a server's
+  // are aligned) is refused, not read.
+  std::vector<std::byte> shifted(good.size() + 2);
+  std::memcpy(shifted.data() + 2, good.data(), good.size());
+  UpdateView misaligned{{FieldValue{Encoding::kDense, DType::kFloat32, {}, absl::MakeConstSpan(shifted).subspan(2)}},
+                        std::nullopt};
+  EXPECT_TRUE(StatusIs(partial.Accumulate(misaligned), absl::StatusCode::kInvalidArgument, "not aligned to 4 bytes"));
+  EXPECT_TRUE(Unchanged(partial, before));
 }
 
 }  // namespace
