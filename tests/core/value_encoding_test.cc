@@ -6,6 +6,7 @@
 // tree; quantized means in a tree against one node; every spec and every encoded
 // section the server must refuse, each refusal leaving the aggregate as it was; the
 // rotation undone exactly, and its result the mean of the updates rotated back.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <cstdint>
@@ -445,7 +446,7 @@ TEST(ValueEncodingTest, BadSectionsAreRefusedAndChangeNothing) {
   // A section whose scales would be read misaligned (a library caller's buffer; a server's
   // are aligned) is refused, not read.
   std::vector<std::byte> shifted(good.size() + 2);
-  std::memcpy(shifted.data() + 2, good.data(), good.size());
+  std::copy(good.begin(), good.end(), shifted.begin() + 2);
   UpdateView misaligned{{FieldValue{Encoding::kDense, DType::kFloat32, {}, absl::MakeConstSpan(shifted).subspan(2)}},
                         std::nullopt};
   EXPECT_TRUE(StatusIs(partial.Accumulate(misaligned), absl::StatusCode::kInvalidArgument, "not aligned to 4 bytes"));
