@@ -80,7 +80,7 @@ done
 ./bench/encoding_accuracy.sh --combine "${encoding_runs[@]}" --picture="$OUT/encoding-accuracy.png" \
     >"$OUT/encoding.log"
 # The encoded rows of the service table, drawn (the speed of compressed updates).
-python3 bench/encoding_speed_picture.py "$OUT/encoding-speed.png" "$OUT/service.log" || true
+/usr/bin/python3 bench/encoding_speed_picture.py "$OUT/encoding-speed.png" "$OUT/service.log" || true  # Debian's matplotlib
 python3 bench/summary.py "$OUT/core.json" "$OUT/service.log"
 echo "peers as services (bench/peers_service_bench.sh):"
 sed -n '/^| contender/,$p' "$OUT/peers_service.log"
