@@ -2,6 +2,8 @@
 #include "service/core/narrowed_partial.h"
 
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -21,30 +23,34 @@ Half Narrow(double x) {
   }
 }
 
-// The field's state as written in full: one array of its accumulation dtype.
-template <typename Acc>
-absl::StatusOr<std::vector<Acc>> FullState(const FieldSpec& field, const FieldAccumulator& accumulator) {
+// The field's state as written in full (one array of its accumulation dtype: a u64 count,
+// then the elements), checked to hold the field's elements.
+absl::StatusOr<std::string> FullState(const FieldSpec& field, const FieldAccumulator& accumulator, size_t element) {
   ByteWriter full;
   FEDAGG_RETURN_IF_ERROR(accumulator.SerializeTo(full));
-  const std::string bytes = full.Take();
-  ByteReader in(bytes);
-  std::vector<Acc> values;
-  FEDAGG_RETURN_IF_ERROR(in.GetArray(&values));
-  if (!in.AtEnd() || values.size() != static_cast<size_t>(field.type.num_elements())) {
+  std::string bytes = full.Take();
+  uint64_t count = 0;
+  if (bytes.size() >= sizeof(count)) std::memcpy(&count, bytes.data(), sizeof(count));
+  if (count != static_cast<uint64_t>(field.type.num_elements()) || bytes.size() != sizeof(count) + count * element) {
     return absl::InternalError(absl::StrCat("field '", field.path, "': its state is not one array of its elements"));
   }
-  return values;
+  return bytes;
 }
 
+// The state narrowed straight from its serialized elements; written in full (the bytes
+// as they are) when a finite sum does not fit `Half`.
 template <typename Acc, typename Half>
 absl::Status WriteHalf(const FieldSpec& field, const FieldAccumulator& accumulator, DType half, ByteWriter& out) {
-  FEDAGG_ASSIGN_OR_RETURN(const std::vector<Acc> values, FullState<Acc>(field, accumulator));
-  std::vector<Half> narrowed(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    narrowed[i] = Narrow<Half>(values[i]);
-    if (std::isfinite(values[i]) && !IsFinite(narrowed[i])) {  // beyond float16's range: keep it all
+  FEDAGG_ASSIGN_OR_RETURN(const std::string full, FullState(field, accumulator, sizeof(Acc)));
+  const char* elements = full.data() + sizeof(uint64_t);
+  std::vector<Half> narrowed(static_cast<size_t>(field.type.num_elements()));
+  for (size_t i = 0; i < narrowed.size(); ++i) {
+    Acc value;
+    std::memcpy(&value, elements + i * sizeof(Acc), sizeof(Acc));
+    narrowed[i] = Narrow<Half>(value);
+    if (std::isfinite(value) && !IsFinite(narrowed[i])) {  // beyond float16's range: keep it all
       out.Put<uint8_t>(static_cast<uint8_t>(field.accumulation_dtype));
-      out.PutArray(values.data(), values.size());
+      out.PutElements(full.data(), full.size());
       return absl::OkStatus();
     }
   }
@@ -53,6 +59,8 @@ absl::Status WriteHalf(const FieldSpec& field, const FieldAccumulator& accumulat
   return absl::OkStatus();
 }
 
+// The 16-bit sums widened into the full layout as they are read, then given to the
+// accumulator's own reader.
 template <typename Acc>
 absl::Status ReadHalf(const FieldSpec& field, FieldAccumulator& accumulator, DType half, ByteReader& in,
                       int64_t contributions) {
@@ -62,15 +70,14 @@ absl::Status ReadHalf(const FieldSpec& field, FieldAccumulator& accumulator, DTy
     return absl::DataLossError(absl::StrCat("partial aggregate: field '", field.path, "' holds ", bits.size(),
                                             " 16-bit sums, the field has ", field.type.num_elements()));
   }
-  std::vector<Acc> widened(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) {
-    widened[i] = static_cast<Acc>(half == DType::kFloat16 ? ToFloat(Float16{bits[i]}) : ToFloat(BFloat16{bits[i]}));
-  }
   ByteWriter full;
-  full.PutArray(widened.data(), widened.size());
+  full.Put<uint64_t>(bits.size());
+  for (const uint16_t b : bits) {
+    full.Put(static_cast<Acc>(half == DType::kFloat16 ? ToFloat(Float16{b}) : ToFloat(BFloat16{b})));
+  }
   const std::string bytes = full.Take();
-  ByteReader widened_in(bytes);
-  return accumulator.DeserializeFrom(widened_in, contributions);
+  ByteReader widened(bytes);
+  return accumulator.DeserializeFrom(widened, contributions);
 }
 
 template <typename Fn>

@@ -14,11 +14,7 @@
 namespace fedagg {
 namespace {
 
-// Element i of a value of `field`, decoded in float64 when the field is encoded.
-double ElementAt(const FieldSpec& field, const FieldValue& value, size_t i) {
-  if (field.value_encoding.encoded()) {
-    return EncodedValues(field.value_encoding, value.values, field.type.num_elements()).Decode(static_cast<int64_t>(i));
-  }
+double ElementAt(const FieldValue& value, size_t i) {
   return cpu::DispatchDType(value.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return cpu::Widen<double>(reinterpret_cast<const T*>(value.values.data())[i]);
@@ -28,8 +24,14 @@ double ElementAt(const FieldSpec& field, const FieldValue& value, size_t i) {
 // Every element of a dense value of `field` in float64: decoded, and rotated back per
 // update, when the field is encoded (the nodes instead rotate the sum back, once).
 std::vector<double> DenseValues(const FieldSpec& field, const FieldValue& value) {
-  std::vector<double> out(static_cast<size_t>(field.type.num_elements()));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = ElementAt(field, value, i);
+  const int64_t n = field.type.num_elements();
+  std::vector<double> out(static_cast<size_t>(n));
+  if (!field.value_encoding.encoded()) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = ElementAt(value, i);
+    return out;
+  }
+  const EncodedValues encoded(field.value_encoding, value.values, n);
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = encoded.Decode(i);
   Unrotate(field.value_encoding, absl::MakeSpan(out));
   return out;
 }
@@ -105,7 +107,7 @@ ReferenceField ReduceField(const FieldSpec& field, size_t f, absl::Span<const Up
     for (; i < entries.size() && entries[i].row == row; ++i) {
       const Entry& entry = entries[i];
       const double w = weight_of(entry.update);
-      for (int64_t e = 0; e < width; ++e) sum[e] += w * ElementAt(field, updates[entry.update].fields[f], entry.k * width + e);
+      for (int64_t e = 0; e < width; ++e) sum[e] += w * ElementAt(updates[entry.update].fields[f], entry.k * width + e);
       if (entry.update != counted_update) {  // an update repeating the row counts once
         counts.back() += copies(entry.update);
         weights.back() += w;
