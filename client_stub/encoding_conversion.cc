@@ -192,15 +192,19 @@ absl::StatusOr<EncodedField> ToDeclaredEncoding(const FieldSpec& field, const Fi
 
 absl::StatusOr<EncodedField> ToDeclaredValueEncoding(const FieldSpec& field, const FieldValue& input,
                                                      uint64_t stream) {
-  if (input.encoding != Encoding::kDense || !IsFloating(input.dtype)) {
+  if (input.encoding != field.encoding || !IsFloating(input.dtype)) {
     return FieldError(field, absl::StrCat("its values are encoded as ", field.value_encoding.ToString(),
-                                          ", from dense floating-point values; got ", EncodingName(input.encoding),
-                                          " ", DTypeName(input.dtype), " values"));
+                                          ", from floating-point values in the field's own form (",
+                                          EncodingName(field.encoding), "); got ", EncodingName(input.encoding), " ",
+                                          DTypeName(input.dtype), " values"));
   }
+  const int64_t n = static_cast<int64_t>(input.values.size() / DTypeSize(input.dtype));
   EncodedField out;
+  out.encoding = field.encoding;
+  out.indices.assign(input.indices.begin(), input.indices.end());
   out.values.dtype = field.type.dtype;
-  out.values.shape = field.type.shape;
-  out.values.bytes.resize(field.value_encoding.EncodedBytes(field.type.num_elements()));
+  out.values.shape = field.encoding == Encoding::kDense ? field.type.shape : std::vector<int64_t>{n};
+  out.values.bytes.resize(field.value_encoding.EncodedBytes(n));
   if (absl::Status status =
           EncodeValues(field.value_encoding, input.dtype, input.values, stream, absl::MakeSpan(out.values.bytes));
       !status.ok()) {
@@ -219,15 +223,15 @@ absl::StatusOr<ConvertedUpdate> ConvertedUpdate::Of(const ReductionSpec& spec, c
   for (size_t i = 0; i < update.fields.size(); ++i) {
     const FieldSpec& declared = spec.fields()[i];
     if (update.fields[i].encoding == declared.encoding && !declared.value_encoding.encoded()) continue;
-    FieldValue dense = update.fields[i];
+    FieldValue value = update.fields[i];  // in the declared encoding, once converted
     EncodedField converted;
-    if (dense.encoding != declared.encoding) {
+    if (value.encoding != declared.encoding) {
       FEDAGG_ASSIGN_OR_RETURN(converted, ToDeclaredEncoding(declared, update.fields[i]));
-      dense = converted.view();
+      value = converted.view();
     }
     if (declared.value_encoding.encoded()) {
-      FEDAGG_RETURN_IF_ERROR(CheckInput(declared, dense).status());
-      FEDAGG_ASSIGN_OR_RETURN(converted, ToDeclaredValueEncoding(declared, dense, RoundingStream(update_seed, i)));
+      FEDAGG_RETURN_IF_ERROR(CheckInput(declared, value).status());
+      FEDAGG_ASSIGN_OR_RETURN(converted, ToDeclaredValueEncoding(declared, value, RoundingStream(update_seed, i)));
     }
     result.converted_.push_back(std::move(converted));
     converted_at.push_back(i);

@@ -44,10 +44,12 @@ struct EncodedField {
 // for a scalar field.
 absl::StatusOr<EncodedField> ToDeclaredEncoding(const FieldSpec& field, const FieldValue& input);
 
-// A dense floating-point `input` of `field` written in the field's value encoding
-// (quantized or discretized; value_encoder.h), rounding with the random `stream`.
+// A floating-point `input` of `field`, in the field's declared encoding, with its values
+// written in the field's value encoding (quantized or discretized; value_encoder.h),
+// rounding with the random `stream`; a sparse field's indices are kept as they are.
 // INVALID_ARGUMENT as the encoder refuses (a NaN or Inf value, an integer beyond a
-// discretized field's range), or for input that is not dense floating-point values.
+// discretized field's range), or for input that is not floating-point values in the
+// declared encoding.
 absl::StatusOr<EncodedField> ToDeclaredValueEncoding(const FieldSpec& field, const FieldValue& input,
                                                      uint64_t stream);
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/core/byte_codec.h"
+#include "service/core/decoding_field_accumulator.h"
 #include "service/core/status_macros.h"
 #include "service/core/update_validator.h"
 
@@ -20,7 +21,7 @@ PartialAggregate::PartialAggregate(std::shared_ptr<const ReductionSpec> spec,
       backend_(&backend),
       exact_weight_sum_(ExactSums::Grid::kFloat64,
                         spec_->options().deterministic && spec_->has_weighted_field() ? 1 : 0) {
-  for (const FieldSpec& field : spec_->fields()) fields_.push_back(backend_->Make(field));
+  for (const FieldSpec& field : spec_->fields()) fields_.push_back(MakeFieldAccumulator(field, *backend_));
 }
 
 absl::Status PartialAggregate::Accumulate(const UpdateView& update) {

@@ -28,10 +28,10 @@ DType ResultDType(DType accumulation, Intrinsic intrinsic) {
   return accumulation;
 }
 
-// Which fields may declare a value encoding, and with which options: the linear dense
-// intrinsics over floating values (a discretized field sums integers, so it takes no
-// weights); a quantized field's decoded values are not exact, so not in a deterministic
-// aggregation.
+// Which fields may declare a value encoding, and with which options: the linear
+// intrinsics over floating values, dense and sparse (a sparse field's indices stay exact;
+// its values are encoded); a discretized field sums integers, so it takes no weights; a
+// quantized field's decoded values are not exact, so not in a deterministic aggregation.
 absl::Status CheckValueEncoding(const LeafField& leaf, Intrinsic intrinsic, const ValueEncoding& encoding,
                                 const ReductionOptions& options) {
   if (!encoding.encoded()) return absl::OkStatus();
@@ -49,11 +49,6 @@ absl::Status CheckValueEncoding(const LeafField& leaf, Intrinsic intrinsic, cons
     return refuse(absl::StatusCode::kInvalidArgument,
                   "encoded values are exact only in expectation (stochastic rounding), which a sum or mean "
                   "keeps but a maximum or minimum does not; send this field plain");
-  }
-  if (IsSparseFamily(intrinsic)) {
-    return refuse(absl::StatusCode::kUnimplemented,
-                  "encoded values of the sparse family are not built yet; encode dense fields "
-                  "(federated_sum, federated_mean, federated_weighted_mean) or send this field plain");
   }
   if (encoding.discretized() && IsWeighted(intrinsic)) {
     return refuse(absl::StatusCode::kInvalidArgument,
@@ -149,6 +144,14 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
       ",f64=", options.float64_accumulation ? 1 : 0, options.deterministic ? ",deterministic=1" : "");
   spec->value_type_ = std::move(type);
   return std::shared_ptr<const ReductionSpec>(std::move(spec));
+}
+
+FieldSpec DecodedFieldSpec(const FieldSpec& field) {
+  FieldSpec decoded = field;
+  decoded.value_encoding = ValueEncoding{};
+  decoded.type.dtype = field.accumulation_dtype;
+  decoded.result_dtype = ResultDType(field.accumulation_dtype, field.intrinsic);
+  return decoded;
 }
 
 uint64_t FixedStateBytes(const ReductionSpec& spec) {

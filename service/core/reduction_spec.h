@@ -85,6 +85,12 @@ class ReductionSpec {
   std::string canonical_;
 };
 
+// A sparse-family field with encoded values as its backend accumulator sees them once
+// decoded (decoding_field_accumulator.h): plain values of the field's accumulation dtype
+// (int64 integer steps for a discretized field), reported in that dtype's own result
+// dtype (a discretized field's integer sum or float64 mean, scaled afterwards).
+FieldSpec DecodedFieldSpec(const FieldSpec& field);
+
 // The bytes an aggregation of `spec` holds in accumulator state as soon as it is made,
 // before any update, on every backend: each field's values in its accumulation dtype (or
 // its exact sums), and the per-row counts and weight sums it keeps (sparse_sum_sparse: none, its state grows

@@ -21,10 +21,12 @@ double ElementAt(const FieldValue& value, size_t i) {
   });
 }
 
-// Every element of a dense value of `field` in float64: decoded, and rotated back per
-// update, when the field is encoded (the nodes instead rotate the sum back, once).
-std::vector<double> DenseValues(const FieldSpec& field, const FieldValue& value) {
-  const int64_t n = field.type.num_elements();
+// Every value of `value` (a dense field's elements, a sparse field's values in entry
+// order) in float64: decoded, and rotated back per update, when the field is encoded (the
+// nodes instead rotate a dense field's sum back, once).
+std::vector<double> ValuesOf(const FieldSpec& field, const FieldValue& value) {
+  const int64_t n = field.encoding == Encoding::kDense ? field.type.num_elements()
+                                                       : static_cast<int64_t>(value.indices.size()) * field.row_width;
   std::vector<double> out(static_cast<size_t>(n));
   if (!field.value_encoding.encoded()) {
     for (size_t i = 0; i < out.size(); ++i) out[i] = ElementAt(value, i);
@@ -56,7 +58,7 @@ ReferenceField ReduceField(const FieldSpec& field, size_t f, absl::Span<const Up
       if (m == 0) continue;
       const double w = m * (intrinsic == Intrinsic::kFederatedWeightedMean ? *update.weight : 1.0);
       total_weight += w;
-      const std::vector<double> values = DenseValues(field, update.fields[f]);
+      const std::vector<double> values = ValuesOf(field, update.fields[f]);
       for (int64_t i = 0; i < n; ++i) {
         const double x = values[static_cast<size_t>(i)];
         double& acc = out.values[i];
@@ -83,8 +85,10 @@ ReferenceField ReduceField(const FieldSpec& field, size_t f, absl::Span<const Up
     }
   };
   std::vector<Entry> entries;
+  std::vector<std::vector<double>> values(updates.size());  // per counted update
   for (size_t u = 0; u < updates.size(); ++u) {
     if (copies(u) == 0) continue;
+    values[u] = ValuesOf(field, updates[u].fields[f]);
     const absl::Span<const int64_t> indices = updates[u].fields[f].indices;
     for (size_t k = 0; k < indices.size(); ++k) entries.push_back(Entry{indices[k], u, k});
   }
@@ -107,7 +111,7 @@ ReferenceField ReduceField(const FieldSpec& field, size_t f, absl::Span<const Up
     for (; i < entries.size() && entries[i].row == row; ++i) {
       const Entry& entry = entries[i];
       const double w = weight_of(entry.update);
-      for (int64_t e = 0; e < width; ++e) sum[e] += w * ElementAt(updates[entry.update].fields[f], entry.k * width + e);
+      for (int64_t e = 0; e < width; ++e) sum[e] += w * values[entry.update][entry.k * static_cast<size_t>(width) + static_cast<size_t>(e)];
       if (entry.update != counted_update) {  // an update repeating the row counts once
         counts.back() += copies(entry.update);
         weights.back() += w;

@@ -33,13 +33,17 @@ absl::StatusOr<UpdateBuffer::Layout> UpdateBuffer::Plan(const ReductionSpec& spe
             absl::StrCat("field '", field.path, "': nnz ", nnz[f], " is negative"));
       }
       indices = static_cast<uint64_t>(nnz[f]);
+      // Every entry takes its 8-byte index, so the limit bounds the entries whatever their
+      // values take (and keeps an encoded section's size from overflowing below).
       const uint64_t row_bytes = static_cast<uint64_t>(field.row_width) * element;
-      if (row_bytes != 0 && indices > max_bytes / (row_bytes + 8)) {
+      if (indices > max_bytes / (row_bytes + 8)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "field '", field.path, "': ", indices, " entries exceed the update size limit of ",
             max_bytes, " bytes"));
       }
-      value_bytes = indices * row_bytes;
+      value_bytes = field.value_encoding.encoded()
+                        ? field.value_encoding.EncodedBytes(static_cast<int64_t>(indices) * field.row_width)
+                        : indices * row_bytes;
     }
     total += indices * 8 + value_bytes;
     if (total > max_bytes) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_kernels.h"
@@ -87,13 +88,12 @@ size_t FirstOutside(absl::Span<const int64_t> indices, int64_t rows) {
   return i;
 }
 
-// A dense field's quantized or discretized section: its size, and (quantized) every
-// block's scale finite and >= 0, which keeps every decoded value finite. A discretized
-// section's integers are all valid.
-absl::Status CheckEncodedField(const FieldSpec& field, const FieldValue& value) {
+// A field's quantized or discretized section of `n` values (a dense field's elements, or
+// a sparse one's values: one per index, a row's per row id): its size, and (quantized)
+// every block's scale finite and >= 0, which keeps every decoded value finite. A
+// discretized section's integers are all valid.
+absl::Status CheckEncodedValues(const FieldSpec& field, const FieldValue& value, int64_t n) {
   const ValueEncoding& encoding = field.value_encoding;
-  const int64_t n = field.type.num_elements();
-  if (!value.indices.empty()) return FieldError(field, "a dense value carries no indices");
   // The kernels read a quantized section's float32 scales, and a discretized section's
   // integers, in place.
   const size_t alignment = encoding.quantized() ? sizeof(float) : static_cast<size_t>(encoding.bits / 8);
@@ -103,8 +103,8 @@ absl::Status CheckEncodedField(const FieldSpec& field, const FieldValue& value) 
   if (value.values.size() != encoding.EncodedBytes(n)) {
     return FieldError(field, absl::StrCat("its encoding ", encoding.ToString(), " takes ",
                                           encoding.EncodedBytes(n), " bytes for ", n,
-                                          " elements (docs/PROTOCOL.md, \"Encoded values\"), got ",
-                                          value.values.size()));
+                                          field.encoding == Encoding::kDense ? " elements" : " values",
+                                          " (docs/PROTOCOL.md, \"Encoded values\"), got ", value.values.size()));
   }
   if (!encoding.quantized()) return absl::OkStatus();
   const EncodedValues encoded(encoding, value.values, n);
@@ -130,13 +130,14 @@ absl::Status CheckField(const ReductionSpec& spec, const FieldSpec& field, const
     return FieldError(field, absl::StrCat("sent dtype ", DTypeName(value.dtype), ", declared ",
                                           DTypeName(field.type.dtype)));
   }
-  if (field.value_encoding.encoded()) return CheckEncodedField(field, value);
+  const bool encoded = field.value_encoding.encoded();
   const size_t element_size = DTypeSize(field.type.dtype);
-  if (reinterpret_cast<uintptr_t>(value.values.data()) % element_size != 0) {
+  if (!encoded && reinterpret_cast<uintptr_t>(value.values.data()) % element_size != 0) {
     return FieldError(field, "values are not aligned to their element size");
   }
   if (field.encoding == Encoding::kDense) {
     if (!value.indices.empty()) return FieldError(field, "a dense value carries no indices");
+    if (encoded) return CheckEncodedValues(field, value, field.type.num_elements());
     if (value.values.size() != field.type.num_bytes()) {
       return FieldError(field, absl::StrCat("expected ", field.type.num_elements(), " elements (",
                                             field.type.num_bytes(), " bytes), got ",
@@ -146,7 +147,15 @@ absl::Status CheckField(const ReductionSpec& spec, const FieldSpec& field, const
     const char* what = field.encoding == Encoding::kSparse ? "index" : "row id";
     const char* whats = field.encoding == Encoding::kSparse ? "indices" : "row ids";
     const uint64_t row_bytes = static_cast<uint64_t>(field.row_width) * element_size;
-    if (value.values.size() != value.indices.size() * row_bytes) {
+    if (encoded) {
+      // Bounded so that the section's bit count cannot overflow (Plan's size limit is far below).
+      if (field.row_width != 0 &&
+          value.indices.size() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max() / 64 / field.row_width)) {
+        return FieldError(field, absl::StrCat(value.indices.size(), " ", whats, " are more than any update holds"));
+      }
+      FEDAGG_RETURN_IF_ERROR(
+          CheckEncodedValues(field, value, static_cast<int64_t>(value.indices.size()) * field.row_width));
+    } else if (value.values.size() != value.indices.size() * row_bytes) {
       return FieldError(
           field, absl::StrCat(value.indices.size(), " ", whats, " but ",
                               row_bytes == 0 ? 0 : value.values.size() / row_bytes,
@@ -161,6 +170,7 @@ absl::Status CheckField(const ReductionSpec& spec, const FieldSpec& field, const
                                             " is out of range [0, ", field.rows, ")"));
     }
     if (ascending != nullptr) *ascending = scan.descents == 0;
+    if (encoded) return absl::OkStatus();  // decoded values are finite (their scales are)
   }
   // One pass for either reason: the spec asks, or the field is summed exactly.
   if ((spec.options().require_finite || field.exact_sum) && !ValuesFinite(value.dtype, value.values)) {

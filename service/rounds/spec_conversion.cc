@@ -178,8 +178,7 @@ absl::Status ApplyEncodingToLinearFields(absl::string_view encoding, std::vector
   FEDAGG_ASSIGN_OR_RETURN(const ValueEncoding parsed, ParseValueEncoding(encoding));
   if (!parsed.encoded()) return absl::OkStatus();
   for (v1::FieldIntrinsic& field : fields) {
-    const bool linear = field.intrinsic() == v1::FEDERATED_SUM || field.intrinsic() == v1::FEDERATED_MEAN ||
-                        field.intrinsic() == v1::FEDERATED_WEIGHTED_MEAN;
+    const bool linear = field.intrinsic() != v1::FEDERATED_MAX && field.intrinsic() != v1::FEDERATED_MIN;
     if (linear && !field.has_encoding()) *field.mutable_encoding() = ValueEncodingToProto(parsed);
   }
   return absl::OkStatus();

@@ -44,9 +44,10 @@ v1::FieldEncoding ValueEncodingToProto(const ValueEncoding& encoding);
 absl::StatusOr<std::vector<v1::FieldIntrinsic>> ParseIntrinsicList(absl::string_view list);
 
 // A command line's --encoding: `encoding` (ParseValueEncoding's spelling; empty or
-// "plain": nothing) given to every field of `fields` that is a federated_sum,
-// federated_mean or federated_weighted_mean and names no encoding of its own. A field
-// that cannot take it is refused when the spec is checked (ConfigFromProto).
+// "plain": nothing) given to every field of `fields` whose intrinsic is linear (all but
+// federated_max and federated_min: the dense sums and means and the sparse family) and
+// that names no encoding of its own. A field that cannot take it is refused when the
+// spec is checked (ConfigFromProto).
 absl::Status ApplyEncodingToLinearFields(absl::string_view encoding, std::vector<v1::FieldIntrinsic>& fields);
 
 // Gives every rotated quantized field of `spec` that has no rotation seed (0) the next of

@@ -244,8 +244,10 @@ std::string UpdateAssembler::SizeHint(size_t field, bool indices, uint64_t decla
   const FieldSpec& spec = aggregation_->reduction().fields()[field];
   if (!indices && spec.value_encoding.encoded()) {
     return absl::StrCat(" (the field's values are encoded as ", spec.value_encoding.ToString(), ": ", declared,
-                        " bytes for its ", spec.type.num_elements(),
-                        " elements; docs/PROTOCOL.md, \"Encoded values\")");
+                        " bytes for ",
+                        spec.encoding == Encoding::kDense ? absl::StrCat("its ", spec.type.num_elements(), " elements")
+                                                          : "the values the header's nnz declares",
+                        "; docs/PROTOCOL.md, \"Encoded values\")");
   }
   const size_t element = indices ? sizeof(int64_t) : DTypeSize(aggregation_->reduction().fields()[field].type.dtype);
   const std::string element_type =

@@ -250,6 +250,68 @@ TYPED_TEST(BackendConformanceTest, EncodedFieldsMatchTheReferenceDecoderAndTheCp
   }
 }
 
+// The sparse family's encoded values on every backend (decoding_field_accumulator.h):
+// quantized (blocks that cross entries and rows; a rotation over the values) and
+// discretized, for every sparse intrinsic, with repeated and unsorted indices; each
+// result, its indices and counts against the float64 reference decoder and the cpu
+// backend, and through a partial serialized on the backend and merged on the cpu backend.
+// A discretized field's integers sum exactly: its result equals the cpu backend's to the bit.
+TYPED_TEST(BackendConformanceTest, EncodedSparseValuesMatchTheReferenceDecoderAndTheCpuBackend) {
+  using ::fedagg::testing::Update;
+  const uint64_t seed = Seed();
+  std::mt19937_64 random(seed);
+  std::normal_distribution<double> normal(0, 1);
+  constexpr int64_t kRows = 40, kWidth = 3;
+  const std::vector<ValueEncoding> encodings = {ValueEncoding::Quantized(8, 8), ValueEncoding::Quantized(2),
+                                                ValueEncoding::Quantized(4, 8, 16, 0x5EED),
+                                                ValueEncoding::Discretized(16, 0.01)};
+  for (const ValueEncoding& encoding : encodings) {
+    for (Intrinsic intrinsic : {Intrinsic::kSparseSum, Intrinsic::kSparseSumSparse, Intrinsic::kSparseMean,
+                                Intrinsic::kSparseWeightedMean, Intrinsic::kRowSparseSum, Intrinsic::kRowSparseMean}) {
+      if (encoding.discretized() && IsWeighted(intrinsic)) continue;
+      SCOPED_TRACE(absl::StrCat(encoding.ToString(), " ", IntrinsicName(intrinsic), " (replay with FEDAGG_CONFORMANCE_SEED=",
+                                seed, ")"));
+      std::shared_ptr<const ReductionSpec> spec = *ReductionSpec::Create(
+          ValueType::Tensor(DType::kFloat32, {kRows, kWidth}), {FieldIntrinsic{intrinsic, true, encoding}});
+      const FieldSpec& field = spec->fields()[0];
+      std::vector<Update> updates(9);
+      for (size_t u = 0; u < updates.size(); ++u) {
+        const int64_t entries = static_cast<int64_t>(random() % 30);  // some updates hold none
+        std::vector<int64_t> indices(static_cast<size_t>(entries));
+        for (int64_t& index : indices) index = static_cast<int64_t>(random() % static_cast<uint64_t>(field.rows));
+        if (u % 2 == 0) std::sort(indices.begin(), indices.end());
+        std::vector<float> plain(static_cast<size_t>(entries * field.row_width));
+        for (float& x : plain) x = static_cast<float>(normal(random));
+        std::vector<std::byte> bytes(encoding.EncodedBytes(static_cast<int64_t>(plain.size())));
+        ASSERT_TRUE(EncodeValues(encoding, DType::kFloat32, AsBytes(absl::MakeConstSpan(plain)), random(),
+                                 absl::MakeSpan(bytes)).ok());
+        updates[u].Raw(field.encoding, DType::kFloat32, std::move(indices), std::move(bytes));
+        if (IsWeighted(intrinsic)) updates[u].Weight(0.5 + static_cast<double>(u));
+      }
+      const std::vector<UpdateView> views = ::fedagg::testing::Views(updates);
+      PartialAggregate on_backend(spec, *this->backend_), on_cpu(spec);
+      for (size_t begin = 0; begin < views.size(); begin += 4) {
+        const auto batch = absl::MakeConstSpan(views).subspan(begin, std::min<size_t>(4, views.size() - begin));
+        ASSERT_TRUE(on_backend.AccumulateBatch(batch).ok());
+        ASSERT_TRUE(on_cpu.AccumulateBatch(batch).ok());
+      }
+      const std::vector<ReferenceField> reference = ReferenceReduce(*spec, views);
+      PartialAggregate tree = *PartialAggregate::Deserialize(spec, *on_backend.Serialize());
+      const AggregateResult mine = *on_backend.Report(), cpu = *on_cpu.Report(), merged = *tree.Report();
+      ASSERT_EQ(mine.fields[0].value.dtype, DType::kFloat32);
+      EXPECT_EQ(mine.fields[0].indices, reference[0].indices);
+      EXPECT_EQ(mine.fields[0].counts, cpu.fields[0].counts);
+      EXPECT_EQ(merged.fields[0].counts, cpu.fields[0].counts);
+      EXPECT_LE(MaxRelativeError(reference, mine), 1e-5);
+      EXPECT_LE(MaxRelativeError(reference, cpu), 1e-5);
+      EXPECT_EQ(merged.fields[0].value.bytes, mine.fields[0].value.bytes);
+      if (encoding.discretized()) {
+        EXPECT_EQ(mine.fields[0].value.bytes, cpu.fields[0].value.bytes);
+      }
+    }
+  }
+}
+
 // Two backends' partials do not mix: merging says why instead of misreading state.
 TYPED_TEST(BackendConformanceTest, MergingAnotherBackendsPartialIsRefused) {
   if (this->backend_->name() == "cpu") GTEST_SKIP() << "compares against the cpu backend";

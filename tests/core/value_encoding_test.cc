@@ -16,7 +16,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "service/core/cpu_accumulator_factory.h"
 #include "service/core/crc32c.h"
+#include "service/core/decoding_field_accumulator.h"
 #include "service/core/encoded_values.h"
 #include "service/core/partial_aggregate.h"
 #include "service/core/reference_reducer.h"
@@ -402,11 +404,20 @@ TEST(ValueEncodingTest, SpecsThatCannotTakeAnEncodingAreRefused) {
                        absl::StatusCode::kInvalidArgument, "weight"));
   EXPECT_TRUE(StatusIs(create(DType::kFloat32, Intrinsic::kFederatedSum, q8, {.deterministic = true}),
                        absl::StatusCode::kInvalidArgument, "deterministic"));
-  EXPECT_TRUE(StatusIs(create(DType::kFloat32, Intrinsic::kSparseSum, q8), absl::StatusCode::kUnimplemented, ""));
+  EXPECT_TRUE(StatusIs(create(DType::kFloat32, Intrinsic::kSparseWeightedMean, d16),
+                       absl::StatusCode::kInvalidArgument, "weight"));
   EXPECT_TRUE(StatusIs(create(DType::kFloat32, Intrinsic::kFederatedSum, ValueEncoding::Quantized(3)),
                        absl::StatusCode::kInvalidArgument, ""));
-  // What may: the linear dense intrinsics; a discretized field in a deterministic aggregation.
+  // What may: the linear intrinsics, dense and sparse; a discretized field in a deterministic aggregation.
   EXPECT_TRUE(IsOk(create(DType::kFloat64, Intrinsic::kFederatedWeightedMean, q8)));
+  for (Intrinsic sparse : {Intrinsic::kSparseSum, Intrinsic::kSparseSumSparse, Intrinsic::kSparseMean,
+                           Intrinsic::kSparseWeightedMean, Intrinsic::kRowSparseSum, Intrinsic::kRowSparseMean}) {
+    EXPECT_TRUE(IsOk(create(DType::kFloat32, sparse, q8))) << IntrinsicName(sparse);
+    if (!IsWeighted(sparse)) {
+      EXPECT_TRUE(IsOk(create(DType::kFloat16, sparse, d16))) << IntrinsicName(sparse);
+    }
+  }
+  EXPECT_TRUE(IsOk(create(DType::kFloat32, Intrinsic::kSparseSum, d16, {.deterministic = true})));
   EXPECT_TRUE(IsOk(create(DType::kBFloat16, Intrinsic::kFederatedMean, q8)));
   EXPECT_TRUE(IsOk(create(DType::kFloat32, Intrinsic::kFederatedSum, d16, {.deterministic = true})));
   // Two specs that differ only in their encoding cannot merge.
@@ -451,6 +462,67 @@ TEST(ValueEncodingTest, BadSectionsAreRefusedAndChangeNothing) {
                         std::nullopt};
   EXPECT_TRUE(StatusIs(partial.Accumulate(misaligned), absl::StatusCode::kInvalidArgument, "not aligned to 4 bytes"));
   EXPECT_TRUE(Unchanged(partial, before));
+}
+
+// A sparse field's encoded section holds its entries' values (one per index; a row's per
+// row id): sized by the indices, refused with the values' count when it is not, with an
+// index out of range, or with a bad scale; nothing counted.
+TEST(ValueEncodingTest, BadSparseSectionsAreRefusedAndChangeNothing) {
+  const ValueEncoding encoding = ValueEncoding::Quantized(8, 8);
+  const auto spec = MakeSpec(T(DType::kFloat32, {50, 2}), {FieldIntrinsic{Intrinsic::kRowSparseMean, true, encoding}});
+  PartialAggregate partial(spec);
+  const auto update = [&](std::vector<int64_t> rows, std::vector<std::byte> bytes) {
+    testing::Update u;
+    u.Raw(Encoding::kRowSparse, DType::kFloat32, std::move(rows), std::move(bytes));
+    return u;
+  };
+  const std::vector<std::byte> three_rows = Encode(encoding, {1, -2, 3, 0.5f, 0, 7}, 4);  // a scale, 6 codes
+  ASSERT_EQ(three_rows.size(), 10u);
+  ASSERT_TRUE(IsOk(partial.Accumulate(update({4, 9, 4}, three_rows).view())));
+  const auto before = TakeSnapshot(partial);
+  EXPECT_TRUE(StatusIs(partial.Accumulate(update({4, 9}, three_rows).view()), absl::StatusCode::kInvalidArgument,
+                       "its encoding quantized:8/8 takes 8 bytes for 4 values"));
+  EXPECT_TRUE(StatusIs(partial.Accumulate(update({4, 9, 50}, three_rows).view()), absl::StatusCode::kInvalidArgument,
+                       "row id 50 at position 2 is out of range [0, 50)"));
+  std::vector<std::byte> negative = three_rows;
+  const float minus_one = -1;
+  std::memcpy(negative.data(), &minus_one, 4);
+  EXPECT_TRUE(StatusIs(partial.Accumulate(update({4, 9, 4}, negative).view()), absl::StatusCode::kInvalidArgument,
+                       "block 0 has scale -1"));
+  EXPECT_TRUE(Unchanged(partial, before));
+}
+
+// A batch whose decoded values exceed the decoding accumulator's bound goes to the backend
+// in runs (a single update larger than the bound alone), and adds up as one batch would.
+TEST(ValueEncodingTest, SparseValuesAreDecodedInBoundedRuns) {
+  const ValueEncoding encoding = ValueEncoding::Discretized(8, 0.5);
+  const auto spec = MakeSpec(T(DType::kFloat32, {1000}), {FieldIntrinsic{Intrinsic::kSparseMean, true, encoding}});
+  const FieldSpec& field = spec->fields()[0];
+  std::mt19937_64 random(7);
+  std::vector<testing::Update> updates(7);
+  for (size_t u = 0; u < updates.size(); ++u) {
+    const size_t entries = 20 + 30 * u;  // 160 to 1,440 bytes decoded (int64 steps)
+    std::vector<int64_t> indices(entries);
+    std::vector<std::byte> steps(entries);
+    for (size_t k = 0; k < entries; ++k) {
+      indices[k] = static_cast<int64_t>(random() % 1000);
+      steps[k] = static_cast<std::byte>(random());
+    }
+    updates[u].Raw(Encoding::kSparse, DType::kFloat32, std::move(indices), std::move(steps));
+  }
+  const std::vector<UpdateView> views = testing::Views(updates);
+  std::vector<const FieldValue*> values;
+  for (const UpdateView& view : views) values.push_back(&view.fields[0]);
+  const std::vector<double> weights(values.size(), 1.0);
+  DecodingFieldAccumulator whole(field, CpuAccumulatorFactory::Default());
+  DecodingFieldAccumulator in_runs(field, CpuAccumulatorFactory::Default(), /*max_decoded_bytes=*/1000);
+  ASSERT_TRUE(IsOk(whole.AccumulateBatch(values, weights)));
+  ASSERT_TRUE(IsOk(in_runs.AccumulateBatch(values, weights)));
+  const ReportedField a = ValueOrDie(whole.Report(7, 7)), b = ValueOrDie(in_runs.Report(7, 7));
+  EXPECT_TRUE(SameTensor(a.value, b.value));
+  EXPECT_EQ(a.counts, b.counts);
+  // Exact integer sums; the float32 result rounds once.
+  EXPECT_LE(MaxRelativeError(ReferenceReduce(*spec, views), AggregateResult{.fields = {a}}), 1.2e-7);
 }
 
 }  // namespace

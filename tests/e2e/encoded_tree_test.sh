@@ -4,7 +4,8 @@
 #  1. fedagg-loadgen sends quantized (8 bits, rotated; 2 bits in blocks of 64, weighted) and
 #     discretized fields through both intermediates, with streams cut mid-update and acks
 #     dropped; its check holds the root's result to the float64 reference of what was sent,
-#     decoded, and every client is counted once;
+#     decoded, and every client is counted once; then the sparse family's encoded values
+#     the same way;
 #  2. fedagg-client creates with --encoding and submits .npy files through an intermediate
 #     and the root: values that are whole steps of a discretized field's scale round to
 #     themselves, so the result is known exactly, in each field's declared dtype; a value
@@ -40,6 +41,27 @@ assert u["counted"] == n and u["refused"] == 0, u
 assert r["payload_bytes_per_update"] == 4096 + 16 * 4 + 75 + 5 * 4 + 2000 + 80, r["payload_bytes_per_update"]
 assert r["model_bytes_per_update"] == 4 * (4096 + 300 + 1000) + 80, r["model_bytes_per_update"]
 print("encoded loadgen run through the tree: OK")
+PY
+
+# The sparse family's values encoded, their indices exact (quantized, rotated quantized
+# and discretized, with counts), through both intermediates, streams cut and acks lost.
+"$LOADGEN" --json --control="127.0.0.1:$ROOT" --servers="127.0.0.1:$I1,127.0.0.1:$I2" \
+    --clients=$N --concurrency=32 --channels=2 --chunk_kib=4 --density=0.05 \
+    --type='<s=float32[5000],r=float32[200,8],u=float64[3000]>' \
+    --intrinsics='sparse_mean+counts@quantized:8/64,row_sparse_sum@discretized:16@0.01,sparse_sum_sparse+counts@quantized:4+rotation:64' \
+    --disconnect_fraction=0.1 --lost_ack_fraction=0.1 >"$E2E_DIR/sparse.json"
+cat "$E2E_DIR/sparse.json"
+python3 - "$E2E_DIR/sparse.json" $N <<'PY'
+import json, sys
+r, n = json.load(open(sys.argv[1])), int(sys.argv[2])
+assert r["passed"] is True, "the load generator's check did not pass"
+c = r["checks"][0]
+assert c["contributions"] == n and c["expected_contributions"] == n, c
+assert all(x["max_relative_error"] <= x["tolerance"] for x in c["fields"]), c["fields"]
+# 250 entries of s: 8-byte indices, 4 scales, 250 codes; 10 rows of r: ids, 80 int16; 150
+# entries of u: ids, a scale (blocks of 256), 75 bytes of 4-bit codes.
+assert r["payload_bytes_per_update"] == 250 * 8 + 16 + 250 + 10 * 8 + 160 + 150 * 8 + 4 + 75, r
+print("encoded sparse loadgen run through the tree: OK")
 PY
 
 CLI=("$CLIENT" --server="127.0.0.1:$ROOT")

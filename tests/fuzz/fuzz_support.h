@@ -51,14 +51,15 @@ inline std::shared_ptr<const ReductionSpec> FuzzSpec() {
                        ReductionOptions{.require_finite = true});
 }
 
-// FuzzSpec with its dense field quantized (2 bits a coordinate, one block of 8: a float32
-// scale then 2 bytes of codes), for the encoded sections' checks and decoding
-// (encoded_update_validation_fuzzer).
+// FuzzSpec with encoded values (encoded_update_validation_fuzzer), for the encoded
+// sections' checks and decoding: the dense field quantized (2 bits a coordinate, one block
+// of 8: a float32 scale then 2 bytes of codes), the sparse one's values quantized (4 bits,
+// blocks of 8) and the row-sparse one's discretized (8-bit steps of 0.5).
 inline std::shared_ptr<const ReductionSpec> EncodedFuzzSpec() {
   return FourFieldSpec({DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kInt32},
                        {{Intrinsic::kFederatedWeightedMean, false, ValueEncoding::Quantized(2, 8)},
-                        {Intrinsic::kSparseMean, true},
-                        {Intrinsic::kRowSparseSum},
+                        {Intrinsic::kSparseMean, true, ValueEncoding::Quantized(4, 8)},
+                        {Intrinsic::kRowSparseSum, false, ValueEncoding::Discretized(8, 0.5)},
                         {Intrinsic::kSparseSumSparse}},
                        ReductionOptions{.require_finite = true});
 }

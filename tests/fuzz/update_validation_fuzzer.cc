@@ -4,8 +4,8 @@
 // what the validator accepts; a refused update leaves the partial aggregate byte-for-byte
 // as it was; an accepted one is counted once and the aggregate still reports. Built a
 // second time as encoded_update_validation_fuzzer (FEDAGG_FUZZ_ENCODED), against a spec
-// whose dense field is quantized: the encoded section's size and scale checks, and its
-// decoding as it is added.
+// whose dense field is quantized and whose sparse and row-sparse fields' values are
+// encoded: the encoded sections' size and scale checks, and their decoding as they are added.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstddef>
@@ -21,23 +21,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fedagg;
 #if FEDAGG_FUZZ_ENCODED
   static const std::shared_ptr<const ReductionSpec> spec = fuzz::EncodedFuzzSpec();
-  // The dense field's good value: scale 1.5, then the 2-bit codes 0, 1, 2, 3, 3, 2, 1, 0.
+  // The dense field's good value: scale 1.5, then the 2-bit codes 0, 1, 2, 3, 3, 2, 1, 0;
+  // the sparse one's: scale 2, code 15 (2.0); the row-sparse one's row: steps 2 and 4.
   const std::vector<uint8_t> dense = {0x00, 0x00, 0xC0, 0x3F, 0xE4, 0x1B};
+  const std::vector<uint8_t> sparse = {0x00, 0x00, 0x00, 0x40, 0x0F}, rows = {0x02, 0x04};
 #else
   static const std::shared_ptr<const ReductionSpec> spec = fuzz::FuzzSpec();
-  const std::vector<float> dense(8, 1.0f);
+  const std::vector<float> dense(8, 1.0f), sparse = {2.0f}, rows = {1.0f, 2.0f};
 #endif
   FuzzedDataProvider input(data, size);
 
   // A good update first, so that a refusal has state to leave unchanged.
   PartialAggregate partial(spec);
   {
-    const std::vector<float> sparse = {2.0f}, rows = {1.0f, 2.0f};
     const std::vector<int32_t> ints = {7};
     const std::vector<int64_t> index = {3};
     UpdateView good{{FieldValue{Encoding::kDense, DType::kFloat32, {}, AsBytes(absl::MakeConstSpan(dense))},
-                     FieldValue::Sparse<float>(index, sparse),
-                     FieldValue::RowSparse<float>(index, rows), FieldValue::Sparse<int32_t>(index, ints)},
+                     FieldValue{Encoding::kSparse, DType::kFloat32, index, AsBytes(absl::MakeConstSpan(sparse))},
+                     FieldValue{Encoding::kRowSparse, DType::kFloat32, index, AsBytes(absl::MakeConstSpan(rows))},
+                     FieldValue::Sparse<int32_t>(index, ints)},
                     1.0};
     FUZZ_CHECK(partial.Accumulate(good).ok());
   }

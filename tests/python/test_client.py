@@ -476,6 +476,64 @@ def test_discretized_sum_and_mean_are_exact(conn):
                                atol=3 * 0.001 + 1e-5)
 
 
+def test_sparse_fields_send_encoded_values(conn):
+    """The sparse family's values travel encoded, their indices exact: a quantized
+    sparse_sum from SciPy input, a rotated quantized sparse_sum_sparse (values rotated as
+    one vector per update, rotated back by the server per update) and an exactly summed
+    discretized row_sparse_mean, each against the updates' decoded values."""
+    from fedagg import value_encoding as ve
+    from fedagg.update_input import prepare_update
+    status = conn.control.create("py-sparse-encoded", {
+        "s": F("float32", (500,), "sparse_sum", encoding="quantized:8/64"),
+        "u": F("float64", (300,), "sparse_sum_sparse", True, encoding="quantized:4/16+rotation:16"),
+        "r": F("float32", (40, 3), "row_sparse_mean", True, encoding="discretized:16@0.001"),
+    }, min_contributions=3)
+    encodings = [leaf.value_encoding for leaf in status.spec.leaves]
+    assert [str(e) for e in encodings] == ["quantized:8/64", "quantized:4/16+rotation:16", "discretized:16@0.001"]
+    assert encodings[1].rotation_seed != 0  # drawn by the root
+    updates, seeds = [], [11, 12, 13]
+    for k in range(3):
+        s_idx = np.sort(rng.choice(500, 90, replace=False))
+        u_idx = rng.choice(300, 40, replace=False)  # unsorted: the order is the client's
+        rows = np.sort(rng.choice(40, 7, replace=False))
+        updates.append({
+            "s": scipy.sparse.coo_matrix((rng.normal(size=90).astype(np.float32), (np.zeros(90, int), s_idx)),
+                                         shape=(1, 500)),
+            "u": (u_idx, rng.normal(size=40)),
+            "r": (rows, rng.uniform(-5, 5, (7, 3)).astype(np.float32)),
+        })
+    for i, (update, seed) in enumerate(zip(updates, seeds)):
+        assert conn.submit(f"se-{i}", status, update, seed=seed) == i + 1
+    result = finish(conn, "py-sparse-encoded")
+
+    # What each update sent (its indices as the client wrote them, its encoded values),
+    # decoded and rotated back as the server does, summed in float64.
+    expected_s = np.zeros(500)
+    expected_u, touched = np.zeros(300), np.zeros(300, np.int64)
+    steps, counts = np.zeros((40, 3)), np.zeros(40, np.int64)
+    for update, seed in zip(updates, seeds):
+        sent = prepare_update(status.spec, update, seed=seed).fields
+        values = [ve.unrotate(ve.decode(f.values.tobytes(), e, f.indices.size * (3 if n == 2 else 1)), e)
+                  for n, (f, e) in enumerate(zip(sent, encodings))]
+        np.add.at(expected_s, sent[0].indices, values[0])
+        np.add.at(expected_u, sent[1].indices, values[1])
+        touched[np.unique(sent[1].indices)] += 1
+        np.add.at(steps, sent[2].indices, np.frombuffer(sent[2].values.tobytes(), "<i2").reshape(-1, 3))
+        counts[np.unique(sent[2].indices)] += 1
+    assert result["s"].values.dtype == np.float32
+    np.testing.assert_allclose(result["s"].values, expected_s, rtol=1e-5, atol=1e-5)
+    assert result["u"].is_sparse
+    np.testing.assert_array_equal(result["u"].indices, np.flatnonzero(touched))
+    np.testing.assert_array_equal(result["u"].counts, touched[touched > 0])
+    np.testing.assert_allclose(result["u"].values, expected_u[touched > 0], rtol=1e-9, atol=1e-9)
+    # The discretized mean: integer sums divided by each row's count in float64, times the scale.
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected_r = np.where(counts[:, None] > 0, steps / counts[:, None], 0.0) * 0.001
+    assert result["r"].values.dtype == np.float32
+    assert result["r"].values.tobytes() == expected_r.astype(np.float32).tobytes()
+    np.testing.assert_array_equal(result["r"].counts, counts)
+
+
 def test_encoded_field_refusals(conn, unreachable):
     status = conn.control.create("py-encoded-refusals", {"w": F("float32", (300,), "federated_sum",
                                                                  encoding="quantized:4/64")})

@@ -414,12 +414,14 @@ def test_build_spec_writes_the_encodings():
      "field 'x' (int32[3], federated_sum) declares encoding quantized:8: only floating-point fields are encoded"),
     (F("int64", (), "federated_mean", encoding="discretized:16@1"), {}, "only floating-point fields are encoded"),
     (F("float32", (3,), "federated_max", encoding="quantized:8"), {},
-     "only federated_sum, federated_mean, federated_weighted_mean fields take an encoding"),
+     "field 'x' (float32[3], federated_max) declares encoding quantized:8: encoded values are exact only in "
+     "expectation (stochastic rounding), which a sum or mean keeps but a maximum or minimum does not"),
     (F("float32", (3,), "federated_min", encoding="discretized:8@1"), {}, "send this field plain"),
-    (F("float32", (3,), "sparse_sum", encoding="quantized:8"), {}, "(float32[3], sparse_sum) declares encoding"),
-    (F("float32", (3, 2), "row_sparse_mean", encoding="quantized:4"), {}, "send this field plain"),
     (F("float32", (3,), "federated_weighted_mean", encoding="discretized:16@0.01"), {},
      "a discretized field is summed exactly as integers, which a weight would break"),
+    (F("float32", (3,), "sparse_weighted_mean", encoding="discretized:16@0.01"), {},
+     "(float32[3], sparse_weighted_mean) declares encoding discretized:16@0.01: a discretized field is summed "
+     "exactly as integers"),
     (F("float32", (3,), "federated_mean", encoding="quantized:8"), {"deterministic": True},
      "a deterministic aggregation sums exactly, and quantized values are decoded in floating point"),
     (F("float32", (3,), "federated_mean", encoding="quantized:5"), {},

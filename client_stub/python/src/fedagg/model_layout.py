@@ -23,9 +23,11 @@ encoding ("quantized:8", "quantized:4/512"; fedagg.value_encoding): clients then
 bits a coordinate plus a float32 scale per block, stochastically rounded, so each decoded
 coordinate is within one level 2 s / (2^b - 1) of the client's value (s: the largest |value|
 of its block) and equal to it in expectation; the weighted mean's error is at most the
-weighted mean of those levels (docs/SEMANTICS.md section 11). Sparse and row-sparse arrays,
-arrays that are integer or boolean in the model, and num_examples stay plain (fedagg takes
-no encoding on sparse fields or integer values). A discretized encoding is refused: every
+weighted mean of those levels (docs/SEMANTICS.md section 11). Arrays that are integer or
+boolean in the model and num_examples stay plain (fedagg takes no encoding on integer
+values); so do sparse and row-sparse arrays: fedagg would take an encoding on their values,
+but each COO entry's 8-byte index dominates what it costs (8 bits a value saves a quarter
+of a float32 entry), and the layout keeps its sparse deltas exact. A discretized encoding is refused: every
 encodable field here is a weighted mean, and a discretized field is summed as exact
 integers, which the weight would break.
 """

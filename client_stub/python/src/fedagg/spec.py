@@ -5,8 +5,9 @@ A value type is described with Field (or a (dtype, shape, intrinsic) tuple) for 
 tensor, a dict of them for a struct of named fields (dicts nest), or a list for unnamed
 fields. Leaf fields are numbered depth-first and named by their dotted path ("encoder.w",
 "[1]" for an unnamed field at position 1, "value" when the type is a single tensor), as
-everywhere in fedagg (docs/PROTOCOL.md). A dense sum, mean or weighted mean field of a
-floating dtype may declare a value encoding (fedagg.value_encoding: "quantized:8",
+everywhere in fedagg (docs/PROTOCOL.md). A field of a floating dtype whose intrinsic is
+linear (every one but federated_max and federated_min; a sparse field's values, not its
+indices) may declare a value encoding (fedagg.value_encoding: "quantized:8",
 "discretized:16@0.001"), in which its updates travel.
 """
 import time
@@ -48,8 +49,10 @@ INTRINSICS = {
 }
 
 FLOATING_DTYPES = ("float32", "float64", "float16", "bfloat16")
-# The intrinsics whose fields may declare a value encoding (discretized: not the weighted mean).
-ENCODABLE_INTRINSICS = ("federated_sum", "federated_mean", "federated_weighted_mean")
+# The intrinsics whose fields may declare a value encoding: the linear ones, dense and
+# sparse (discretized: not the weighted means).
+ENCODABLE_INTRINSICS = tuple(name for name in INTRINSICS if name not in ("federated_max", "federated_min"))
+WEIGHTED_INTRINSICS = tuple(name for name, (_, weighted) in INTRINSICS.items() if weighted)
 
 STATE_NAMES = {number: name for name, number in types_pb2.AggregationState.items()}
 
@@ -131,10 +134,10 @@ def _checked_encoding(field: Field, path: str, deterministic: bool) -> ValueEnco
         raise invalid_argument(prefix + "only floating-point fields are encoded; integer values are sent and "
                                "summed exactly as they are")
     if field.intrinsic not in ENCODABLE_INTRINSICS:
-        raise invalid_argument(prefix + f"only {', '.join(ENCODABLE_INTRINSICS)} fields take an encoding "
-                               "(stochastic rounding is exact in expectation, which a sum or mean keeps); "
-                               "send this field plain")
-    if encoding.kind == DISCRETIZED and field.intrinsic == "federated_weighted_mean":
+        raise invalid_argument(prefix + "encoded values are exact only in expectation (stochastic rounding), "
+                               "which a sum or mean keeps but a maximum or minimum does not; send this "
+                               "field plain")
+    if encoding.kind == DISCRETIZED and field.intrinsic in WEIGHTED_INTRINSICS:
         raise invalid_argument(prefix + "a discretized field is summed exactly as integers, which a weight would "
                                "break; multiply the values by the weight before discretizing and use "
                                "federated_sum, or use a quantized encoding")

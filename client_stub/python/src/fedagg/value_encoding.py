@@ -1,5 +1,5 @@
-"""Value encodings: how one dense field's values travel on the wire, declared in the spec
-beside its intrinsic (fedagg.v1.FieldEncoding), and the stochastic-rounding encoder that
+"""Value encodings: how one field's values travel on the wire (a dense field's elements, a
+sparse field's values; its indices stay exact), declared in the spec beside its intrinsic (fedagg.v1.FieldEncoding), and the stochastic-rounding encoder that
 writes them, byte for byte as the C++ client does (service/core/value_encoder.cc).
 
     plain                  the declared dtype's elements (the default)
