@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -183,6 +184,43 @@ TEST(EncodingConversionTest, AnUpdateConvertsOnlyTheFieldsNotInTheirEncoding) {
   // Already row-sparse: sent from the caller's arrays, not copied.
   EXPECT_EQ(view.fields[2].indices.data(), emb_rows.data());
   EXPECT_EQ(view.fields[2].values.data(), reinterpret_cast<const std::byte*>(emb_values.data()));
+}
+
+// A sparse field with a value encoding: a dense input is made COO first, then its values
+// (only they) written in the encoding; the indices stay exact; the same seed gives the
+// same bytes, and the server's validator takes them.
+TEST(EncodingConversionTest, SparseFieldsSendTheirValuesEncodedAndTheirIndicesExact) {
+  const std::shared_ptr<const ReductionSpec> spec =
+      ReductionSpec::Create(ValueType::Struct({{"ids", ValueType::Tensor(DType::kFloat32, {6})},
+                                               {"emb", ValueType::Tensor(DType::kFloat64, {3, 2})}}),
+                            {FieldIntrinsic{Intrinsic::kSparseSum, false, ValueEncoding::Quantized(8, 8)},
+                             FieldIntrinsic{Intrinsic::kRowSparseMean, false, ValueEncoding::Discretized(16, 0.5)}})
+          .value();
+  const std::vector<float> ids_dense = {0, 1.5f, 0, -4, 0, 0};
+  const std::vector<int64_t> emb_rows = {2, 0};
+  const std::vector<double> emb_values = {1, 2.5, -3, 0};
+  const UpdateView update{{FieldValue::Dense<float>(ids_dense), FieldValue::RowSparse<double>(emb_rows, emb_values)},
+                          std::nullopt};
+  const ConvertedUpdate converted = ConvertedUpdate::Of(*spec, update, 42).value();
+  const UpdateView& view = converted.view();
+  ASSERT_TRUE(ValidateUpdate(*spec, view).ok()) << ValidateUpdate(*spec, view);
+  EXPECT_THAT(std::vector<int64_t>(view.fields[0].indices.begin(), view.fields[0].indices.end()), ElementsAre(1, 3));
+  EXPECT_EQ(view.fields[0].values.size(), 4u + 2u);  // one scale, two 8-bit codes
+  EXPECT_THAT(std::vector<int64_t>(view.fields[1].indices.begin(), view.fields[1].indices.end()), ElementsAre(2, 0));
+  ASSERT_EQ(view.fields[1].values.size(), 4u * 2u);  // four 16-bit steps: whole steps round to themselves
+  std::vector<int16_t> steps(4);
+  std::memcpy(steps.data(), view.fields[1].values.data(), 8);
+  EXPECT_THAT(steps, ElementsAre(2, 5, -6, 0));
+  const ConvertedUpdate again = ConvertedUpdate::Of(*spec, update, 42).value();
+  EXPECT_TRUE(std::equal(view.fields[0].values.begin(), view.fields[0].values.end(),
+                         again.view().fields[0].values.begin()));
+  // Integer values cannot be encoded: refused, saying what the field takes.
+  const std::vector<int32_t> ints = {1, 2, 3, 4};
+  const UpdateView integers{{FieldValue::Dense<float>(ids_dense), FieldValue::RowSparse<int32_t>(emb_rows, ints)},
+                            std::nullopt};
+  const absl::Status refused = ConvertedUpdate::Of(*spec, integers, 42).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(), HasSubstr("from floating-point values in the field's own form (row-sparse)"));
 }
 
 }  // namespace
