@@ -21,11 +21,21 @@
 
 namespace fedagg::portable {
 
-// The transport dtype of a field's values; numbered as fedagg::DType.
-enum class InType : uint8_t { kF32 = 1, kF64 = 2, kI32 = 3, kI64 = 4, kF16 = 5, kBF16 = 6 };
+// The transport dtype of a field's values; numbered as fedagg::DType up to 6. kI8 and kI16
+// are a discretized field's 8- and 16-bit integer steps (service/core/value_encoding.h),
+// which fedagg::DType has no name for; its 32-bit steps are kI32.
+enum class InType : uint8_t { kF32 = 1, kF64 = 2, kI32 = 3, kI64 = 4, kF16 = 5, kBF16 = 6, kI8 = 7, kI16 = 8 };
 
 constexpr size_t InTypeBytes(InType type) {
-  return type == InType::kF64 || type == InType::kI64 ? 8 : type == InType::kF16 || type == InType::kBF16 ? 2 : 4;
+  switch (type) {
+    case InType::kF64:
+    case InType::kI64: return 8;
+    case InType::kF16:
+    case InType::kBF16:
+    case InType::kI16: return 2;
+    case InType::kI8: return 1;
+    default: return 4;
+  }
 }
 
 enum class ReducerKind : uint8_t {
@@ -107,16 +117,24 @@ struct StagedBatch {
 
 // A report's last step done where a kDense / kScatter state is (service/core/
 // field_report.h has the same step over host arrays): each value converted to the result
-// type — the state's type, or float64 (`to_float64`: an integer state's mean) — after a
-// division in the state's precision (float64 for an integer state) by nothing, by
-// `scalar`, or by its row's count or weight sum (a row whose divisor is 0 reports 0); the
-// results written to `values` (`count` of them, the state's rows × row_width) in host
-// memory, and the per-row counts to `counts` (rows of them) unless it is null.
+// type — the state's type, or for an integer state float64 (its mean; a discretized
+// field's result) or float32 (a discretized float32 field's result) — after a division in
+// the state's precision (float64 for an integer state) by nothing, by `scalar`, or by its
+// row's count or weight sum (a row whose divisor is 0 reports 0); the results written to
+// `values` (`count` of them, the state's rows × row_width) in host memory, and the per-row
+// counts to `counts` (rows of them) unless it is null. A discretized field's integer steps
+// (`step` > 0, its scale) become float64(value) × step ÷ (nothing or `scalar`). A rotated
+// field's result (`rotation` R > 0: service/core/rotation.h) is rotated back on the
+// system, in float64, over each whole run of R values, before it is written.
 struct ResultRequest {
   enum class Divide : uint8_t { kNone, kByScalar, kByRowCount, kByRowWeightSum };
+  enum class Type : uint8_t { kState, kFloat64, kFloat32 };
   Divide divide = Divide::kNone;
   double scalar = 0;  // kByScalar
-  bool to_float64 = false;
+  Type type = Type::kState;
+  double step = 0;  // an integer state's discretized steps: kNone or kByScalar only
+  int64_t rotation = 0;        // a power of two, or 0: not rotated
+  uint64_t rotation_seed = 0;  // draws the rotation's signs
   void* values = nullptr;
   size_t count = 0;
   int64_t* counts = nullptr;

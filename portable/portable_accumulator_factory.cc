@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/core/field_report.h"
-#include "service/core/rotation.h"
 #include "service/core/status_macros.h"
 
 namespace fedagg {
@@ -122,12 +121,21 @@ class PortableAccumulator final : public FieldAccumulator {
     if (kind_ != ReducerKind::kUnion) {
       return ReportWritten(field_, [&](ReportedField& out) {
         portable::ResultRequest request = RequestOf(DivisionOf(field_, contributions, weight_sum));
-        request.to_float64 = field_.result_dtype == DType::kFloat64 && field_.accumulation_dtype != DType::kFloat64;
+        if (field_.value_encoding.discretized()) {  // integer steps times the scale, made on the device
+          request.type = field_.result_dtype == DType::kFloat64 ? portable::ResultRequest::Type::kFloat64
+                                                                : portable::ResultRequest::Type::kFloat32;
+          request.step = field_.value_encoding.scale;
+        } else if (field_.result_dtype == DType::kFloat64 && field_.accumulation_dtype != DType::kFloat64) {
+          request.type = portable::ResultRequest::Type::kFloat64;  // an integer state's mean
+        }
         request.values = out.value.bytes.data();
         request.count = static_cast<size_t>(field_.type.num_elements());
         request.counts = field_.report_counts ? out.counts.data() : nullptr;
+        if (field_.value_encoding.rotated()) {  // rotated back once, on the device
+          request.rotation = field_.value_encoding.rotation;
+          request.rotation_seed = field_.value_encoding.rotation_seed;
+        }
         FEDAGG_RETURN_IF_ERROR(ToStatus(reducer_->SaveResult(request), field_));
-        UnrotateResult(field_.value_encoding, out.value);  // a rotated field's result, once, on the host
         return absl::OkStatus();
       });
     }
@@ -165,6 +173,9 @@ portable::ReducerSpec ReducerSpecOf(const FieldSpec& field) {
     if (field.value_encoding.quantized()) {
       spec.quantized_bits = field.value_encoding.bits;
       spec.block = field.value_encoding.block_size;
+    } else if (field.value_encoding.discretized()) {  // integer steps, summed into int64
+      const int bits = field.value_encoding.bits;
+      spec.in = bits == 8 ? portable::InType::kI8 : bits == 16 ? portable::InType::kI16 : portable::InType::kI32;
     }
   } else if (field.intrinsic == Intrinsic::kSparseSumSparse) {
     spec.kind = ReducerKind::kUnion;
@@ -182,11 +193,11 @@ portable::ReducerSpec ReducerSpecOf(const FieldSpec& field) {
 
 std::unique_ptr<FieldAccumulator> PortableAccumulatorFactory::Make(const FieldSpec& field) const {
   // A deterministic aggregation's summed float fields are summed exactly, on the host's
-  // cores: the cpu backend's accumulator and format. So are discretized fields, for now
-  // (their integer sums on the device, and the scale in the device's result, are not
-  // built yet: docs/ARCHITECTURE.md, "Not built yet"); quantized ones are decoded on the
-  // device as they are added.
-  if (field.exact_sum || field.value_encoding.discretized()) return host_.Make(field);
+  // cores: the cpu backend's accumulator and format. Encoded dense fields are summed on
+  // the device: quantized ones decoded as they are added, discretized ones as integer
+  // steps into int64 sums (a sparse field's encoded values arrive decoded:
+  // service/core/decoding_field_accumulator.h).
+  if (field.exact_sum) return host_.Make(field);
   const portable::ReducerSpec spec = ReducerSpecOf(field);
   switch (field.accumulation_dtype) {
     case DType::kFloat64: return std::make_unique<PortableAccumulator<double>>(field, host_, makers_.f64(spec));

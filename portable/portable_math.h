@@ -1,8 +1,10 @@
 // Element arithmetic shared by the host and device code of the portable reducers:
-// float16 / bfloat16 decoding, wrapping int64 addition, and max/min with NaN propagation,
-// each callable from a CUDA kernel and from plain C++ (C++17, no Thrust, no Abseil).
+// float16 / bfloat16 decoding, wrapping int64 addition, max/min with NaN propagation, and
+// the SplitMix64 mixing that draws the encodings' random numbers and rotation signs, each
+// callable from a CUDA kernel and from plain C++ (C++17, no Thrust, no Abseil).
 // They match service/core/half_float.h bit for bit; the CPU kernels
-// (service/core/cpu_kernels.h) use Extreme from here.
+// (service/core/cpu_kernels.h) use Extreme from here, the encoder and the rotation
+// (service/core/value_encoder.h, rotation.h) Mix64 and RotationSignNegative.
 #ifndef FEDAGG_PORTABLE_PORTABLE_MATH_H_
 #define FEDAGG_PORTABLE_PORTABLE_MATH_H_
 
@@ -84,6 +86,20 @@ FEDAGG_HOST_DEVICE inline Acc Extreme(Acc running, Acc x) {
   } else {
     return best;
   }
+}
+
+// SplitMix64's output function.
+FEDAGG_HOST_DEVICE inline uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+inline constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ull;
+
+// Whether coordinate i's sign is negative in the rotation `seed` draws
+// (service/core/rotation.h; docs/PROTOCOL.md 3.3.1).
+FEDAGG_HOST_DEVICE inline bool RotationSignNegative(uint64_t seed, int64_t i) {
+  return (Mix64(Mix64(seed) + (static_cast<uint64_t>(i) + 1) * kGoldenGamma) >> 63) != 0;
 }
 
 }  // namespace fedagg::portable

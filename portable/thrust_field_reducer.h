@@ -35,6 +35,7 @@
 #ifndef FEDAGG_PORTABLE_THRUST_FIELD_REDUCER_H_
 #define FEDAGG_PORTABLE_THRUST_FIELD_REDUCER_H_
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -213,8 +214,22 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
       case InType::kI64: return AccumulateTyped<int64_t>(batch);
       case InType::kF16: return AccumulateTyped<Half>(batch);
       case InType::kBF16: return AccumulateTyped<BHalf>(batch);
+      case InType::kI8: return AccumulateSteps<int8_t>(batch);
+      case InType::kI16: return AccumulateSteps<int16_t>(batch);
     }
     return Outcome{Outcome::Code::kInternal, "unknown input dtype"};
+  }
+
+  // A discretized dense part's 8- or 16-bit integer steps, added into an int64 state as
+  // any integer values are (its 32-bit steps are kI32 values).
+  template <typename Step>
+  Outcome AccumulateSteps(const StagedBatch& batch) {
+    if constexpr (std::is_same_v<Acc, int64_t>) {
+      if (spec_.kind == ReducerKind::kDense && spec_.op == ReducerOp::kSum) {
+        return DenseRun<ReducerOp::kSum>(static_cast<const Step*>(batch.values), batch);
+      }
+    }
+    return Outcome{Outcome::Code::kInternal, "8- and 16-bit integer steps are summed dense into an int64 state only"};
   }
 
   template <typename In>
@@ -545,19 +560,27 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     if (request.divide == ResultRequest::Divide::kByRowWeightSum && weight_sums_.size() != rows) {
       return internal("per-row weight sums asked of a state that keeps none");
     }
+    if (request.step != 0 && (!std::is_integral_v<Acc> || request.divide == ResultRequest::Divide::kByRowCount ||
+                              request.divide == ResultRequest::Divide::kByRowWeightSum)) {
+      return internal("discretized steps asked of a state that is not dense integer sums");
+    }
     if (request.counts != nullptr) System::ToHost(request.counts, Raw(counts_), rows * sizeof(int64_t));
-    if (!request.to_float64) return WriteResult<Acc>(request);
-    if constexpr (std::is_integral_v<Acc>) return WriteResult<double>(request);
-    return internal("a float64 result asked of a floating-point state of another type");
+    if (request.type == ResultRequest::Type::kState) return WriteResult<Acc>(request);
+    if constexpr (std::is_integral_v<Acc>) {
+      if (request.type == ResultRequest::Type::kFloat64) return WriteResult<double>(request);
+      if (request.step != 0) return WriteResult<float>(request);
+    }
+    return internal("a result of another type asked of a state that cannot make it");
   }
 
-  // The result values, made on the system into a vector of Out (or, undivided in the
-  // state's own type, straight from the state) and copied to the request's host memory.
+  // The result values, made on the system into a vector of Out (or, undivided and not
+  // rotated, in the state's own type, straight from the state), rotated back where the
+  // request says, and copied to the request's host memory.
   template <typename Out>
   Outcome WriteResult(const ResultRequest& request) const {
     using Divide = ResultRequest::Divide;
     if constexpr (std::is_same_v<Out, Acc>) {
-      if (request.divide == Divide::kNone) {
+      if (request.divide == Divide::kNone && request.rotation == 0 && request.step == 0) {
         System::ToHost(request.values, Raw(acc_), acc_.size() * sizeof(Acc));
         return Outcome{};
       }
@@ -565,6 +588,13 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     Vec<Out> result(acc_.size());
     const int64_t n = static_cast<int64_t>(acc_.size());
     const thrust::counting_iterator<int64_t> first(0);
+    if (request.step != 0) {
+      thrust::transform(System::policy(), acc_.begin(), acc_.end(), result.begin(),
+                        functors::StepsResult<Acc, Out>{request.step,
+                                                        request.divide == Divide::kByScalar ? request.scalar : 1.0});
+      System::ToHost(request.values, Raw(result), acc_.size() * sizeof(Out));
+      return Outcome{};
+    }
     switch (request.divide) {
       case Divide::kNone:
         thrust::transform(System::policy(), acc_.begin(), acc_.end(), result.begin(), functors::ConvertResult<Acc, Out>{});
@@ -582,8 +612,27 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
                           functors::DivideByRow<Acc, Out, double>{Raw(acc_), Raw(weight_sums_), spec_.row_width});
         break;
     }
+    if constexpr (std::is_floating_point_v<Out>) {
+      if (request.rotation > 0) Unrotate(result, request.rotation, request.rotation_seed);
+    }
     System::ToHost(request.values, Raw(result), acc_.size() * sizeof(Out));
     return Outcome{};
+  }
+
+  // `values` rotated back over each whole run of `run` values, in float64 (a copy when
+  // they are float32), as the host's Unrotate does (service/core/rotation.h).
+  template <typename Out>
+  static void Unrotate(Vec<Out>& values, int64_t run, uint64_t seed) {
+    const int64_t whole = static_cast<int64_t>(values.size()) / run * run;
+    if (whole == 0) return;
+    Vec<double> wide(values.begin(), values.begin() + whole);
+    const thrust::counting_iterator<int64_t> first(0);
+    for (int64_t h = 1; h < run; h *= 2) {
+      thrust::for_each(System::policy(), first, first + whole / 2, functors::HadamardStage{Raw(wide), h});
+    }
+    thrust::for_each(System::policy(), first, first + whole,
+                     functors::UnrotateSigns{Raw(wide), 1.0 / std::sqrt(static_cast<double>(run)), seed});
+    thrust::transform(System::policy(), wide.begin(), wide.end(), values.begin(), functors::ConvertResult<double, Out>{});
   }
 
   Outcome ViewStateNow(DeviceState<Acc>* out) {

@@ -58,6 +58,15 @@ struct DivideResult {
   DivisorOf<Acc> divisor;
   FEDAGG_HOST_DEVICE Out operator()(Acc a) const { return static_cast<Out>(static_cast<DivisorOf<Acc>>(a) / divisor); }
 };
+// A discretized field's result from its integer steps: float64(steps) times the step,
+// divided by the divisor (1 for a sum), written as Out; service/core/field_report.cc's
+// ReportDense computes the same.
+template <typename Acc, typename Out>
+struct StepsResult {
+  double step;
+  double divisor;
+  FEDAGG_HOST_DEVICE Out operator()(Acc a) const { return static_cast<Out>(static_cast<double>(a) * step / divisor); }
+};
 // The result of element i of a [rows, width] table: divided by its row's count or weight
 // sum; a row whose divisor is 0 (nobody touched it) reports 0.
 template <typename Acc, typename Out, typename PerRow>
@@ -360,6 +369,32 @@ struct StartsNotAbove {
   FEDAGG_HOST_DEVICE int64_t operator()(int64_t u) const {
     const int64_t first = offsets[u];
     return (first > 0 && first < offsets[u + 1] && ids[first] <= ids[first - 1]) ? 1 : 0;
+  }
+};
+
+// Rotating a result back (service/core/rotation.h), in float64 over each whole run of R
+// values: log2(R) stages of the fast Walsh-Hadamard transform, then each value scaled by
+// 1/sqrt(R) and negated where the rotation's sign is, the operations and their order of
+// the host's Unrotate, so both give the same bits.
+// One stage of half-width h: pair p, (i, i + h) with i = (p / h) * 2h + p % h, becomes
+// (a + b, a - b).
+struct HadamardStage {
+  double* x;
+  int64_t h;
+  FEDAGG_HOST_DEVICE void operator()(int64_t p) const {
+    const int64_t i = (p / h) * 2 * h + p % h;
+    const double a = x[i], b = x[i + h];
+    x[i] = a + b;
+    x[i + h] = a - b;
+  }
+};
+struct UnrotateSigns {
+  double* x;
+  double norm;  // 1 / sqrt(R)
+  uint64_t seed;
+  FEDAGG_HOST_DEVICE void operator()(int64_t i) const {
+    const double scaled = x[i] * norm;
+    x[i] = RotationSignNegative(seed, i) ? -scaled : scaled;
   }
 };
 

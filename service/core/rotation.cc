@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "service/core/cpu_kernels.h"
-#include "service/core/value_encoder.h"
 
 namespace fedagg {
 namespace {
@@ -25,10 +24,6 @@ void Hadamard(double* x, int64_t n) {
 }
 
 }  // namespace
-
-bool RotationSignNegative(uint64_t seed, int64_t i) {
-  return (Mix64(Mix64(seed) + (static_cast<uint64_t>(i) + 1) * kGoldenGamma) >> 63) != 0;
-}
 
 void Rotate(const ValueEncoding& encoding, absl::Span<double> values) {
   if (!encoding.rotated()) return;

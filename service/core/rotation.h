@@ -14,13 +14,15 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
+#include "portable/portable_math.h"
 #include "service/core/aggregate_result.h"
 #include "service/core/value_encoding.h"
 
 namespace fedagg {
 
-// Whether coordinate i's sign is negative, for the signs `seed` draws.
-bool RotationSignNegative(uint64_t seed, int64_t i);
+// Whether coordinate i's sign is negative, for the signs `seed` draws (shared with the
+// device code that rotates a result back: portable/portable_math.h).
+using portable::RotationSignNegative;
 
 // y = H D x / sqrt(R) over each whole run of `encoding.rotation` values, in place.
 void Rotate(const ValueEncoding& encoding, absl::Span<double> values);

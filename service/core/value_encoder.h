@@ -13,18 +13,16 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "portable/portable_math.h"
 #include "service/core/dtype.h"
 #include "service/core/value_encoding.h"
 
 namespace fedagg {
 
-// SplitMix64's output function.
-inline uint64_t Mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-inline constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ull;
+// SplitMix64's output function and increment (portable/portable_math.h, shared with the
+// device code that draws a rotation's signs).
+using portable::kGoldenGamma;
+using portable::Mix64;
 
 // The random stream of field `field` (its leaf index) of an update encoded with `seed`.
 inline uint64_t RoundingStream(uint64_t seed, size_t field) {

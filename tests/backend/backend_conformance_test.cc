@@ -195,9 +195,10 @@ TYPED_TEST(BackendConformanceTest, DeterministicAggregationsMatchTheCpuBackendTo
 
 // Encoded fields (service/core/value_encoding.h) on every backend: quantized values (1, 2,
 // 4 and 8 bits; blocks of 8 and of 256; a width that is no whole number of blocks, which
-// tiny slots cut into column ranges) decoded as they are added, and discretized integers
-// summed exactly; each result against the float64 reference decoder and the cpu backend,
-// and through a partial serialized on the backend and merged on the cpu backend (a tree).
+// tiny slots cut into column ranges; rotated ones) decoded as they are added, and
+// discretized integers (8, 16 and 32 bits) summed exactly; each result against the float64 reference decoder
+// and the cpu backend, and through a partial serialized on the backend and merged on the
+// cpu backend (a tree), whose report (rotated back on the host) has the backend's bits.
 TYPED_TEST(BackendConformanceTest, EncodedFieldsMatchTheReferenceDecoderAndTheCpuBackend) {
   using ::fedagg::testing::Update;
   const uint64_t seed = Seed();
@@ -208,14 +209,21 @@ TYPED_TEST(BackendConformanceTest, EncodedFieldsMatchTheReferenceDecoderAndTheCp
   for (int bits : {1, 2, 4, 8}) {
     for (int64_t block : {8, 256}) encodings.push_back(ValueEncoding::Quantized(bits, block));
   }
-  encodings.push_back(ValueEncoding::Discretized(16, 0.01));
+  // Rotated in runs of 64 and of 1,024 (2 whole runs and a short last one): the result is
+  // rotated back once, on the device with a portable backend, to the host's bits.
+  encodings.push_back(ValueEncoding::Quantized(4, 256, 64, 0xC0FFEE));
+  encodings.push_back(ValueEncoding::Quantized(8, 64, 1024, 77));
+  // Discretized steps of every width, summed as integers (on the device with a portable
+  // backend), their result the cpu backend's to the bit; in float32 and float64 fields.
+  for (int bits : {8, 16, 32}) encodings.push_back(ValueEncoding::Discretized(bits, bits == 8 ? 0.05 : 0.001));
   for (const ValueEncoding& encoding : encodings) {
     for (Intrinsic intrinsic : {Intrinsic::kFederatedSum, Intrinsic::kFederatedMean, Intrinsic::kFederatedWeightedMean}) {
       if (encoding.discretized() && intrinsic == Intrinsic::kFederatedWeightedMean) continue;
-      SCOPED_TRACE(absl::StrCat(encoding.ToString(), " ", IntrinsicName(intrinsic), " (replay with FEDAGG_CONFORMANCE_SEED=",
-                                seed, ")"));
+      const DType dtype = encoding.discretized() && encoding.bits != 16 ? DType::kFloat64 : DType::kFloat32;
+      SCOPED_TRACE(absl::StrCat(encoding.ToString(), " ", IntrinsicName(intrinsic), " ", DTypeName(dtype),
+                                " (replay with FEDAGG_CONFORMANCE_SEED=", seed, ")"));
       std::shared_ptr<const ReductionSpec> spec = *ReductionSpec::Create(
-          ValueType::Tensor(DType::kFloat32, {kWidth}), {FieldIntrinsic{intrinsic, false, encoding}});
+          ValueType::Tensor(dtype, {kWidth}), {FieldIntrinsic{intrinsic, false, encoding}});
       std::vector<Update> updates(9);
       for (size_t u = 0; u < updates.size(); ++u) {
         std::vector<float> plain(kWidth);
@@ -223,7 +231,7 @@ TYPED_TEST(BackendConformanceTest, EncodedFieldsMatchTheReferenceDecoderAndTheCp
         std::vector<std::byte> bytes(encoding.EncodedBytes(kWidth));
         ASSERT_TRUE(EncodeValues(encoding, DType::kFloat32, AsBytes(absl::MakeConstSpan(plain)), random(),
                                  absl::MakeSpan(bytes)).ok());
-        updates[u].Raw(Encoding::kDense, DType::kFloat32, {}, std::move(bytes));
+        updates[u].Raw(Encoding::kDense, dtype, {}, std::move(bytes));
         if (IsWeighted(intrinsic)) updates[u].Weight(0.5 + static_cast<double>(u));
       }
       const std::vector<UpdateView> views = ::fedagg::testing::Views(updates);
@@ -236,9 +244,14 @@ TYPED_TEST(BackendConformanceTest, EncodedFieldsMatchTheReferenceDecoderAndTheCp
       const std::vector<ReferenceField> reference = ReferenceReduce(*spec, views);
       PartialAggregate tree = *PartialAggregate::Deserialize(spec, *on_backend.Serialize());
       const AggregateResult mine = *on_backend.Report(), cpu = *on_cpu.Report(), merged = *tree.Report();
+      ASSERT_EQ(mine.fields[0].value.dtype, dtype);
       for (size_t i = 0; i < static_cast<size_t>(kWidth); ++i) {
         const double expected = reference[0].values[i];
-        const double tolerance = 1e-5 * (1 + std::abs(expected));
+        // Decoded in float32, each code's value is off by roundings that share a sign (the
+        // step 2 / (2^b - 1) is rounded once); rotating back adds a run's worth of them
+        // into its first coordinate: up to sqrt(R) times one's, against the float64 reference.
+        const double rotation_slack = encoding.rotated() ? std::sqrt(static_cast<double>(encoding.rotation)) : 1.0;
+        const double tolerance = 1e-5 * rotation_slack * (1 + std::abs(expected));
         ASSERT_NEAR(mine.fields[0].value.ValueAsDouble(i), expected, tolerance) << "coordinate " << i;
         ASSERT_NEAR(mine.fields[0].value.ValueAsDouble(i), cpu.fields[0].value.ValueAsDouble(i), tolerance) << i;
         ASSERT_EQ(merged.fields[0].value.ValueAsDouble(i), mine.fields[0].value.ValueAsDouble(i)) << i;

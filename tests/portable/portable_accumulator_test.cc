@@ -109,7 +109,7 @@ TEST_F(PortableAccumulatorTest, ASumIsWrittenStraightIntoItsResult) {
     EXPECT_EQ(std::vector<float>(values.begin(), values.end()), (std::vector<float>{1, 2, 3, 4}));
     ASSERT_TRUE(calls_.request.has_value()) << IntrinsicName(intrinsic);
     EXPECT_EQ(calls_.request->divide, Divide::kNone) << IntrinsicName(intrinsic);
-    EXPECT_FALSE(calls_.request->to_float64);
+    EXPECT_EQ(calls_.request->type, portable::ResultRequest::Type::kState);
     EXPECT_EQ(calls_.request->counts, nullptr);
     EXPECT_EQ(calls_.saves, 0) << IntrinsicName(intrinsic) << ": a host copy of the state was made";
   }
@@ -151,12 +151,12 @@ TEST_F(PortableAccumulatorTest, AnIntegerMeanIsAFloat64Result) {
   const auto spec = OneFieldSpec(DType::kInt32, {4}, Intrinsic::kFederatedMean);
   absl::StatusOr<ReportedField> reported = Report(*spec, 2, 0);
   ASSERT_TRUE(reported.ok()) << reported.status();
-  EXPECT_TRUE(calls_.request->to_float64);
+  EXPECT_EQ(calls_.request->type, portable::ResultRequest::Type::kFloat64);
   EXPECT_EQ(reported->value.dtype, DType::kFloat64);
   EXPECT_EQ(reported->value.bytes.size(), 4 * sizeof(double));
   calls_ = Calls{};
   ASSERT_TRUE(Report(*OneFieldSpec(DType::kInt32, {4}, Intrinsic::kFederatedSum), 2, 0).ok());
-  EXPECT_FALSE(calls_.request->to_float64) << "an integer sum stays int64";
+  EXPECT_EQ(calls_.request->type, portable::ResultRequest::Type::kState) << "an integer sum stays int64";
 }
 
 TEST_F(PortableAccumulatorTest, CountsToReportAreWrittenBesideTheValues) {
