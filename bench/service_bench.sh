@@ -8,6 +8,7 @@
 #   bench/service_bench.sh BUILD_DIR rounds [--rounds_small=20] [--rounds_large=5]
 #   bench/service_bench.sh BUILD_DIR memory [--memory_updates=100,1000,10000] [--model_floats=4000000]
 #                                           [--memory_streams=4] [--memory_batch_max_mib=64] [--root_flags=...]
+#                                           [--memory_encoding=quantized:8]
 #   bench/service_bench.sh BUILD_DIR partial [--partial_updates=4] [--partial_floats=16777216]
 #   bench/service_bench.sh BUILD_DIR scale  [--scale_clients=10000] [--scale_concurrency=1000]
 #   bench/service_bench.sh BUILD_DIR acks   [--acks_clients=400] [--acks_concurrency=16]
@@ -21,7 +22,10 @@
 # rounds:  create -> N tiny contributions through a root and two intermediate aggregators
 #          -> result, repeated; median and p99 latency per round for N = 10 and 1,000.
 # memory:  peak RSS (VmHWM) of a root aggregating M updates of a 16 MB model from S concurrent
-#          streams, at the server's --batch_max_mib, against the model size and the idle RSS.
+#          streams, at the server's --batch_max_mib, against the model size and the idle RSS;
+#          with --memory_encoding, the updates in that value encoding (fedagg-loadgen
+#          --encoding), and the root's ingest window (its --ingest_window_mib, read from its
+#          log) beside, for the goal peak - idle <= accumulator + window.
 # partial: peak RSS (VmHWM) of a root receiving one child aggregator's partial of a 64 MB
 #          model (its final push at SEAL; M updates went to the child), against the model
 #          size and the root's idle RSS. The root holds its own accumulator, the partial
@@ -59,7 +63,7 @@ LOADGEN=$BUILD/client_stub/fedagg-loadgen
 SINK=$BUILD/bench/fedagg-raw-sink
 
 declare -A OPT=([streams]=8 [updates_1k]=20000 [updates_1m]=1000 [updates_64m]=6 [rounds_small]=20 [rounds_large]=5
-                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16 [idle_server]= [python_updates]=80 [python_threads]=1,4 [table_scale]=0.3 [table_backends]=cpu,thrust-omp [results_rounds]=24 [results_mib]=256,0 [results_pause_s]=12)
+                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [memory_encoding]= [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16 [idle_server]= [python_updates]=80 [python_threads]=1,4 [table_scale]=0.3 [table_backends]=cpu,thrust-omp [results_rounds]=24 [results_mib]=256,0 [results_pause_s]=12)
 for arg in "$@"; do
   key=${arg#--}; key=${key%%=*}
   [ -n "${OPT[$key]+set}" ] && [[ $arg == --*=* ]] || { echo "unknown option $arg" >&2; exit 2; }
@@ -136,11 +140,13 @@ memory)
     idle=$(rss_kib "$ROOT_PID" VmRSS)
     loadgen "$E2E_DIR/memory-$m.json" --control="127.0.0.1:$ROOT" --clients="$m" \
         --concurrency="${OPT[memory_streams]}" --channels="$(( OPT[memory_streams] < 2 ? 1 : 2 ))" \
-        --distinct_updates=2 --type="<w=float32[${OPT[model_floats]}]>" --intrinsics=federated_sum
+        --distinct_updates=2 --type="<w=float32[${OPT[model_floats]}]>" --intrinsics=federated_sum \
+        --encoding="${OPT[memory_encoding]}"
     peak=$(rss_kib "$ROOT_PID" VmHWM)
+    window_mib=$(sed -n 's/.*ingest window \([0-9]*\) MiB.*/\1/p' "$E2E_DIR/root-$ROOT.log" | head -n 1)
     stop_all
-    emit "$(python3 -c 'import json,sys; m,idle,peak,model,streams,batch=map(int,sys.argv[1:7]); print(json.dumps({"bench": "memory", "updates": m, "model_bytes": model, "streams": streams, "batch_max_mib": batch, "root_flags": sys.argv[8], "idle_rss_bytes": idle*1024, "peak_rss_bytes": peak*1024, "peak_over_idle_in_models": (peak-idle)*1024/model, "checked": json.load(open(sys.argv[7]))["passed"]}))' \
-        "$m" "$idle" "$peak" $((OPT[model_floats] * 4)) "${OPT[memory_streams]}" "${OPT[memory_batch_max_mib]}" "$E2E_DIR/memory-$m.json" "${OPT[root_flags]}")"
+    emit "$(python3 -c 'import json,sys; m,idle,peak,model,streams,batch=map(int,sys.argv[1:7]); r=json.load(open(sys.argv[7])); print(json.dumps({"bench": "memory", "updates": m, "model_bytes": model, "streams": streams, "batch_max_mib": batch, "root_flags": sys.argv[8], "encoding": sys.argv[9] or "plain", "payload_bytes_per_update": r["payload_bytes_per_update"], "ingest_window_bytes": int(sys.argv[10] or 0) << 20, "idle_rss_bytes": idle*1024, "peak_rss_bytes": peak*1024, "peak_over_idle_in_models": (peak-idle)*1024/model, "checked": r["passed"]}))' \
+        "$m" "$idle" "$peak" $((OPT[model_floats] * 4)) "${OPT[memory_streams]}" "${OPT[memory_batch_max_mib]}" "$E2E_DIR/memory-$m.json" "${OPT[root_flags]}" "${OPT[memory_encoding]}" "$window_mib")"
   done ;;
 partial)
   start_root

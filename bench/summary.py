@@ -75,7 +75,7 @@ def grouped(path):
             r = json.loads(line[len("BENCH "):])
             key = (r["bench"], r.get("server"), r.get("threads"), r.get("size"), r.get("clients"), r.get("updates") if r["bench"] == "memory" else None,
                    r.get("streams"), r.get("batch_max_mib"), r.get("contender"), r.get("root_flags"),
-                   r.get("workload"), r.get("backend"))
+                   r.get("workload"), r.get("backend"), r.get("encoding"))
             groups.setdefault(key, []).append(r)
     return groups.values()
 
@@ -106,6 +106,18 @@ def service_rows(path):
                          f"median {spread(runs, 'median_ms')} ms, p99 {spread(runs, 'p99_ms')} ms{failed}",
                          "median < 10 ms" if goal else "(reported)",
                          ("yes" if median < 10 and checked else "NO") if goal else ""))
+        elif r["bench"] == "memory" and r.get("encoding", "plain") != "plain":
+            # Issue 46's goal: a node's peak is at most its accumulator (float32, the model's
+            # size) and its ingest window of compressed bytes above its idle RSS.
+            for x in runs:
+                x["peak_over_idle_bytes"] = x["peak_rss_bytes"] - x["idle_rss_bytes"]
+            bound = r["model_bytes"] + r["ingest_window_bytes"]
+            over = statistics.median(x["peak_over_idle_bytes"] for x in runs)
+            rows.append((f"memory, {r['updates']} updates of {r['model_bytes'] / MB:.3g} MB sent {r['encoding']} "
+                         f"({r['payload_bytes_per_update'] / MB:.3g} MB each), {r['streams']} stream(s), {n}",
+                         f"peak - idle {spread(runs, 'peak_over_idle_bytes', 1 / MIB, '{:.1f}')} MiB; accumulator "
+                         f"{r['model_bytes'] / MIB:.1f} + window {r['ingest_window_bytes'] / MIB:.0f} MiB{failed}",
+                         "<= accumulator + window", "yes" if over <= bound and checked else "NO"))
         elif r["bench"] == "memory":
             ratio = statistics.median(x["peak_over_idle_in_models"] for x in runs)
             rows.append((f"memory, {r['updates']} updates of {r['model_bytes'] / MB:.3g} MB, {r.get('streams', '?')} stream(s), "

@@ -6,7 +6,8 @@
 #      counted client ids' memory and checkpoint cost (bench/counted_ids_bench.cc);
 #   2. the service benchmarks of bench/service_bench.sh: ingest against a bare gRPC sink,
 #      round overhead through a root and two intermediate aggregators, peak memory per
-#      aggregation (at the default flags, and with one stream and one update per batch),
+#      aggregation (at the default flags, with one stream and one update per batch, and
+#      with updates sent quantized at 8 and 4 bits, against the accumulator and the window),
 #      peak memory of a root receiving a child aggregator's partial, 10,000 logical clients,
 #      and the service table (scripts/service-table.sh at 0.3 of its counts: the cpu and
 #      thrust-omp backends against the sink on five workloads). Each case runs --repeat
@@ -65,6 +66,10 @@ for run in $(seq "$repeat"); do
   echo "=== memory with one stream and one update per batch, run $run of $repeat ==="
   ./bench/service_bench.sh build memory --memory_updates=100 --memory_streams=1 --memory_batch_max_mib=1 \
       | tee -a "$OUT/service.log"
+  for encoding in quantized:8 quantized:4; do
+    echo "=== memory of updates sent $encoding, run $run of $repeat ==="
+    ./bench/service_bench.sh build memory --memory_updates=300 --memory_encoding="$encoding" | tee -a "$OUT/service.log"
+  done
 done
 echo "=== peers ==="
 ./bench/peers_bench.sh build "${peer_args[@]}" | tee -a "$OUT/service.log"
