@@ -193,6 +193,29 @@ TYPED_TEST(BackendConformanceTest, DeterministicAggregationsMatchTheCpuBackendTo
   }
 }
 
+// The reports of `views` reduced on `backend` and on the cpu backend, in batches of 4,
+// and of the backend's partial serialized and merged on the cpu backend (a tree).
+struct ThreeReports {
+  AggregateResult backend, cpu, merged;
+};
+void ReportThreeWays(const std::shared_ptr<const ReductionSpec>& spec, const std::vector<UpdateView>& views,
+                     const AccumulatorFactory& backend, ThreeReports* out) {
+  PartialAggregate on_backend(spec, backend), on_cpu(spec);
+  for (size_t begin = 0; begin < views.size(); begin += 4) {
+    const auto batch = absl::MakeConstSpan(views).subspan(begin, std::min<size_t>(4, views.size() - begin));
+    ASSERT_TRUE(on_backend.AccumulateBatch(batch).ok());
+    ASSERT_TRUE(on_cpu.AccumulateBatch(batch).ok());
+  }
+  absl::StatusOr<std::string> partial = on_backend.Serialize();
+  ASSERT_TRUE(partial.ok()) << partial.status();
+  absl::StatusOr<PartialAggregate> tree = PartialAggregate::Deserialize(spec, *partial);
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  absl::StatusOr<AggregateResult> backend_report = on_backend.Report(), cpu_report = on_cpu.Report(),
+                                  merged_report = tree->Report();
+  ASSERT_TRUE(backend_report.ok() && cpu_report.ok() && merged_report.ok());
+  *out = ThreeReports{*std::move(backend_report), *std::move(cpu_report), *std::move(merged_report)};
+}
+
 // Encoded fields (service/core/value_encoding.h) on every backend: quantized values (1, 2,
 // 4 and 8 bits; blocks of 8 and of 256; a width that is no whole number of blocks, which
 // tiny slots cut into column ranges; rotated ones) decoded as they are added, and
@@ -235,15 +258,10 @@ TYPED_TEST(BackendConformanceTest, EncodedFieldsMatchTheReferenceDecoderAndTheCp
         if (IsWeighted(intrinsic)) updates[u].Weight(0.5 + static_cast<double>(u));
       }
       const std::vector<UpdateView> views = ::fedagg::testing::Views(updates);
-      PartialAggregate on_backend(spec, *this->backend_), on_cpu(spec);
-      for (size_t begin = 0; begin < views.size(); begin += 4) {
-        const auto batch = absl::MakeConstSpan(views).subspan(begin, std::min<size_t>(4, views.size() - begin));
-        ASSERT_TRUE(on_backend.AccumulateBatch(batch).ok());
-        ASSERT_TRUE(on_cpu.AccumulateBatch(batch).ok());
-      }
       const std::vector<ReferenceField> reference = ReferenceReduce(*spec, views);
-      PartialAggregate tree = *PartialAggregate::Deserialize(spec, *on_backend.Serialize());
-      const AggregateResult mine = *on_backend.Report(), cpu = *on_cpu.Report(), merged = *tree.Report();
+      ThreeReports reports;
+      ASSERT_NO_FATAL_FAILURE(ReportThreeWays(spec, views, *this->backend_, &reports));
+      const AggregateResult &mine = reports.backend, &cpu = reports.cpu, &merged = reports.merged;
       ASSERT_EQ(mine.fields[0].value.dtype, dtype);
       for (size_t i = 0; i < static_cast<size_t>(kWidth); ++i) {
         const double expected = reference[0].values[i];
@@ -302,15 +320,10 @@ TYPED_TEST(BackendConformanceTest, EncodedSparseValuesMatchTheReferenceDecoderAn
         if (IsWeighted(intrinsic)) updates[u].Weight(0.5 + static_cast<double>(u));
       }
       const std::vector<UpdateView> views = ::fedagg::testing::Views(updates);
-      PartialAggregate on_backend(spec, *this->backend_), on_cpu(spec);
-      for (size_t begin = 0; begin < views.size(); begin += 4) {
-        const auto batch = absl::MakeConstSpan(views).subspan(begin, std::min<size_t>(4, views.size() - begin));
-        ASSERT_TRUE(on_backend.AccumulateBatch(batch).ok());
-        ASSERT_TRUE(on_cpu.AccumulateBatch(batch).ok());
-      }
       const std::vector<ReferenceField> reference = ReferenceReduce(*spec, views);
-      PartialAggregate tree = *PartialAggregate::Deserialize(spec, *on_backend.Serialize());
-      const AggregateResult mine = *on_backend.Report(), cpu = *on_cpu.Report(), merged = *tree.Report();
+      ThreeReports reports;
+      ASSERT_NO_FATAL_FAILURE(ReportThreeWays(spec, views, *this->backend_, &reports));
+      const AggregateResult &mine = reports.backend, &cpu = reports.cpu, &merged = reports.merged;
       ASSERT_EQ(mine.fields[0].value.dtype, DType::kFloat32);
       EXPECT_EQ(mine.fields[0].indices, reference[0].indices);
       EXPECT_EQ(mine.fields[0].counts, cpu.fields[0].counts);
