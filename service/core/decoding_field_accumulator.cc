@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "service/core/cpu_kernels.h"
 #include "service/core/encoded_values.h"
 #include "service/core/rotation.h"
@@ -55,14 +55,15 @@ absl::Status DecodingFieldAccumulator::AccumulateBatch(absl::Span<const FieldVal
   const DType dtype = decoded_field_.type.dtype;
   const uint64_t element = DTypeSize(dtype);
   const auto decoded_bytes = [&](size_t i) { return values[i]->indices.size() * width * element; };
+  std::vector<uint64_t> storage;  // one run's decoded values (8-byte aligned for any dtype), for this call only
   std::vector<FieldValue> decoded;
   std::vector<const FieldValue*> run;
   for (size_t first = 0; first < values.size();) {
     size_t last = first + 1;
     uint64_t bytes = decoded_bytes(first);
     while (last < values.size() && bytes + decoded_bytes(last) <= max_decoded_bytes_) bytes += decoded_bytes(last++);
-    decoded_.resize((bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t));
-    std::byte* at = reinterpret_cast<std::byte*>(decoded_.data());
+    storage.resize((bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t));
+    std::byte* at = reinterpret_cast<std::byte*>(storage.data());
     decoded.clear();
     for (size_t i = first; i < last; ++i) {
       const FieldValue& value = *values[i];
@@ -115,9 +116,7 @@ absl::StatusOr<ReportedField> DecodingFieldAccumulator::Report(int64_t contribut
   return report;
 }
 
-uint64_t DecodingFieldAccumulator::MemoryBytes() const {
-  return backend_accumulator_->MemoryBytes() + decoded_.capacity() * sizeof(uint64_t);
-}
+uint64_t DecodingFieldAccumulator::MemoryBytes() const { return backend_accumulator_->MemoryBytes(); }
 
 std::unique_ptr<FieldAccumulator> MakeFieldAccumulator(const FieldSpec& field, const AccumulatorFactory& backend) {
   if (IsSparseFamily(field.intrinsic) && field.value_encoding.encoded()) {

@@ -1,11 +1,11 @@
 // DecodingFieldAccumulator: the accumulator of a sparse-family field whose values arrive
 // quantized or discretized (value_encoding.h). Its indices stay exact and go through
 // untouched; its values, a third or less of what a sparse update carries (each entry's
-// 8-byte index is the bulk), are decoded on the host, a bounded run of updates at a time,
-// into plain values of the accumulation dtype (a discretized field's int64 integer
-// steps, which then sum exactly), rotated back per update where the field is rotated,
-// and handed to the backend's own accumulator for the field as if they had arrived
-// plain (DecodedFieldSpec). A dense field's encoded values are decoded inside the
+// 8-byte index is the bulk), are decoded on the host, a bounded run of updates at a time
+// (into memory held during the call only), into plain values of the accumulation dtype (a
+// discretized field's int64 integer steps, which then sum exactly), rotated back per
+// update where the field is rotated, and handed to the backend's own accumulator for the
+// field as if they had arrived plain (DecodedFieldSpec). A dense field's encoded values are decoded inside the
 // backends' kernels instead (cpu_decode_kernels.h, portable/thrust_reducer_functors.h).
 // The state, its format and merging are the backend accumulator's; the report scales a
 // discretized field's integer result into the field's result dtype.
@@ -14,7 +14,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <vector>
 
 #include "service/core/accumulator_factory.h"
 #include "service/core/field_accumulator.h"
@@ -43,7 +42,6 @@ class DecodingFieldAccumulator final : public FieldAccumulator {
   const uint64_t max_decoded_bytes_;
   const FieldSpec decoded_field_;  // before backend_accumulator_, which refers to it
   std::unique_ptr<FieldAccumulator> backend_accumulator_;
-  std::vector<uint64_t> decoded_;  // one run's decoded values (8-byte aligned for any dtype)
 };
 
 // The accumulator `backend` reduces `field` with: its own, or for a sparse-family field
