@@ -113,6 +113,7 @@ absl::Status EncodeValues(const ValueEncoding& encoding, DType dtype, absl::Span
     return absl::InvalidArgumentError(absl::StrCat("an encoded section of ", n, " values takes ",
                                                    encoding.EncodedBytes(n), " bytes, not ", out.size()));
   }
+  if (n == 0) return absl::OkStatus();  // a sparse update with no entries: an empty section
   return cpu::DispatchDType(dtype, [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
     const T* x = reinterpret_cast<const T*>(values.data());
