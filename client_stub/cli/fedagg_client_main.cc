@@ -42,7 +42,7 @@ ABSL_FLAG(std::string, type, "", "create: the value type, e.g. '<w=float32[10,5]
 ABSL_FLAG(std::string, intrinsics, "",
           "create: one intrinsic per leaf field, comma-separated, e.g. federated_mean,sparse_sum+counts");
 ABSL_FLAG(std::string, encoding, "",
-          "create: the value encoding of every federated_sum/mean/weighted_mean field that names none in "
+          "create: the value encoding of every linear field (all but federated_max/min) that names none in "
           "--intrinsics (quantized:BITS[/BLOCK], discretized:BITS@SCALE; a field's own: INTRINSIC@ENCODING); "
           "submit encodes such fields itself");
 ABSL_FLAG(uint64_t, encoding_seed, 0,

@@ -45,7 +45,7 @@ ABSL_FLAG(std::string, intrinsics, "federated_sum",
 ABSL_FLAG(std::string, density, "0.01",
           "sparse and row-sparse fields: fraction of coordinates / rows an update touches; one value, or one per field");
 ABSL_FLAG(std::string, encoding, "",
-          "create: the value encoding of every federated_sum/mean/weighted_mean field that names none in "
+          "create: the value encoding of every linear field (all but federated_max/min) that names none in "
           "--intrinsics (quantized:BITS[/BLOCK], discretized:BITS@SCALE; docs/SEMANTICS.md); updates are "
           "sent encoded and checked against the reference of what was sent, decoded");
 ABSL_FLAG(bool, float64, false, "create: accumulate float32/16 inputs in float64");
