@@ -4,7 +4,8 @@
 // callable from a CUDA kernel and from plain C++ (C++17, no Thrust, no Abseil).
 // They match service/core/half_float.h bit for bit; the CPU kernels
 // (service/core/cpu_kernels.h) use Extreme from here, the encoder and the rotation
-// (service/core/value_encoder.h, rotation.h) Mix64 and RotationSignNegative.
+// (service/core/value_encoder.h, rotation.h) Mix64, RotationSignNegative and the
+// transform's butterflies.
 #ifndef FEDAGG_PORTABLE_PORTABLE_MATH_H_
 #define FEDAGG_PORTABLE_PORTABLE_MATH_H_
 
@@ -100,6 +101,24 @@ inline constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ull;
 // (service/core/rotation.h; docs/PROTOCOL.md 3.3.1).
 FEDAGG_HOST_DEVICE inline bool RotationSignNegative(uint64_t seed, int64_t i) {
   return (Mix64(Mix64(seed) + (static_cast<uint64_t>(i) + 1) * kGoldenGamma) >> 63) != 0;
+}
+
+// The rotation's Hadamard transform (service/core/rotation.h), one butterfly at a time, so
+// that the host and a device compute every value with the same operations in the same
+// order: the stage of half-width h (h = 1, 2, ..., R/2 for runs of R values, laid one after
+// another) turns each pair (i, i + h), i in the first half of a group of 2h, into
+// (a + b, a - b).
+FEDAGG_HOST_DEVICE inline void HadamardButterfly(double* x, int64_t i, int64_t h) {
+  const double a = x[i], b = x[i + h];
+  x[i] = a + b;
+  x[i + h] = a - b;
+}
+
+// Coordinate i rotated back once its run is transformed: scaled by `norm` (1 / sqrt(R)),
+// then negated where the rotation's sign is.
+FEDAGG_HOST_DEVICE inline double UnrotatedValue(double transformed, double norm, uint64_t seed, int64_t i) {
+  const double scaled = transformed * norm;
+  return RotationSignNegative(seed, i) ? -scaled : scaled;
 }
 
 }  // namespace fedagg::portable

@@ -373,29 +373,20 @@ struct StartsNotAbove {
 };
 
 // Rotating a result back (service/core/rotation.h), in float64 over each whole run of R
-// values: log2(R) stages of the fast Walsh-Hadamard transform, then each value scaled by
-// 1/sqrt(R) and negated where the rotation's sign is, the operations and their order of
-// the host's Unrotate, so both give the same bits.
-// One stage of half-width h: pair p, (i, i + h) with i = (p / h) * 2h + p % h, becomes
-// (a + b, a - b).
+// values: log2(R) stages of the fast Walsh-Hadamard transform, then each value scaled and
+// signed — the host's Unrotate, through the same portable_math.h steps, so both give the
+// same bits.
 struct HadamardStage {
   double* x;
   int64_t h;
-  FEDAGG_HOST_DEVICE void operator()(int64_t p) const {
-    const int64_t i = (p / h) * 2 * h + p % h;
-    const double a = x[i], b = x[i + h];
-    x[i] = a + b;
-    x[i + h] = a - b;
-  }
+  // Pair p of the stage: i = (p / h) * 2h + p % h.
+  FEDAGG_HOST_DEVICE void operator()(int64_t p) const { HadamardButterfly(x, (p / h) * 2 * h + p % h, h); }
 };
 struct UnrotateSigns {
   double* x;
   double norm;  // 1 / sqrt(R)
   uint64_t seed;
-  FEDAGG_HOST_DEVICE void operator()(int64_t i) const {
-    const double scaled = x[i] * norm;
-    x[i] = RotationSignNegative(seed, i) ? -scaled : scaled;
-  }
+  FEDAGG_HOST_DEVICE void operator()(int64_t i) const { x[i] = UnrotatedValue(x[i], norm, seed, i); }
 };
 
 // 1 where sorted position k starts a new (index, update) pair.

@@ -62,21 +62,18 @@ absl::Status DecodingFieldAccumulator::AccumulateBatch(absl::Span<const FieldVal
     size_t last = first + 1;
     uint64_t bytes = decoded_bytes(first);
     while (last < values.size() && bytes + decoded_bytes(last) <= max_decoded_bytes_) bytes += decoded_bytes(last++);
-    // At least one word, so that every decoded span has an address, the empty ones too.
-    storage.resize(std::max<uint64_t>(1, (bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t)));
+    storage.resize((bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t));
     std::byte* at = reinterpret_cast<std::byte*>(storage.data());
     decoded.clear();
     for (size_t i = first; i < last; ++i) {
       const FieldValue& value = *values[i];
       const int64_t n = static_cast<int64_t>(value.indices.size() * width);
-      if (n > 0) {
-        cpu::DispatchDType(dtype, [&](auto tag) {
-          using Out = typename decltype(tag)::type;
-          if constexpr (std::is_same_v<Out, float> || std::is_same_v<Out, double> || std::is_same_v<Out, int64_t>) {
-            DecodeSection(field_.value_encoding, value.values, n, reinterpret_cast<Out*>(at));
-          }
-        });
-      }
+      cpu::DispatchDType(dtype, [&](auto tag) {
+        using Out = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<Out, float> || std::is_same_v<Out, double> || std::is_same_v<Out, int64_t>) {
+          DecodeSection(field_.value_encoding, value.values, n, reinterpret_cast<Out*>(at));
+        }
+      });
       const size_t size = decoded_bytes(i);
       decoded.push_back(FieldValue{value.encoding, dtype, value.indices, absl::MakeConstSpan(at, size), value.ascending});
       at += size;

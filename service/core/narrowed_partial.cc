@@ -96,10 +96,6 @@ bool Narrowable(const FieldSpec& field) {
 
 absl::Status WriteNarrowable(const FieldSpec& field, const FieldAccumulator& accumulator,
                              PartialPrecision precision, ByteWriter& out) {
-  if (precision == PartialPrecision::kFull) {
-    out.Put<uint8_t>(static_cast<uint8_t>(field.accumulation_dtype));
-    return accumulator.SerializeTo(out);
-  }
   return WithAccumulationType(field, [&](auto acc) {
     using Acc = decltype(acc);
     return precision == PartialPrecision::kFloat16

@@ -22,9 +22,9 @@ enum class PartialPrecision : uint8_t { kFull, kFloat16, kBFloat16 };
 // Whether `field`'s state may travel in 16 bits.
 bool Narrowable(const FieldSpec& field);
 
-// Writes `accumulator`'s state (a field Narrowable says yes to) as `precision` asks: the
-// 16-bit dtype it used, or the accumulation dtype when it kept full precision, then the
-// state, into `out`.
+// Writes `accumulator`'s state (a field Narrowable says yes to) in `precision` (kFloat16
+// or kBFloat16) into `out`: the 16-bit dtype and the 16-bit state, or the accumulation
+// dtype and the full state when a sum does not fit.
 absl::Status WriteNarrowable(const FieldSpec& field, const FieldAccumulator& accumulator,
                              PartialPrecision precision, ByteWriter& out);
 // Reads what WriteNarrowable wrote into `accumulator`. DATA_LOSS for a dtype byte that is

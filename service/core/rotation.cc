@@ -9,15 +9,13 @@
 namespace fedagg {
 namespace {
 
-// The unnormalized fast Walsh-Hadamard transform of one run, in place: at each stage,
-// the pairs (j, j + h) of each group of 2h become (a + b, a - b).
-void Hadamard(double* x, int64_t n) {
-  for (int64_t h = 1; h < n; h *= 2) {
-    for (int64_t i = 0; i < n; i += 2 * h) {
-      for (int64_t j = i; j < i + h; ++j) {
-        const double a = x[j], b = x[j + h];
-        x[j] = a + b;
-        x[j + h] = a - b;
+// The unnormalized fast Walsh-Hadamard transform of each run of `run` values of the
+// first `whole` (a multiple of it), in place, a run at a time (while it stays in cache).
+void TransformRuns(double* x, int64_t whole, int64_t run) {
+  for (int64_t first = 0; first < whole; first += run) {
+    for (int64_t h = 1; h < run; h *= 2) {
+      for (int64_t group = first; group < first + run; group += 2 * h) {
+        for (int64_t i = group; i < group + h; ++i) portable::HadamardButterfly(x, i, h);
       }
     }
   }
@@ -33,11 +31,8 @@ void Rotate(const ValueEncoding& encoding, absl::Span<double> values) {
   for (int64_t i = 0; i < whole; ++i) {
     if (RotationSignNegative(encoding.rotation_seed, i)) values[i] = -values[i];
   }
-  for (int64_t first = 0; first < whole; first += run) {
-    double* x = values.data() + first;
-    Hadamard(x, run);
-    for (int64_t j = 0; j < run; ++j) x[j] *= norm;
-  }
+  TransformRuns(values.data(), whole, run);
+  for (int64_t i = 0; i < whole; ++i) values[i] *= norm;
 }
 
 void Unrotate(const ValueEncoding& encoding, absl::Span<double> values) {
@@ -45,13 +40,9 @@ void Unrotate(const ValueEncoding& encoding, absl::Span<double> values) {
   const int64_t run = encoding.rotation;
   const double norm = 1.0 / std::sqrt(static_cast<double>(run));
   const int64_t whole = static_cast<int64_t>(values.size()) / run * run;
-  for (int64_t first = 0; first < whole; first += run) {
-    double* x = values.data() + first;
-    Hadamard(x, run);
-    for (int64_t j = 0; j < run; ++j) x[j] *= norm;
-  }
+  TransformRuns(values.data(), whole, run);
   for (int64_t i = 0; i < whole; ++i) {
-    if (RotationSignNegative(encoding.rotation_seed, i)) values[i] = -values[i];
+    values[i] = portable::UnrotatedValue(values[i], norm, encoding.rotation_seed, i);
   }
 }
 

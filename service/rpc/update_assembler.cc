@@ -249,9 +249,8 @@ std::string UpdateAssembler::SizeHint(size_t field, bool indices, uint64_t decla
                                                           : "the values the header's nnz declares",
                         "; docs/PROTOCOL.md, \"Encoded values\")");
   }
-  const size_t element = indices ? sizeof(int64_t) : DTypeSize(aggregation_->reduction().fields()[field].type.dtype);
-  const std::string element_type =
-      indices ? std::string("int64") : std::string(DTypeName(aggregation_->reduction().fields()[field].type.dtype));
+  const size_t element = indices ? sizeof(int64_t) : DTypeSize(spec.type.dtype);
+  const std::string element_type = indices ? std::string("int64") : std::string(DTypeName(spec.type.dtype));
   if (sent % declared == 0 && sent / declared <= 8) {
     return absl::StrCat(" (", sent / declared, "x the declared size: were ", element * (sent / declared),
                         "-byte elements sent where the field declares ", element, "-byte ", element_type,

@@ -277,7 +277,9 @@ absl::Status ParentLink::ParentReported(MirrorLink* link, const v1::TierCommand&
         "those claims); updates acknowledged here are not counted, and their clients may send them again"));
   }
   link->parent_checkpoints = command.parent_checkpoints();
-  link->partial_precision = PartialPrecisionOf(static_cast<DType>(command.partial_dtype()));
+  // A parent that names no partial dtype (or one this build does not know) gets full precision.
+  const absl::StatusOr<DType> partial_dtype = DTypeFromProto(command.partial_dtype());
+  link->partial_precision = partial_dtype.ok() ? PartialPrecisionOf(*partial_dtype) : PartialPrecision::kFull;
   link->parent_durable_acks = command.parent_durable_acks() || command.parent_checkpoints();
   link->mirror->SetUpstreamDurable(link->parent_durable_acks);
   claims_.SetSlowAnswers(link->mirror->id(), link->mirror->config().proto.incarnation(), link->parent_durable_acks);

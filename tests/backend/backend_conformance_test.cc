@@ -193,6 +193,18 @@ TYPED_TEST(BackendConformanceTest, DeterministicAggregationsMatchTheCpuBackendTo
   }
 }
 
+// `count` standard normal values (as float32) written in `encoding`, rounding with a
+// random stream.
+std::vector<std::byte> RandomEncodedValues(const ValueEncoding& encoding, int64_t count, std::mt19937_64& random) {
+  std::normal_distribution<double> normal(0, 1);
+  std::vector<float> plain(static_cast<size_t>(count));
+  for (float& x : plain) x = static_cast<float>(normal(random));
+  std::vector<std::byte> bytes(encoding.EncodedBytes(count));
+  EXPECT_TRUE(EncodeValues(encoding, DType::kFloat32, AsBytes(absl::MakeConstSpan(plain)), random(),
+                           absl::MakeSpan(bytes)).ok());
+  return bytes;
+}
+
 // The reports of `views` reduced on `backend` and on the cpu backend, in batches of 4,
 // and of the backend's partial serialized and merged on the cpu backend (a tree).
 struct ThreeReports {
@@ -226,7 +238,6 @@ TYPED_TEST(BackendConformanceTest, EncodedFieldsMatchTheReferenceDecoderAndTheCp
   using ::fedagg::testing::Update;
   const uint64_t seed = Seed();
   std::mt19937_64 random(seed);
-  std::normal_distribution<double> normal(0, 1);
   constexpr int64_t kWidth = 3000;
   std::vector<ValueEncoding> encodings;
   for (int bits : {1, 2, 4, 8}) {
@@ -249,12 +260,7 @@ TYPED_TEST(BackendConformanceTest, EncodedFieldsMatchTheReferenceDecoderAndTheCp
           ValueType::Tensor(dtype, {kWidth}), {FieldIntrinsic{intrinsic, false, encoding}});
       std::vector<Update> updates(9);
       for (size_t u = 0; u < updates.size(); ++u) {
-        std::vector<float> plain(kWidth);
-        for (float& x : plain) x = static_cast<float>(normal(random));
-        std::vector<std::byte> bytes(encoding.EncodedBytes(kWidth));
-        ASSERT_TRUE(EncodeValues(encoding, DType::kFloat32, AsBytes(absl::MakeConstSpan(plain)), random(),
-                                 absl::MakeSpan(bytes)).ok());
-        updates[u].Raw(Encoding::kDense, dtype, {}, std::move(bytes));
+        updates[u].Raw(Encoding::kDense, dtype, {}, RandomEncodedValues(encoding, kWidth, random));
         if (IsWeighted(intrinsic)) updates[u].Weight(0.5 + static_cast<double>(u));
       }
       const std::vector<UpdateView> views = ::fedagg::testing::Views(updates);
@@ -291,7 +297,6 @@ TYPED_TEST(BackendConformanceTest, EncodedSparseValuesMatchTheReferenceDecoderAn
   using ::fedagg::testing::Update;
   const uint64_t seed = Seed();
   std::mt19937_64 random(seed);
-  std::normal_distribution<double> normal(0, 1);
   constexpr int64_t kRows = 40, kWidth = 3;
   const std::vector<ValueEncoding> encodings = {ValueEncoding::Quantized(8, 8), ValueEncoding::Quantized(2),
                                                 ValueEncoding::Quantized(4, 8, 16, 0x5EED),
@@ -311,12 +316,8 @@ TYPED_TEST(BackendConformanceTest, EncodedSparseValuesMatchTheReferenceDecoderAn
         std::vector<int64_t> indices(static_cast<size_t>(entries));
         for (int64_t& index : indices) index = static_cast<int64_t>(random() % static_cast<uint64_t>(field.rows));
         if (u % 2 == 0) std::sort(indices.begin(), indices.end());
-        std::vector<float> plain(static_cast<size_t>(entries * field.row_width));
-        for (float& x : plain) x = static_cast<float>(normal(random));
-        std::vector<std::byte> bytes(encoding.EncodedBytes(static_cast<int64_t>(plain.size())));
-        ASSERT_TRUE(EncodeValues(encoding, DType::kFloat32, AsBytes(absl::MakeConstSpan(plain)), random(),
-                                 absl::MakeSpan(bytes)).ok());
-        updates[u].Raw(field.encoding, DType::kFloat32, std::move(indices), std::move(bytes));
+        updates[u].Raw(field.encoding, DType::kFloat32, std::move(indices),
+                       RandomEncodedValues(encoding, entries * field.row_width, random));
         if (IsWeighted(intrinsic)) updates[u].Weight(0.5 + static_cast<double>(u));
       }
       const std::vector<UpdateView> views = ::fedagg::testing::Views(updates);

@@ -221,10 +221,8 @@ def _mix64(z: np.ndarray) -> np.ndarray:
 
 
 def _mix64_int(z: int) -> int:
-    z &= _MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return z ^ (z >> 31)
+    """_mix64 of one integer (taken modulo 2^64)."""
+    return int(_mix64(np.array([z & _MASK64], dtype=np.uint64))[0])
 
 
 def rounding_stream(seed: int, field: int) -> int:
