@@ -22,6 +22,12 @@ endif()
 
 find_package(Threads REQUIRED)
 
+# libcrypto: differential privacy's noise (ChaCha20 keystreams, the system's secure source).
+find_package(OpenSSL 3.0 QUIET COMPONENTS Crypto)
+if(NOT OpenSSL_FOUND)
+  message(FATAL_ERROR "OpenSSL's libcrypto >= 3.0 not found: install 'libssl-dev' (or run scripts/setup.sh).")
+endif()
+
 if(FEDAGG_BUILD_TESTS)
   find_package(GTest 1.12 QUIET)
   if(NOT GTest_FOUND)

@@ -6,12 +6,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/types/span.h"
 #include "service/core/dtype.h"
 #include "service/core/intrinsic.h"
+#include "service/core/privacy_spec.h"
 
 namespace fedagg {
 
@@ -55,6 +57,8 @@ struct AggregateResult {
   int64_t contributions = 0;
   double weight_sum = 0;
   std::vector<ReportedField> fields;
+  // A differentially private aggregation's, once noised (privacy_noise.h).
+  std::optional<PrivacyReport> privacy;
 
   // The bytes its fields' values, indices and counts take.
   uint64_t MemoryBytes() const;

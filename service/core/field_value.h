@@ -59,6 +59,8 @@ struct FieldValue {
 struct UpdateView {
   std::vector<FieldValue> fields;  // one per leaf, depth-first
   std::optional<double> weight;    // required iff the spec has a weighted field
+  // Differential privacy: the whole update's bound scaled it (update_clipping.h).
+  bool clipped = false;
 };
 
 }  // namespace fedagg

@@ -50,6 +50,7 @@ absl::Status PartialAggregate::AccumulateValidatedBatch(absl::Span<const UpdateV
     FEDAGG_RETURN_IF_ERROR(fields_[f]->AccumulateBatch(values, weights));
   }
   contributions_ += static_cast<int64_t>(updates.size());
+  for (const UpdateView& update : updates) clipped_updates_ += update.clipped ? 1 : 0;
   AddWeights(weights);
   return absl::OkStatus();
 }
@@ -85,6 +86,7 @@ absl::Status PartialAggregate::MergeWith(const PartialAggregate& other) {
     FEDAGG_RETURN_IF_ERROR(fields_[f]->MergeWith(*other.fields_[f]));
   }
   contributions_ += other.contributions_;
+  clipped_updates_ += other.clipped_updates_;
   if (exact_weight_sum_.size() == 0) {
     weight_sum_ += other.weight_sum_;
   } else {
@@ -96,8 +98,10 @@ absl::Status PartialAggregate::MergeWith(const PartialAggregate& other) {
 
 absl::StatusOr<std::string> PartialAggregate::Serialize(PartialPrecision precision) const {
   FEDAGG_RETURN_IF_ERROR(CheckNotReleased());
-  // A deterministic aggregation's exact sums are never narrowed.
-  const bool narrowed = precision != PartialPrecision::kFull && format_version() == kFormatVersion;
+  // A deterministic aggregation's exact sums are never narrowed, nor a differentially
+  // private one's (the rounding would not be bounded by the clipping).
+  const bool narrowed = precision != PartialPrecision::kFull && format_version() == kFormatVersion &&
+                        !spec_->options().privacy.has_value();
   ByteWriter out;
   for (char c : kMagic) out.Put(c);
   out.Put<uint32_t>(narrowed ? kNarrowedFormatVersion : format_version());
@@ -105,6 +109,7 @@ absl::StatusOr<std::string> PartialAggregate::Serialize(PartialPrecision precisi
   out.Put<int64_t>(contributions_);
   out.Put<double>(weight_sum_);
   if (format_version() == kExactFormatVersion) exact_weight_sum_.SerializeTo(out);
+  if (spec_->options().privacy.has_value()) out.Put<int64_t>(clipped_updates_);
   out.Put<uint32_t>(static_cast<uint32_t>(fields_.size()));
   for (size_t f = 0; f < fields_.size(); ++f) {
     out.Put<uint8_t>(static_cast<uint8_t>(spec_->fields()[f].intrinsic));
@@ -160,6 +165,13 @@ absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
     if (partial.exact_weight_sum_.size() > 0 && partial.exact_weight_sum_.Rounded(0) != partial.weight_sum_) {
       return absl::DataLossError(absl::StrCat("partial aggregate's weight sum ", partial.weight_sum_,
                                               " is not its exact weight sum, rounded"));
+    }
+  }
+  if (partial.spec_->options().privacy.has_value()) {
+    FEDAGG_RETURN_IF_ERROR(in.Get(&partial.clipped_updates_));
+    if (partial.clipped_updates_ < 0 || partial.clipped_updates_ > partial.contributions_) {
+      return absl::DataLossError(absl::StrCat("partial aggregate counts ", partial.clipped_updates_,
+                                              " clipped updates of ", partial.contributions_));
     }
   }
   // Unweighted updates weigh 1 each; weighted ones are > 0 each.

@@ -95,6 +95,8 @@ class PartialAggregate {
   uint64_t MemoryBytes() const;
   int64_t contributions() const { return contributions_; }
   double weight_sum() const { return weight_sum_; }
+  // Differential privacy: the contributions the whole update's bound scaled down.
+  int64_t clipped_updates() const { return clipped_updates_; }
   const ReductionSpec& spec() const { return *spec_; }
   const AccumulatorFactory& backend() const { return *backend_; }
 
@@ -111,6 +113,7 @@ class PartialAggregate {
   bool released_ = false;
   int64_t contributions_ = 0;
   double weight_sum_ = 0;
+  int64_t clipped_updates_ = 0;
   // A deterministic aggregation with a weighted field: the weights' exact sum, which
   // weight_sum_ is rounded from (one sum on the float64 grid); empty otherwise.
   ExactSums exact_weight_sum_;

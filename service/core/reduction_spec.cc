@@ -2,6 +2,8 @@
 // accumulation / result dtypes each field gets.
 #include "service/core/reduction_spec.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "service/core/exact_sums.h"
@@ -64,6 +66,47 @@ absl::Status CheckValueEncoding(const LeafField& leaf, Intrinsic intrinsic, cons
   return absl::OkStatus();
 }
 
+// A differentially private aggregation's fields: float sums and means, dense or sparse,
+// plain or discretized; returns the intrinsic the accumulators run (a mean's sum).
+absl::StatusOr<Intrinsic> PrivateIntrinsic(const LeafField& leaf, const FieldIntrinsic& choice) {
+  const auto refuse = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("field '", leaf.path, "' (", leaf.type.ToString(), ", ",
+                                                   IntrinsicName(choice.intrinsic),
+                                                   ") in an aggregation with differential privacy: ", why));
+  };
+  if (!IsFloating(leaf.type.dtype)) {
+    return refuse("clipping scales values, which integer fields cannot take; declare a floating-point dtype");
+  }
+  if (choice.report_counts) {
+    return refuse("per-coordinate counts would publish which coordinates each client touched, un-noised; "
+                  "ask for no counts");
+  }
+  if (choice.value_encoding.quantized()) {
+    return refuse("quantized values are not clipped yet (not built); send them plain or discretized");
+  }
+  if (!std::isfinite(choice.clip_norm) || choice.clip_norm < 0) {
+    return refuse(absl::StrCat("its clip_norm must be finite and >= 0 (0: none), not ", choice.clip_norm));
+  }
+  switch (choice.intrinsic) {
+    case Intrinsic::kFederatedSum:
+    case Intrinsic::kSparseSum:
+    case Intrinsic::kRowSparseSum:
+      return choice.intrinsic;
+    case Intrinsic::kFederatedMean:
+      return Intrinsic::kFederatedSum;
+    case Intrinsic::kSparseMean:
+      return Intrinsic::kSparseSum;
+    case Intrinsic::kRowSparseMean:
+      return Intrinsic::kRowSparseSum;
+    case Intrinsic::kSparseSumSparse:
+      return refuse("its result lists only the coordinates some client touched, which noise cannot hide; use "
+                    "sparse_sum, whose result covers every coordinate");
+    default:
+      return refuse("clipping bounds each client's share of a sum; a weighted mean, a maximum or a minimum is "
+                    "not such a sum (use federated_mean, sparse_mean or row_sparse_mean: each client counts once)");
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
@@ -75,15 +118,27 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
         absl::StrCat("type ", type.ToString(), " has ", leaves.size(), " tensor fields but ",
                      intrinsics.size(), " intrinsics were given; name one per field"));
   }
+  if (options.privacy.has_value()) FEDAGG_RETURN_IF_ERROR(options.privacy->Check());
   std::shared_ptr<ReductionSpec> spec(new ReductionSpec());
   spec->options_ = options;
   std::vector<std::string> parts;
   for (size_t i = 0; i < leaves.size(); ++i) {
     const LeafField& leaf = leaves[i];
-    const FieldIntrinsic& choice = intrinsics[i];
+    FieldIntrinsic choice = intrinsics[i];
     FieldSpec field;
     field.path = leaf.path;
     field.type = leaf.type;
+    field.declared_intrinsic = choice.intrinsic;
+    if (options.privacy.has_value()) {
+      FEDAGG_ASSIGN_OR_RETURN(choice.intrinsic, PrivateIntrinsic(leaf, choice));
+      field.private_mean = choice.intrinsic != field.declared_intrinsic;
+      field.clip_norm = choice.clip_norm;
+      if (field.private_mean && options.privacy->expected_clients <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "field '", leaf.path, "' is a mean in an aggregation with differential privacy, which divides the "
+            "noised sum by the expected number of clients: declare expected_clients (> 0)"));
+      }
+    }
     field.intrinsic = choice.intrinsic;
     field.encoding = EncodingOf(choice.intrinsic);
     FEDAGG_RETURN_IF_ERROR(CheckValueEncoding(leaf, choice.intrinsic, choice.value_encoding, options));
@@ -130,7 +185,8 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
     spec->has_float32_weighted_field_ |=
         IsWeighted(choice.intrinsic) && field.accumulation_dtype == DType::kFloat32;
     parts.push_back(absl::StrCat(leaf.path, ":", leaf.type.ToString(), ":",
-                                 IntrinsicName(choice.intrinsic),
+                                 IntrinsicName(field.declared_intrinsic),
+                                 field.clip_norm > 0 ? absl::StrCat("/clip=", field.clip_norm) : "",
                                  choice.report_counts ? "+counts" : "",
                                  field.value_encoding.encoded() ? "@" : "",
                                  field.value_encoding.encoded() ? field.value_encoding.ToString() : "",
@@ -141,7 +197,8 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
   }
   spec->canonical_ = absl::StrCat(
       type.ToString(), "|", absl::StrJoin(parts, ";"), "|finite=", options.require_finite ? 1 : 0,
-      ",f64=", options.float64_accumulation ? 1 : 0, options.deterministic ? ",deterministic=1" : "");
+      ",f64=", options.float64_accumulation ? 1 : 0, options.deterministic ? ",deterministic=1" : "",
+      options.privacy.has_value() ? absl::StrCat(",", options.privacy->Canonical()) : "");
   spec->value_type_ = std::move(type);
   return std::shared_ptr<const ReductionSpec>(std::move(spec));
 }

@@ -6,12 +6,14 @@
 #define FEDAGG_SERVICE_CORE_REDUCTION_SPEC_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "service/core/dtype.h"
 #include "service/core/intrinsic.h"
+#include "service/core/privacy_spec.h"
 #include "service/core/value_encoding.h"
 #include "service/core/value_type.h"
 
@@ -24,6 +26,9 @@ struct FieldIntrinsic {
   bool report_counts = false;
   // How the field's values travel (plain: the declared dtype's elements).
   ValueEncoding value_encoding;
+  // With differential privacy: this field's own L2 bound (0: none), applied before the
+  // whole update's.
+  double clip_norm = 0;
 };
 
 struct ReductionOptions {
@@ -34,13 +39,17 @@ struct ReductionOptions {
   // Sum floating-point fields exactly (exact_field_accumulator.h): results identical to
   // the bit for any order of updates and any tree shape. Implies finite values.
   bool deterministic = false;
+  // Differential privacy (privacy_spec.h): every update is clipped before it is added, and
+  // the root noises the sum. Its fields are float sums and means; a mean is accumulated
+  // as its sum (FieldSpec::private_mean) and divided by the expected clients once noised.
+  std::optional<PrivacySpec> privacy;
 };
 
 // Everything the reduction needs to know about one leaf field, derived once.
 struct FieldSpec {
   std::string path;
   TensorType type;            // as declared: dtype is the transport dtype
-  Intrinsic intrinsic;
+  Intrinsic intrinsic;        // what the accumulators run
   Encoding encoding;
   // Quantized or discretized values (plain: type.dtype's elements); a discretized field
   // accumulates in int64 and reports its sum times the scale in result_dtype.
@@ -55,6 +64,13 @@ struct FieldSpec {
   // Summed exactly (a deterministic aggregation's floating-point field that sums:
   // every intrinsic but federated_max and federated_min): ExactFieldAccumulator.
   bool exact_sum = false;
+  // Differential privacy: the field's own L2 bound (0: none), and whether it was declared
+  // a mean, which `intrinsic` then runs as the matching sum (the root divides the noised
+  // sum by the expected clients, never by the number counted).
+  double clip_norm = 0;
+  bool private_mean = false;
+  // The intrinsic the spec declared: `intrinsic`, but for a private mean.
+  Intrinsic declared_intrinsic = Intrinsic::kFederatedSum;
 };
 
 class ReductionSpec {

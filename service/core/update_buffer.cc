@@ -3,6 +3,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/core/crc32c.h"
+#include "service/core/status_macros.h"
+#include "service/core/update_clipping.h"
 #include "service/core/update_validator.h"
 
 namespace fedagg {
@@ -111,5 +113,13 @@ uint32_t UpdateBuffer::Crc32c() const {
 }
 
 absl::Status UpdateBuffer::Validate(const ReductionSpec& spec) { return ValidateAndMarkUpdate(spec, view_); }
+
+absl::Status UpdateBuffer::Clip(const ReductionSpec& spec) {
+  std::vector<absl::Span<std::byte>> values;
+  values.reserve(fields_.size());
+  for (size_t f = 0; f < fields_.size(); ++f) values.push_back(section(f, Section::kValues));
+  FEDAGG_ASSIGN_OR_RETURN(view_.clipped, ClipUpdate(spec, view_, values));
+  return absl::OkStatus();
+}
 
 }  // namespace fedagg

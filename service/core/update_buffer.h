@@ -62,6 +62,10 @@ class UpdateBuffer {
   const UpdateView& view() const { return view_; }
   // Validates the view against `spec` (ValidateAndMarkUpdate: the marks stay in the view).
   absl::Status Validate(const ReductionSpec& spec);
+  // A validated update of a spec with differential privacy, clipped in place
+  // (update_clipping.h; the view's `clipped` says whether the whole update's bound scaled
+  // it). INVALID_ARGUMENT, nothing changed, for an update that cannot be clipped.
+  absl::Status Clip(const ReductionSpec& spec);
 
  private:
   struct FieldStorage {

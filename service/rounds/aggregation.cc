@@ -3,80 +3,26 @@
 #include "service/rounds/aggregation.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "service/core/cpu_accumulator_factory.h"
-#include "service/core/field_report.h"
-#include "service/core/large_allocation.h"
 #include "service/core/status_macros.h"
 #include "service/core/update_validator.h"
 
 namespace fedagg {
-namespace {
 const AccumulatorFactory& BackendOf(const AggregationOptions& options) {
   return options.backend != nullptr ? *options.backend : CpuAccumulatorFactory::Default();
 }
-}  // namespace
 
 Aggregation::Aggregation(AggregationConfig config, AggregationOptions options)
     : config_(std::move(config)),
       options_(options),
       children_(config_.id),
       durable_(options_.checkpointed),
+      finalization_(config_, BackendOf(options_)),
       batches_(BatchReducer::Create(config_.reduction, BackendOf(options_), options_.batching)) {}
 
 Aggregation::~Aggregation() { StopDurability(); }
-
-absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
-    const AggregationCheckpoint& checkpoint, AggregationOptions options) {
-  FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(checkpoint.spec));
-  absl::StatusOr<PartialAggregate> partial =
-      PartialAggregate::Deserialize(config.reduction, checkpoint.partial, BackendOf(options));
-  if (!partial.ok()) {
-    return absl::DataLossError(absl::StrCat("checkpoint of aggregation '", config.id,
-                                            "': its partial aggregate: ", partial.status().message()));
-  }
-  if (partial->contributions() != checkpoint.contributions) {
-    return absl::DataLossError(absl::StrCat(
-        "checkpoint of aggregation '", config.id, "' counts ", checkpoint.contributions,
-        " contributions but its partial aggregate holds ", partial->contributions()));
-  }
-  auto aggregation = std::make_shared<Aggregation>(std::move(config), options);
-  BatchReducer::Hold hold(*aggregation->batches_);
-  MutexLock lock(&aggregation->mu_);
-  hold.ReplacePartial(*std::move(partial));  // accounts it: a restored sparse union may be larger than an empty one
-  aggregation->state_ = checkpoint.state;
-  aggregation->detail_ = checkpoint.detail;
-  aggregation->counted_ = ClientIdSet(checkpoint.counted);
-  aggregation->contributions_ = checkpoint.contributions;
-  aggregation->weight_sum_ = checkpoint.weight_sum;
-  const absl::Time now = absl::Now();
-  for (const AggregationCheckpoint::ChildProgress& progress : checkpoint.children) {
-    aggregation->children_.Restore(progress, now);
-  }
-  aggregation->sealed_at_ = now;
-  if (checkpoint.state == v1::FINALIZED) {
-    absl::StatusOr<AggregateResult> report = hold.partial().Report();
-    if (!report.ok()) {
-      return absl::DataLossError(absl::StrCat("checkpoint of FINALIZED aggregation '", aggregation->id(),
-                                              "' does not report a result: ", report.status().message()));
-    }
-    aggregation->result_ = std::make_shared<const AggregateResult>(*std::move(report));
-    aggregation->weight_sum_ = aggregation->result_->weight_sum;
-  }
-  if (IsFinished(checkpoint.state)) {
-    // When it finished, as near as the files tell (they are read in name order): when its
-    // last checkpoint was written; now when that is unknown.
-    const absl::Time written = std::min(checkpoint.written, now);
-    aggregation->RecordFinishLocked(written == absl::InfinitePast() ? now : written);
-  }
-  aggregation->durable_.MarkAllDurable();
-  if (aggregation->AccumulatorsUnneededLocked()) {  // finished: the checkpoint holds it
-    aggregation->ReleaseFinishedStateLocked(hold);
-  }
-  return aggregation;
-}
 
 absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
   MutexLock lock(&mu_);
@@ -86,17 +32,7 @@ absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
         detail_.empty() ? "" : absl::StrCat(" (", detail_, ")"),
         " and accepts no more updates; ask GetTask for an open one"));
   }
-  if (options_.forwarding && !joined_upstream_) {
-    if (upstream_error_.ok()) {
-      return absl::UnavailableError(absl::StrCat(
-          "this intermediate aggregator is not joined to aggregation '", id(),
-          "' at its parent yet (joining, or the parent is unreachable); retry shortly"));
-    }
-    return absl::UnavailableError(absl::StrCat(
-        "this intermediate aggregator is not joined to aggregation '", id(),
-        "' at its parent: the link to the parent aggregator ended with ", upstream_error_.ToString(),
-        " and it is rejoining; retry shortly, or send the update to another aggregator"));
-  }
+  if (options_.forwarding) FEDAGG_RETURN_IF_ERROR(upstream_.CheckJoined(id()));
   if (counted_.contains(client_id)) FEDAGG_RETURN_IF_ERROR(CountedRefusalLocked(client_id));
   if (in_flight_.contains(client_id)) {
     return absl::AbortedError(absl::StrCat("another update from client '", client_id,
@@ -135,6 +71,7 @@ void Aggregation::AbandonUpdate(const std::string& client_id) {
 
 absl::StatusOr<Aggregation::ValidatedUpdate> Aggregation::Validate(UpdateBuffer update) const {
   FEDAGG_RETURN_IF_ERROR(update.Validate(reduction()));
+  if (reduction().options().privacy.has_value()) FEDAGG_RETURN_IF_ERROR(update.Clip(reduction()));
   return ValidatedUpdate(std::move(update));
 }
 
@@ -282,7 +219,7 @@ absl::StatusOr<int64_t> Aggregation::CountUpdate(const std::string& client_id, V
     MutexLock lock(&mu_);
     FEDAGG_RETURN_IF_ERROR(CountClientLocked(client_id));
     durable_.Changed();
-    if (options_.forwarding) undelivered_.push_back(client_id);
+    if (options_.forwarding) upstream_.AddUndelivered(client_id);
     weight_sum_ += update.view().weight.value_or(1.0);
     batches_->Add(std::move(update));  // under mu_: what is counted is pending, queued or reduced
     contributions = ++contributions_;
@@ -325,10 +262,10 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
     const PartialAggregate taken = std::move(child);
     BatchReducer::Hold hold(*batches_);
     MutexLock lock(&mu_);
-    if ((state_ != v1::OPEN && state_ != v1::SEALED) || final_delta_taken_) {
+    if ((state_ != v1::OPEN && state_ != v1::SEALED) || upstream_.final_delta_taken()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "aggregation '", id(), "' is ", v1::AggregationState_Name(state_),
-          final_delta_taken_ ? " and its final partial already went up" : "",
+          upstream_.final_delta_taken() ? " and its final partial already went up" : "",
           "; the partial from child '", child_id, "' was not merged"));
     }
     FEDAGG_ASSIGN_OR_RETURN(const bool next, children_.CheckPush(child_id, sequence));
@@ -338,7 +275,7 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
     hold.AccountMemory();
     durable_.Changed();
     std::vector<std::string> covered = children_.RecordPush(child_id, sequence, final, covered_client_ids);
-    if (options_.forwarding) undelivered_.insert(undelivered_.end(), covered.begin(), covered.end());
+    if (options_.forwarding) upstream_.AddUndelivered(covered);
     contributions_ += taken.contributions();
     weight_sum_ += taken.weight_sum();
     contributions = contributions_;
@@ -419,6 +356,7 @@ absl::Status Aggregation::Cancel(const std::string& reason) {
           "aggregation '", id(), "' is already ", v1::AggregationState_Name(state_)));
     }
     to_notify = children_.JoinedNotifiers();
+    unpublished_.reset();  // a noised result not yet published never will be
     state_ = v1::CANCELLED;
     RecordFinishLocked(absl::Now());
     durable_.Changed();
@@ -442,31 +380,8 @@ void Aggregation::FinalizeSoon(std::function<void()> then) {
     if (then) then();
     return;
   }
-  bool start = false;
-  {
-    MutexLock lock(&mu_);
-    if (then) finalization_waiters_.push_back(std::move(then));
-    finalization_requested_ = true;
-    start = !finalization_running_;
-    finalization_running_ = true;
-  }
-  if (start) options_.finalizer->Run([self = shared_from_this()] { self->RunFinalizations(); });
-}
-
-void Aggregation::RunFinalizations() {
-  for (;;) {
-    std::vector<std::function<void()>> waiters;
-    {
-      MutexLock lock(&mu_);
-      if (!finalization_requested_) {
-        finalization_running_ = false;
-        return;
-      }
-      finalization_requested_ = false;
-      waiters.swap(finalization_waiters_);
-    }
-    MaybeFinalize();
-    for (const std::function<void()>& answer : waiters) answer();
+  if (finalization_.Request(std::move(then))) {
+    options_.finalizer->Run([self = shared_from_this()] { self->finalization_.Drain([&] { self->MaybeFinalize(); }); });
   }
 }
 
@@ -485,43 +400,38 @@ void Aggregation::MaybeFinalize() {
     // Sealed, the aggregation counts no more updates, and child partials merge only under
     // the hold: what is reduced and reported stays what was counted, and it happens
     // without mu_, so status calls, the ticker and new streams never wait for it.
-    v1::AggregationState state = v1::FAILED;
-    std::string detail;
-    std::shared_ptr<const AggregateResult> result;
-    const absl::Status reduced = hold.Reduce(std::move(waiting));
-    if (!reduced.ok()) {
-      detail = absl::StrCat("reducing a validated batch failed on the ", BackendOf(options_).name(),
-                            " backend: ", reduced.ToString());
-    } else if (contributions < config_.min_contributions || contributions == 0) {
-      detail = absl::StrCat("quorum not reached: ", contributions, " contributions, at least ",
-                            std::max<int64_t>(1, config_.min_contributions), " required");
-    } else {
-      // The released update buffers kept for reuse would sit beside the accumulator and
-      // the result: give back as many bytes of them as the report may take, so that the
-      // result takes their place; the rest serve the next round's updates (with a device
-      // backend, pinned already).
-      LargeAllocation::TrimCache(ReportHostBytes(hold.partial().spec()));
-      absl::StatusOr<AggregateResult> report = hold.partial().Report();
-      if (report.ok()) {
-        result = std::make_shared<const AggregateResult>(*std::move(report));
-        state = v1::FINALIZED;
-      } else {
-        detail = absl::StrCat("report failed: ", report.status().ToString());
-      }
-    }
+    Finalization::Outcome outcome = finalization_.Make(hold, std::move(waiting), contributions);
     MutexLock lock(&mu_);
     if (state_ != v1::SEALED) return;  // cancelled meanwhile: the outcome is that
     durable_.Changed();
-    state_ = state;
-    detail_ = std::move(detail);
-    result_ = std::move(result);
-    RecordFinishLocked(absl::Now());
-    // From now on the status gives the result's weight sum, the reduction's own: exact for
-    // a deterministic aggregation, where the running tally above depends on arrival order.
-    if (result_ != nullptr) weight_sum_ = result_->weight_sum;
+    if (outcome.noise_key.has_value() && options_.checkpointed) {
+      // A noised result is published once a checkpoint holds it (MarkDurableUpTo): a
+      // restart then publishes it again, never a second draw of noise, and never before.
+      unpublished_ = std::move(outcome);
+      unpublished_version_ = durable_.version();
+      return;
+    }
+    PublishLocked(std::move(outcome));
   }
   NotifyWatchers();
   ReleaseFinishedAccumulators();
+}
+
+void Aggregation::PublishLocked(Finalization::Outcome outcome) {
+  state_ = outcome.state;
+  detail_ = std::move(outcome.detail);
+  result_ = std::move(outcome.result);
+  RecordFinishLocked(absl::Now());
+  // From now on the status gives the result's weight sum, the reduction's own: exact for
+  // a deterministic aggregation, where the running tally above depends on arrival order.
+  if (result_ != nullptr) weight_sum_ = result_->weight_sum;
+}
+
+void Aggregation::FailUnpublishedLocked() {
+  if (!unpublished_.has_value()) return;
+  unpublished_.reset();
+  PublishLocked({v1::FAILED, "its noised result could not be checkpointed, so it was not published (publishing it "
+                             "unrecorded could let a restart publish a second draw of noise)"});
 }
 
 bool Aggregation::AccumulatorsUnneededLocked() const {
@@ -572,7 +482,7 @@ void Aggregation::Tick(absl::Time now) {
   bool sealed_now = false;
   bool finalize = false;
   std::vector<ChildNotifier> to_notify;
-  std::vector<std::function<void()>> join_waits_over;
+  MirrorUpstream::Waiters join_waits_over;
   ChildAggregators::GivenUp given_up;
   {
     MutexLock lock(&mu_);
@@ -581,9 +491,7 @@ void Aggregation::Tick(absl::Time now) {
     given_up = children_.GiveUpSilent(now, options_.child_grace);
     ForgetGivenUpLocked(given_up);
     // Join waiters whose deadline passed, or all of them once the aggregation left OPEN.
-    const auto over = state_ == v1::OPEN ? join_waiters_.upper_bound(now) : join_waiters_.end();
-    for (auto it = join_waiters_.begin(); it != over; ++it) join_waits_over.push_back(std::move(it->second));
-    join_waiters_.erase(join_waiters_.begin(), over);
+    join_waits_over = upstream_.TakeWaitsOver(now, state_ == v1::OPEN);
     flush = batches_->PendingOlderThan(options_.flush_interval, now);
     // A mirror's deadline is its parent's business: the parent sends SEAL.
     if (!options_.forwarding && state_ == v1::OPEN && now >= config_.deadline) {
@@ -600,227 +508,9 @@ void Aggregation::Tick(absl::Time now) {
   if (finalize) FinalizeSoon(nullptr);
 }
 
-absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final, PartialPrecision precision) {
-  BatchReducer::Hold hold(*batches_);
-  BatchReducer::Waiting waiting;
-  Delta delta;
-  {
-    // The cut: what is counted up to here goes up in this delta. Child partials merge only
-    // under the hold, so the children's sequences stay as read.
-    MutexLock lock(&mu_);
-    waiting = hold.TakeWaiting();
-    delta.covered_client_ids.swap(undelivered_);
-    delta.durable_mark.version = durable_.version();
-    delta.durable_mark.child_sequences = children_.Sequences();
-  }
-  // Reduced and serialized without mu_, so that updates keep being counted meanwhile.
-  absl::Status failed = hold.Reduce(std::move(waiting));
-  if (failed.ok()) {
-    absl::StatusOr<std::string> bytes = hold.partial().Serialize(precision);
-    if (bytes.ok()) {
-      delta.bytes = *std::move(bytes);
-    } else {
-      failed = BackendError("its partial aggregate could not be read back", bytes.status());
-    }
-  } else {
-    failed = BackendError("reducing a batch failed", failed);
-  }
-  MutexLock lock(&mu_);
-  if (!failed.ok()) {
-    // Nothing went up: the clients stay undelivered, for a later delta.
-    undelivered_.insert(undelivered_.begin(), delta.covered_client_ids.begin(), delta.covered_client_ids.end());
-    return failed;
-  }
-  final_delta_taken_ |= final;
-  delta.contributions = hold.partial().contributions();
-  if (final) {
-    // Nothing more goes up, nor is merged here: no fresh accumulators are made.
-    ReleaseAccumulatorsLocked(hold);
-  } else {
-    hold.ReplacePartial(PartialAggregate(config_.reduction, BackendOf(options_)));
-  }
-  return delta;
-}
-
-bool Aggregation::AwaitChildren(absl::Time deadline) {
-  MutexLock lock(&mu_);
-  return mu_.AwaitWithDeadline([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return children_.AllDone(); }, deadline);
-}
-
-void Aggregation::MarkForwarded(const absl::Status& delivered) {
-  if (delivered.ok()) {
-    FinishMirror(v1::FINALIZED, "forwarded to the parent aggregator");
-  } else {
-    FinishMirror(v1::FAILED, absl::StrCat("the final partial could not be delivered to the parent aggregator: ",
-                                          delivered.ToString()));
-  }
-}
-
-void Aggregation::FailMirror(std::string why) { FinishMirror(v1::FAILED, std::move(why)); }
-
-void Aggregation::FinishMirror(v1::AggregationState state, std::string detail) {
-  DurableAcks::Waiters not_durable;
-  {
-    MutexLock lock(&mu_);
-    if (IsFinished(state_)) return;
-    state_ = state;
-    RecordFinishLocked(absl::Now());
-    durable_.Changed();
-    detail_ = std::move(detail);
-    // A delivered final push that waited for the parent's checkpoint released its waiters
-    // already (MarkDurable); any left are not known to be durable.
-    not_durable = durable_.Stop();
-  }
-  DurableAcks::Run(not_durable, false);
-  NotifyWatchers();
-  ReleaseFinishedAccumulatorsSoon();
-}
-
 absl::Status Aggregation::BackendError(absl::string_view what, const absl::Status& error) const {
   return absl::Status(error.code(), absl::StrCat("aggregation '", id(), "': ", what, " on the ",
                                                  BackendOf(options_).name(), " backend: ", error.message()));
-}
-
-absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshot() {
-  DurableAcks::Waiters abandoned;
-  absl::StatusOr<std::optional<Snapshot>> snapshot = TakeSnapshotOrAbandon(&abandoned);
-  DurableAcks::Run(abandoned, false);  // outside the locks
-  return snapshot;
-}
-
-absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOrAbandon(
-    DurableAcks::Waiters* abandoned) {
-  BatchReducer::Hold hold(*batches_);
-  Snapshot snapshot;
-  BatchReducer::Waiting waiting;
-  {
-    MutexLock lock(&mu_);
-    if (durable_.AllDurable()) return std::nullopt;
-    if (hold.partial().released()) {
-      // Finished, and checkpointed as such before its accumulators were freed: what
-      // changed since (a lost child's claims given back) matters to no restart, and no
-      // acknowledgement waits for it.
-      durable_.MarkAllDurable();
-      return std::nullopt;
-    }
-    // Everything counted goes into the partial first (reduced below, without mu_), so the
-    // counted set and the partial aggregate hold exactly the same updates.
-    waiting = hold.TakeWaiting();
-    snapshot.version = durable_.version();
-    AggregationCheckpoint& checkpoint = snapshot.checkpoint;
-    checkpoint.spec = config_.proto;
-    checkpoint.state = state_;
-    checkpoint.detail = detail_;
-    checkpoint.contributions = contributions_;
-    checkpoint.weight_sum = weight_sum_;
-    checkpoint.counted = counted_.Snapshot();
-    checkpoint.children = children_.Progress();
-  }
-  // The partial changes only under the hold, still held: updates committed meanwhile wait
-  // pending or queued and belong to the next snapshot.
-  const absl::Status reduced = hold.Reduce(std::move(waiting));
-  if (!reduced.ok()) {
-    // The partial no longer holds everything counted: no checkpoint will hold it.
-    MutexLock lock(&mu_);
-    *abandoned = durable_.Stop();
-    return BackendError("reducing a batch failed, so no checkpoint can hold what was counted", reduced);
-  }
-  absl::StatusOr<std::string> partial = hold.partial().Serialize();
-  if (!partial.ok()) return BackendError("its partial aggregate could not be read back", partial.status());
-  snapshot.checkpoint.partial = *std::move(partial);
-  return snapshot;
-}
-
-void Aggregation::MarkDurable(const Snapshot& snapshot) {
-  std::vector<std::pair<std::string, uint64_t>> child_sequences;
-  for (const AggregationCheckpoint::ChildProgress& progress : snapshot.checkpoint.children) {
-    child_sequences.emplace_back(progress.child_id, progress.last_sequence);
-  }
-  MarkDurableUpTo(snapshot.version, child_sequences);
-}
-
-void Aggregation::MarkDurable(const Delta::DurableMark& mark) { MarkDurableUpTo(mark.version, mark.child_sequences); }
-
-void Aggregation::MarkDurableUpTo(uint64_t version,
-                                  const std::vector<std::pair<std::string, uint64_t>>& child_sequences) {
-  DurableAcks::Waiters released;
-  {
-    MutexLock lock(&mu_);
-    released = durable_.MarkDurableUpTo(version);
-    children_.MarkDurable(child_sequences);
-  }
-  DurableAcks::Run(released, true);
-  ReleaseFinishedAccumulatorsSoon();
-}
-
-void Aggregation::WhenDurable(std::function<void(bool)> done) {
-  std::optional<bool> answer;
-  std::function<void()> wanted;
-  {
-    MutexLock lock(&mu_);
-    answer = durable_.Await(done, &wanted);
-  }
-  if (answer.has_value()) {
-    done(*answer);
-  } else if (wanted) {
-    wanted();
-  }
-}
-
-bool Aggregation::durable_acks() const {
-  MutexLock lock(&mu_);
-  return durable_.acks();
-}
-
-void Aggregation::SetUpstreamDurable(bool durable) {
-  MutexLock lock(&mu_);
-  durable_.SetUpstream(durable);
-}
-
-bool Aggregation::AwaitsDurability() const {
-  MutexLock lock(&mu_);
-  return durable_.awaited();
-}
-
-void Aggregation::OnDurabilityWanted(std::function<void()> wanted) {
-  MutexLock lock(&mu_);
-  durable_.OnWanted(std::move(wanted));
-}
-
-void Aggregation::StopDurability() {
-  DurableAcks::Waiters waiters;
-  {
-    MutexLock lock(&mu_);
-    waiters = durable_.Stop();
-  }
-  DurableAcks::Run(waiters, false);
-}
-
-uint64_t Aggregation::DurableChildSequence(const std::string& child_id) const {
-  MutexLock lock(&mu_);
-  return children_.DurableSequence(child_id);
-}
-
-void Aggregation::SetJoinedUpstream(bool joined, const absl::Status& why_not) {
-  std::multimap<absl::Time, std::function<void()>> ready;
-  {
-    MutexLock lock(&mu_);
-    joined_upstream_ = joined;
-    upstream_error_ = joined ? absl::OkStatus() : why_not;
-    if (joined) ready.swap(join_waiters_);
-  }
-  for (auto& [deadline, run] : ready) run();
-}
-
-void Aggregation::WhenJoined(absl::Time deadline, std::function<void()> ready) {
-  {
-    MutexLock lock(&mu_);
-    if (options_.forwarding && !joined_upstream_ && state_ == v1::OPEN) {
-      join_waiters_.emplace(deadline, std::move(ready));
-      return;
-    }
-  }
-  ready();
 }
 
 v1::AggregationStatus Aggregation::Status() const {
@@ -832,6 +522,7 @@ v1::AggregationStatus Aggregation::Status() const {
   status.set_weight_sum(weight_sum_);
   status.set_detail(detail_);
   status.set_children(static_cast<int64_t>(children_.size()));
+  if (result_ != nullptr && result_->privacy.has_value()) *status.mutable_privacy() = PrivacyReportToProto(*result_->privacy);
   return status;
 }
 

@@ -53,6 +53,8 @@
 #include "service/rounds/client_claims.h"
 #include "service/rounds/client_id_set.h"
 #include "service/rounds/durable_acks.h"
+#include "service/rounds/finalization.h"
+#include "service/rounds/mirror_upstream.h"
 #include "service/rounds/spec_conversion.h"
 
 namespace fedagg {
@@ -97,6 +99,9 @@ struct AggregationOptions {
 inline bool IsFinished(v1::AggregationState state) {
   return state == v1::FINALIZED || state == v1::FAILED || state == v1::CANCELLED;
 }
+
+// The backend of `options`: the CPU backend when none is given.
+const AccumulatorFactory& BackendOf(const AggregationOptions& options);
 
 class Aggregation : public std::enable_shared_from_this<Aggregation> {
  public:
@@ -353,9 +358,6 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // A finalization attempt (MaybeFinalize) that starts from now on, on the finalizer
   // (inline without one); `then` (if any) runs once it is over.
   void FinalizeSoon(std::function<void()> then);
-  // The finalizer's task: attempts while requests keep coming, each answering the
-  // waiters registered before it began.
-  void RunFinalizations();
   // Whether MaybeFinalize would finalize now.
   bool FinalizeDueLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees the accumulators (and their memory budget's claim) and the counted client ids of
@@ -367,6 +369,10 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   void ReleaseFinishedAccumulators();
   void ReleaseFinishedAccumulatorsSoon();
   void ReleaseFinishedStateLocked(BatchReducer::Hold& hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The outcome of a finalization becomes the aggregation's state, detail and result.
+  void PublishLocked(Finalization::Outcome outcome) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checkpoints stopped or failed while a noised result waited for one: FAILED instead.
+  void FailUnpublishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets finish_ once state_ is finished (and result_ set, if any): finished `at`.
   void RecordFinishLocked(absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // MarkForwarded and FailMirror: a forwarding mirror ends in `state` with `detail`.
@@ -390,29 +396,25 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
   // The child aggregators, and the ids of counted_ they claimed and have not delivered yet.
   ChildAggregators children_ ABSL_GUARDED_BY(mu_);
-  // Forwarding mirrors: the clients whose updates entered the partial since the last
-  // TakeDelta (the next delta's covered_client_ids).
-  std::vector<std::string> undelivered_ ABSL_GUARDED_BY(mu_);
   int64_t contributions_ ABSL_GUARDED_BY(mu_) = 0;
-  bool joined_upstream_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status upstream_error_ ABSL_GUARDED_BY(mu_);  // why not joined; OK: not tried yet
-  bool final_delta_taken_ ABSL_GUARDED_BY(mu_) = false;
-  // With a finalizer: one task at a time runs this aggregation's finalization attempts
-  // (RunFinalizations), one more for each batch of requests made meanwhile, so that
-  // repeated requests (the ticker's, every tick) never hold more than one worker.
-  bool finalization_requested_ ABSL_GUARDED_BY(mu_) = false;
-  bool finalization_running_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::function<void()>> finalization_waiters_ ABSL_GUARDED_BY(mu_);
+  // Forwarding mirrors: the join at the parent, its waiters, the clients whose updates
+  // the next delta carries.
+  MirrorUpstream upstream_ ABSL_GUARDED_BY(mu_);
   double weight_sum_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time sealed_at_ ABSL_GUARDED_BY(mu_);
   // Durability: every change a checkpoint must hold bumps its version.
   DurableAcks durable_ ABSL_GUARDED_BY(mu_);
-  std::multimap<absl::Time, std::function<void()>> join_waiters_ ABSL_GUARDED_BY(mu_);  // by deadline
   std::shared_ptr<const AggregateResult> result_ ABSL_GUARDED_BY(mu_);
   Finish finish_ ABSL_GUARDED_BY(mu_);  // set with a finished state_
   bool accumulators_released_ ABSL_GUARDED_BY(mu_) = false;
   std::map<int, std::function<void()>> watchers_ ABSL_GUARDED_BY(mu_);
   int next_watcher_ ABSL_GUARDED_BY(mu_) = 0;
+  // What the end makes of what was counted, and its attempts on the finalizer.
+  Finalization finalization_;
+  // A checkpointed aggregation's noised result (differential privacy), made and waiting
+  // for the checkpoint of version unpublished_version_ to hold it before it is published.
+  std::optional<Finalization::Outcome> unpublished_ ABSL_GUARDED_BY(mu_);
+  uint64_t unpublished_version_ ABSL_GUARDED_BY(mu_) = 0;
 
   // The pending batch, the queue and the partial aggregate. Lock order: a
   // BatchReducer::Hold before mu_ (mu_ before the reducer's queue).

@@ -4,7 +4,8 @@
 //   spec (serialized v1.AggregationSpec), i32 state, detail, i64 contributions,
 //   f64 weight sum, u64 n + n client ids, u64 m + m x (child id, u64 last sequence,
 //   u8 final received, [version 2:] u8 released, u64 k + k leased client ids), partial
-//   aggregate (docs/PARTIAL_AGGREGATE_FORMAT.md).
+//   aggregate (docs/PARTIAL_AGGREGATE_FORMAT.md), [version 3:] the noise key (0 or 32
+//   bytes: a differentially private aggregation FINALIZED with that key's noise).
 #include "service/rounds/checkpoint_file.h"
 
 #include <fcntl.h>
@@ -140,6 +141,10 @@ std::string EncodeCheckpoint(const AggregationCheckpoint& checkpoint) {
     PutClientIds(out, child.leased);
   }
   out.PutString(checkpoint.partial);
+  out.PutString(checkpoint.noise_key.has_value()
+                    ? absl::string_view(reinterpret_cast<const char*>(checkpoint.noise_key->bytes.data()),
+                                        checkpoint.noise_key->bytes.size())
+                    : absl::string_view());
   std::string bytes = out.Take();
   const uint64_t body_length = bytes.size() - kCheckpointHeaderBytes;
   const uint32_t crc = Crc32cExtend(0, bytes.data() + kCheckpointHeaderBytes, body_length);
@@ -158,7 +163,7 @@ absl::StatusOr<AggregationCheckpoint> DecodeCheckpoint(absl::string_view bytes) 
   std::memcpy(&version, bytes.data() + 8, sizeof(version));
   std::memcpy(&crc, bytes.data() + 12, sizeof(crc));
   std::memcpy(&body_length, bytes.data() + 16, sizeof(body_length));
-  if (version != 1 && version != kCheckpointFormatVersion) {
+  if (version < 1 || version > kCheckpointFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint format version ", version, "; this build reads versions 1 to ", kCheckpointFormatVersion));
   }
@@ -201,6 +206,16 @@ absl::StatusOr<AggregationCheckpoint> DecodeCheckpoint(absl::string_view bytes) 
     checkpoint.children.push_back(std::move(child));
   }
   FEDAGG_RETURN_IF_ERROR(in.GetString(&checkpoint.partial));
+  if (version >= 3) {
+    std::string key;
+    FEDAGG_RETURN_IF_ERROR(in.GetString(&key));
+    if (!key.empty()) {
+      NoiseKey noise_key;
+      if (key.size() != noise_key.bytes.size()) return Corrupt(absl::StrCat("a noise key of ", key.size(), " bytes"));
+      std::memcpy(noise_key.bytes.data(), key.data(), key.size());
+      checkpoint.noise_key = noise_key;
+    }
+  }
   if (!in.AtEnd()) return Corrupt("bytes after the partial aggregate");
   return checkpoint;
 }

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "fedagg/v1/types.pb.h"
+#include "service/core/keyed_random.h"
 #include "service/rounds/client_id_set.h"
 
 namespace fedagg {
@@ -42,6 +44,10 @@ struct AggregationCheckpoint {
   ClientIdList counted;
   std::vector<ChildProgress> children;
   std::string partial;  // PartialAggregate::Serialize(), everything counted included
+  // A differentially private aggregation's noise key, once FINALIZED: the result is the
+  // partial's report noised with it (privacy_noise.h), so a restart publishes the very
+  // result it had made, never a second draw. A secret like the un-noised partial itself.
+  std::optional<NoiseKey> noise_key;
   // Not in the file's body: when the file was last written (its modification time, set
   // by ReadCheckpointFile). A finished aggregation's last checkpoint is written within a
   // checkpoint interval of its finishing, and never again.
@@ -49,9 +55,9 @@ struct AggregationCheckpoint {
 };
 
 // File layout (little-endian): magic "FEDAGGCK", u32 format version, u32 CRC-32C of the
-// body, u64 body length, then the body (see checkpoint_file.cc). Version 1 (before
-// children's leases) is still read: its children hold no leases.
-inline constexpr uint32_t kCheckpointFormatVersion = 2;
+// body, u64 body length, then the body (see checkpoint_file.cc). Versions 1 (before
+// children's leases: its children hold none) and 2 (before the noise key) are still read.
+inline constexpr uint32_t kCheckpointFormatVersion = 3;
 inline constexpr size_t kCheckpointHeaderBytes = 8 + 4 + 4 + 8;  // before the body
 inline constexpr absl::string_view kCheckpointSuffix = ".ckpt";
 

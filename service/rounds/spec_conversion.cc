@@ -80,6 +80,27 @@ v1::ValueType ValueTypeToProto(const ValueType& type) {
   return proto;
 }
 
+PrivacySpec PrivacySpecFromProto(const v1::DifferentialPrivacy& proto) {
+  PrivacySpec privacy{proto.clip_norm(), proto.noise_multiplier(), proto.expected_clients(), std::nullopt};
+  if (proto.has_adaptive()) {
+    const v1::DifferentialPrivacy::Adaptive& adaptive = proto.adaptive();
+    privacy.adaptive = AdaptiveClipping{adaptive.target_quantile(), adaptive.learning_rate(),
+                                        adaptive.count_stddev() != 0 ? adaptive.count_stddev()
+                                                                     : 0.05 * proto.expected_clients()};
+  }
+  return privacy;
+}
+
+v1::PrivacyReport PrivacyReportToProto(const PrivacyReport& report) {
+  v1::PrivacyReport proto;
+  proto.set_clip_norm(report.clip_norm);
+  proto.set_noise_stddev(report.noise_stddev);
+  proto.set_clipped_updates(report.clipped_updates);
+  proto.set_unclipped_fraction(report.unclipped_fraction);
+  proto.set_next_clip_norm(report.next_clip_norm);
+  return proto;
+}
+
 absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& proto) {
   AggregationConfig config;
   config.id = proto.aggregation_id();
@@ -96,12 +117,11 @@ absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& pro
       return absl::InvalidArgumentError(absl::StrCat("intrinsic ", raw, " is not a known intrinsic"));
     }
     FEDAGG_ASSIGN_OR_RETURN(ValueEncoding encoding, ValueEncodingFromProto(field.encoding()));
-    intrinsics.push_back(FieldIntrinsic{static_cast<Intrinsic>(raw), field.report_counts(), encoding});
+    intrinsics.push_back(FieldIntrinsic{static_cast<Intrinsic>(raw), field.report_counts(), encoding, field.clip_norm()});
   }
-  FEDAGG_ASSIGN_OR_RETURN(
-      config.reduction,
-      ReductionSpec::Create(std::move(type), std::move(intrinsics),
-                            ReductionOptions{proto.require_finite(), proto.float64_accumulation(), proto.deterministic()}));
+  ReductionOptions options{proto.require_finite(), proto.float64_accumulation(), proto.deterministic()};
+  if (proto.has_privacy()) options.privacy = PrivacySpecFromProto(proto.privacy());
+  FEDAGG_ASSIGN_OR_RETURN(config.reduction, ReductionSpec::Create(std::move(type), std::move(intrinsics), options));
   if (proto.min_contributions() < 0 || proto.max_contributions() < 0) {
     return absl::InvalidArgumentError("min_contributions and max_contributions must be >= 0");
   }

@@ -55,10 +55,15 @@ absl::Status ApplyEncodingToLinearFields(absl::string_view encoding, std::vector
 // a load generator with seeds of its own before it encodes its updates.
 void AssignRotationSeeds(v1::AggregationSpec& spec, absl::FunctionRef<uint64_t()> next_seed);
 
+// A spec's differential privacy (unchecked: ReductionSpec::Create checks it); an adaptive
+// clipping's count_stddev of 0 becomes its default, 0.05 * expected_clients.
+PrivacySpec PrivacySpecFromProto(const v1::DifferentialPrivacy& proto);
+
 // INVALID_ARGUMENT naming the offending field for any spec a server cannot run.
 absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& proto);
 
 v1::Tensor TensorToProto(const Tensor& tensor);
+v1::PrivacyReport PrivacyReportToProto(const PrivacyReport& report);
 
 }  // namespace fedagg
 
