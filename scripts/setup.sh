@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what fedagg needs to build and test on Debian 12: Debian's packages, then
 # (scripts/setup_frameworks.sh) Flower and NVIDIA FLARE from the package index into
-# .venv-frameworks for the framework adapters' tests, and kubernetes-validate into
-# .venv-tools for the Kubernetes manifests' test (tests/deploy).
+# .venv-frameworks for the framework adapters' tests, kubernetes-validate into
+# .venv-tools for the Kubernetes manifests' test (tests/deploy), and dp-accounting into
+# .venv-privacy for fedagg.privacy_accounting's test (tests/python).
 # Idempotent: installs nothing when everything is present. Needs root (or sudo).
 # The CUDA toolkit is optional and not installed here: with nvcc on PATH the CUDA backend
 # is built as well (see docs/DEPENDENCIES.md).
@@ -12,7 +13,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  python3 openssl
+  python3 openssl libssl-dev
   python3-venv python3-pip python3-setuptools python3-wheel
   python3-grpcio python3-protobuf python3-numpy python3-scipy python3-crc32c python3-pytest
   prometheus nginx curl google-perftools
@@ -40,6 +41,31 @@ if [ "$(cat "$TOOLS/.fedagg-requirement" 2>/dev/null)" != "$KUBERNETES_VALIDATE"
     echo "$KUBERNETES_VALIDATE" >"$TOOLS/.fedagg-requirement"
   else
     echo "setup: could not install it (no package index?); the Kubernetes manifests' test will skip:" >&2
+    tail -n 5 "$log" >&2
+  fi
+  rm -f "$log"
+fi
+
+# dp-accounting (Google's privacy accountants, pinned, from the package index) for
+# fedagg.privacy_accounting and tests/python/privacy_accounting_test.sh, in its own small
+# environment: no release fits .venv-frameworks (0.5.0-0.6.0 want attrs<24, 0.4.3-0.4.4
+# NumPy<2, older ones attrs 21.4; the frameworks pin attrs 26.1.0 and NumPy 2.4.6). It sees
+# Debian's packages (--system-site-packages): NumPy and SciPy for dp-accounting, and
+# grpcio, protobuf, crc32c and pytest for the fedagg package and its test. Idempotent: a
+# stamp holds the pinned requirement. Without the package index it says so and goes on:
+# that test then skips, saying why.
+DP_ACCOUNTING=dp-accounting==0.6.0
+PRIVACY=$(cd "$(dirname "$0")/.." && pwd)/.venv-privacy
+if [ "$(cat "$PRIVACY/.fedagg-requirement" 2>/dev/null)" != "$DP_ACCOUNTING" ] ||
+   [ ! -x "$PRIVACY/bin/python" ]; then
+  echo "setup: installing $DP_ACCOUNTING (from the package index) into .venv-privacy"
+  rm -rf "$PRIVACY"
+  /usr/bin/python3 -m venv --system-site-packages "$PRIVACY"
+  log=$(mktemp)
+  if "$PRIVACY/bin/pip" install --quiet --disable-pip-version-check --no-input "$DP_ACCOUNTING" >"$log" 2>&1; then
+    echo "$DP_ACCOUNTING" >"$PRIVACY/.fedagg-requirement"
+  else
+    echo "setup: could not install it (no package index?); the privacy accounting test will skip:" >&2
     tail -n 5 "$log" >&2
   fi
   rm -f "$log"

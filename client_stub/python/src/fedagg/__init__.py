@@ -8,6 +8,10 @@
     print(conn.control.result("round-1")["w"].values)
 
 Errors are FedaggError, carrying the gRPC status code (`code`, `code_name`).
+
+Privacy accounting of DP rounds (PrivacyAccountant, Sampling, calibrate_noise_multiplier)
+lives in fedagg.privacy_accounting and needs the optional dp-accounting package
+(`pip install fedagg[privacy]`) only when called.
 """
 from .connection import Connection, connect
 from .contribute_stream import ContributeStream
@@ -21,5 +25,18 @@ from .value_encoding import ValueEncoding
 __all__ = [
     "AggregationStatus", "Connection", "ContributeStream", "ControlClient", "FedaggError", "Field",
     "FieldResult", "Leaf", "Result", "RowSparse", "Sparse", "Spec", "build_spec", "connect",
-    "ValueEncoding", "prepare_update",
+    "ValueEncoding", "prepare_update", "PrivacyAccountant", "Sampling", "calibrate_noise_multiplier",
 ]
+
+_PRIVACY_ACCOUNTING = ("PrivacyAccountant", "Sampling", "calibrate_noise_multiplier")
+
+
+def __getattr__(name):
+    # fedagg.privacy_accounting's names, imported on first use: importing that module eagerly
+    # here would load it before `python -m fedagg.privacy_accounting` runs it as __main__
+    # (runpy warns, and two copies of its classes would exist). It imports dp-accounting
+    # only when called, so neither way does `import fedagg` need dp-accounting.
+    if name in _PRIVACY_ACCOUNTING:
+        from . import privacy_accounting
+        return getattr(privacy_accounting, name)
+    raise AttributeError(f"module 'fedagg' has no attribute {name!r}")
