@@ -15,6 +15,7 @@ lives in fedagg.privacy_accounting and needs the optional dp-accounting package
 """
 from .connection import Connection, connect
 from .contribute_stream import ContributeStream
+from .differential_privacy import AdaptiveClipping, DifferentialPrivacy, PrivacyReport
 from .control import ControlClient
 from .errors import FedaggError
 from .result import FieldResult, Result
@@ -23,7 +24,7 @@ from .update_input import RowSparse, Sparse, prepare_update
 from .value_encoding import ValueEncoding
 
 __all__ = [
-    "AggregationStatus", "Connection", "ContributeStream", "ControlClient", "FedaggError", "Field",
+    "AdaptiveClipping", "DifferentialPrivacy", "PrivacyReport", "AggregationStatus", "Connection", "ContributeStream", "ControlClient", "FedaggError", "Field",
     "FieldResult", "Leaf", "Result", "RowSparse", "Sparse", "Spec", "build_spec", "connect",
     "ValueEncoding", "prepare_update", "PrivacyAccountant", "Sampling", "calibrate_noise_multiplier",
 ]

@@ -16,6 +16,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .differential_privacy import DifferentialPrivacy, PrivacyReport
 from .errors import FedaggError, invalid_argument
 from .v1 import types_pb2
 from .value_encoding import DISCRETIZED, PLAIN_ENCODING, QUANTIZED, ValueEncoding
@@ -187,12 +188,14 @@ def build_spec(aggregation_id: str, value_type: Any, *, min_contributions: int =
                max_contributions: int = 0, deadline_s: Optional[float] = None,
                require_finite: bool = False, float64_accumulation: bool = False,
                deterministic: bool = False,
-               broadcast: Sequence[np.ndarray] = ()) -> types_pb2.AggregationSpec:
+               broadcast: Sequence[np.ndarray] = (),
+               privacy: Optional[DifferentialPrivacy] = None) -> types_pb2.AggregationSpec:
     """A fedagg.v1.AggregationSpec from a Python description (see the module comment).
     `deadline_s`: seconds from now; `broadcast`: NumPy arrays pushed to clients on join;
     `deterministic`: floating-point fields summed exactly, so results are the same to the
     bit for any order of updates and any tree of aggregators (needs finite values; takes
-    discretized fields, not quantized ones)."""
+    discretized fields, not quantized ones); `privacy`: differential privacy
+    (fedagg.DifferentialPrivacy: clipped updates, noise once at the root)."""
     intrinsics: List[types_pb2.FieldIntrinsic] = []
     proto = types_pb2.AggregationSpec(
         aggregation_id=aggregation_id,
@@ -202,6 +205,8 @@ def build_spec(aggregation_id: str, value_type: Any, *, min_contributions: int =
         require_finite=require_finite, float64_accumulation=float64_accumulation,
         deterministic=deterministic)
     proto.intrinsics.extend(intrinsics)
+    if privacy is not None:
+        proto.privacy.CopyFrom(privacy.to_proto())
     for array in broadcast:
         array = np.asarray(array)
         name = array.dtype.name
@@ -286,6 +291,7 @@ class AggregationStatus:
     detail: str
     children: int
     spec: Spec
+    privacy: Optional[PrivacyReport] = None  # a FINALIZED aggregation with differential privacy
 
     FINAL_STATES = ("FINALIZED", "FAILED", "CANCELLED")
 
@@ -293,7 +299,7 @@ class AggregationStatus:
     def from_proto(cls, proto: types_pb2.AggregationStatus) -> "AggregationStatus":
         return cls(proto.spec.aggregation_id, STATE_NAMES.get(proto.state, "UNSPECIFIED"),
                    proto.contributions, proto.weight_sum, proto.detail, proto.children,
-                   Spec(proto.spec))
+                   Spec(proto.spec), PrivacyReport.from_status(proto))
 
     @property
     def final(self) -> bool:

@@ -1,0 +1,73 @@
+"""Differential privacy end to end through the Python package and live servers: updates
+clipped by the server, the noise's standard deviation as reported (a statistical check whose
+false-alarm rate is below 1e-8: six standard deviations), a mean divided by the expected
+clients, adaptive clipping's next bound, a checkpointed root publishing its noised result
+once a checkpoint holds it, and bad privacy specs refused with INVALID_ARGUMENT."""
+import math
+
+import numpy as np
+import pytest
+
+import fedagg
+from conftest import finish
+
+F = fedagg.Field
+rng = np.random.default_rng(48)
+
+
+def clipped(update, bound):
+    norm = float(np.linalg.norm(update.astype(np.float64)))
+    return update.astype(np.float64) * min(1.0, bound / norm)
+
+
+def run_round(conn, aggregation_id, privacy, updates):
+    status = conn.control.create(aggregation_id, F("float32", (len(updates[0]),), "federated_mean"),
+                                 privacy=privacy, min_contributions=1)
+    for i, update in enumerate(updates):
+        assert conn.submit(f"client-{i}", status, update) == i + 1
+    return finish(conn, aggregation_id), conn.control.get(aggregation_id)
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_a_private_mean_is_clipped_noised_once_and_divided_by_the_expected_clients(conn, durable_conn, durable):
+    server = durable_conn if durable else conn
+    d, clients, bound = 20000, 8, 0.5
+    privacy = fedagg.DifferentialPrivacy(clip_norm=bound, noise_multiplier=2.0, expected_clients=10)
+    # Norms about 141, all clipped, but the first: about 0.14, under the bound.
+    updates = [rng.normal(size=d).astype(np.float32) * (0.001 if i == 0 else 1.0) for i in range(clients)]
+    result, status = run_round(server, f"py-dp-{int(durable)}", privacy, updates)
+    report = status.privacy
+    assert report is not None and report.clip_norm == bound
+    assert report.clipped_updates == clients - 1
+    sigma = 2.0 * bound
+    assert sigma <= report.noise_stddev < sigma * (1 + 1e-9)
+    noise = result["value"].values.astype(np.float64) * 10 - sum(clipped(u, bound) for u in updates)
+    # 20,000 coordinates: the mean's sd is sigma/141, the sample sd's relative sd 0.5%.
+    assert abs(noise.mean()) < 6 * sigma / math.sqrt(d)
+    assert abs(noise.std() / sigma - 1) < 6 * math.sqrt(0.5 / d)
+
+
+def test_adaptive_clipping_reports_the_next_bound(conn):
+    privacy = fedagg.DifferentialPrivacy(clip_norm=1.0, noise_multiplier=1.0, expected_clients=20,
+                                         adaptive=fedagg.AdaptiveClipping(target_quantile=0.5, learning_rate=0.2))
+    updates = [np.full(16, 1.0 if i < 15 else 0.01, np.float32) for i in range(20)]  # norms 4 (clipped) or 0.04
+    _, status = run_round(conn, "py-dp-adaptive", privacy, updates)
+    report = status.privacy
+    assert report.clipped_updates == 15
+    # 5 of 20 unclipped, the count noised with sd 0.05 * 20 = 1: the fraction is 0.25 +- 6/20.
+    assert abs(report.unclipped_fraction - 0.25) < 6 * 1.0 / 20
+    assert report.next_clip_norm == pytest.approx(math.exp(-0.2 * (report.unclipped_fraction - 0.5)), rel=1e-12)
+    assert privacy.after(report).clip_norm == report.next_clip_norm
+
+
+@pytest.mark.parametrize("privacy, words", [
+    (fedagg.DifferentialPrivacy(clip_norm=1.0, noise_multiplier=-1.0, expected_clients=10), "noise_multiplier"),
+    (fedagg.DifferentialPrivacy(clip_norm=0.0, noise_multiplier=1.0, expected_clients=10), "clip_norm"),
+    (fedagg.DifferentialPrivacy(clip_norm=1.0, noise_multiplier=1.0, expected_clients=10,
+                                adaptive=fedagg.AdaptiveClipping(target_quantile=1.5)), "target_quantile"),
+    (fedagg.DifferentialPrivacy(clip_norm=1.0, noise_multiplier=1.0), "expected_clients"),
+])
+def test_bad_privacy_specs_are_refused_at_creation(conn, privacy, words):
+    with pytest.raises(fedagg.FedaggError) as refused:
+        conn.control.create("py-dp-bad", F("float32", (4,), "federated_mean"), privacy=privacy)
+    assert refused.value.code_name == "INVALID_ARGUMENT" and words in refused.value.message
