@@ -307,6 +307,7 @@ absl::StatusOr<AggregateResult> ControlClient::GetResult(const std::string& id) 
       header = false;
       result.contributions = chunk.status().contributions();
       result.weight_sum = chunk.status().weight_sum();
+      if (chunk.status().has_privacy()) result.privacy = PrivacyReportFromProto(chunk.status().privacy());
       for (const auto& field : chunk.fields()) {
         ReportedField reported;
         reported.path = field.path();

@@ -56,6 +56,10 @@ ABSL_FLAG(bool, float64, false, "create: accumulate float32/16 inputs in float64
 ABSL_FLAG(bool, deterministic, false,
           "create: sum floating-point fields exactly, so results are the same to the bit for any "
           "order of updates and any tree of aggregators (refuses NaN and Inf in them)");
+ABSL_FLAG(std::string, privacy, "",
+          "create: differential privacy, 'clip=C,z=Z,clients=E' (every update clipped to L2 norm C, noise "
+          "z*C once at the root, a mean divided by E), adaptive with ',quantile=Q[,lr=L][,count_stddev=S]' "
+          "(docs/SEMANTICS.md section 12)");
 ABSL_FLAG(std::string, client_id, "", "submit: this client's id (its exactly-once key)");
 ABSL_FLAG(std::string, wait, "received",
           "submit: the ack to wait for: received (counted in the server's memory) or durable (in "
@@ -100,6 +104,15 @@ void PrintStatus(const v1::AggregationStatus& status) {
               static_cast<long long>(status.spec().min_contributions()),
               static_cast<long long>(status.children()), type.ok() ? type->ToString().c_str() : "?",
               status.detail().empty() ? "" : "  detail=", status.detail().c_str());
+  if (status.has_privacy()) {
+    const v1::PrivacyReport& privacy = status.privacy();
+    std::printf("  privacy: clip_norm=%g noise_stddev=%g clipped_updates=%lld", privacy.clip_norm(),
+                privacy.noise_stddev(), static_cast<long long>(privacy.clipped_updates()));
+    if (privacy.next_clip_norm() > 0) {
+      std::printf(" unclipped_fraction=%g next_clip_norm=%g", privacy.unclipped_fraction(), privacy.next_clip_norm());
+    }
+    std::printf("\n");
+  }
 }
 
 absl::StatusOr<v1::AggregationSpec> SpecFromFlags(const std::string& id) {
@@ -120,6 +133,8 @@ absl::StatusOr<v1::AggregationSpec> SpecFromFlags(const std::string& id) {
   spec.set_require_finite(absl::GetFlag(FLAGS_require_finite));
   spec.set_float64_accumulation(absl::GetFlag(FLAGS_float64));
   spec.set_deterministic(absl::GetFlag(FLAGS_deterministic));
+  FEDAGG_ASSIGN_OR_RETURN(std::optional<v1::DifferentialPrivacy> privacy, ParsePrivacy(absl::GetFlag(FLAGS_privacy)));
+  if (privacy.has_value()) *spec.mutable_privacy() = *privacy;
   return spec;
 }
 
@@ -404,7 +419,7 @@ int main(int argc, char** argv) {
   fedagg::SetProgramUsage(
       "fedagg's command line: aggregations, updates and results on a running tree.\n"
       "  fedagg-client [--server=HOST:PORT] [--json] COMMAND ...\n"
-      "  create ID --type='<w=float32[4]>' --intrinsics=federated_mean [--encoding=quantized:8] [--min_contributions=N]\n"
+      "  create ID --type='<w=float32[4]>' --intrinsics=federated_mean [--encoding=quantized:8] [--min_contributions=N] [--privacy=clip=1,z=1.1,clients=100]\n"
       "  status ID | list | seal ID | cancel ID [--reason=...] | watch ID\n"
       "  submit ID --client_id=C [--weight=W] [--wait=received|durable] [--allow_lossy_cast] [--encoding_seed=S] FIELD=FILE.npy | FIELD.indices=I.npy FIELD.values=V.npy | FIELD.row_ids=R.npy FIELD.rows=V.npy | FILE.npz ...\n"
       "                             (any of the three forms for any field: sent in the encoding and dtype the field declares;\n"

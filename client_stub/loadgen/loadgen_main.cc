@@ -50,6 +50,9 @@ ABSL_FLAG(std::string, encoding, "",
           "sent encoded and checked against the reference of what was sent, decoded");
 ABSL_FLAG(bool, float64, false, "create: accumulate float32/16 inputs in float64");
 ABSL_FLAG(bool, deterministic, false, "create: a deterministic aggregation (exact sums; docs/SEMANTICS.md section 9)");
+ABSL_FLAG(std::string, privacy, "",
+          "create: differential privacy, 'clip=C,z=Z,clients=E[,quantile=Q,...]' (docs/SEMANTICS.md section 12); "
+          "the check then clips the reference as the server does and tests the noise's mean and standard deviation");
 ABSL_FLAG(int, distinct_updates, 8, "distinct generated updates; client i sends update i % this");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the generated updates");
 ABSL_FLAG(int64_t, chunk_kib, 1024, "chunk size of the update stream, KiB (at most 4096)");
@@ -140,6 +143,8 @@ absl::StatusOr<v1::AggregationSpec> SpecFromFlags() {
   spec.set_min_contributions(absl::GetFlag(FLAGS_clients));
   spec.set_float64_accumulation(absl::GetFlag(FLAGS_float64));
   spec.set_deterministic(absl::GetFlag(FLAGS_deterministic));
+  FEDAGG_ASSIGN_OR_RETURN(std::optional<v1::DifferentialPrivacy> privacy, ParsePrivacy(absl::GetFlag(FLAGS_privacy)));
+  if (privacy.has_value()) *spec.mutable_privacy() = *privacy;
   spec.set_aggregation_id(absl::StrCat(absl::GetFlag(FLAGS_id_prefix), "-", absl::ToUnixMillis(absl::Now())));
   return spec;
 }

@@ -96,8 +96,13 @@ std::string HumanReport(const LoadReport& r) {
     absl::StrAppendFormat(&out, "  check:      %s: %d contributions (expected %d)", r.aggregation_ids[i],
                           c.contributions, c.expected_contributions);
     for (const FieldCheck& f : c.fields) {
-      absl::StrAppendFormat(&out, "; %s max rel. error %.3g (tolerance %.3g)", f.path, f.max_relative_error,
-                            f.tolerance);
+      if (f.measured_noise_stddev >= 0) {
+        absl::StrAppendFormat(&out, "; %s noise sd %.4g, reported %.4g (relative gap %.3g, tolerance %.3g)", f.path,
+                              f.measured_noise_stddev, f.reported_noise_stddev, f.max_relative_error, f.tolerance);
+      } else {
+        absl::StrAppendFormat(&out, "; %s max rel. error %.3g (tolerance %.3g)", f.path, f.max_relative_error,
+                              f.tolerance);
+      }
     }
     absl::StrAppend(&out, c.passed ? ": OK\n" : ": MISMATCH\n");
   }
@@ -125,6 +130,11 @@ std::string JsonReport(const LoadReport& r) {
     for (const FieldCheck& f : c.fields) {
       fields.push_back(absl::StrCat("{\"path\": ", JsonString(f.path), ", \"max_relative_error\": ",
                                     JsonNumber(f.max_relative_error), ", \"tolerance\": ", JsonNumber(f.tolerance),
+                                    f.measured_noise_stddev >= 0
+                                        ? absl::StrCat(", \"noise_stddev\": ", JsonNumber(f.measured_noise_stddev),
+                                                       ", \"reported_noise_stddev\": ",
+                                                       JsonNumber(f.reported_noise_stddev))
+                                        : std::string(),
                                     ", \"passed\": ", f.passed ? "true" : "false", "}"));
     }
     checks.push_back(absl::StrCat("{\"contributions\": ", c.contributions, ", \"expected_contributions\": ",

@@ -3,8 +3,11 @@
 
 #include <cmath>
 #include <numeric>
+#include <optional>
+#include <vector>
 
 #include "service/core/reference_reducer.h"
+#include "service/core/update_clipping.h"
 
 namespace fedagg::loadgen {
 namespace {
@@ -38,6 +41,53 @@ double Tolerance(const FieldSpec& field, int64_t n) {
   return (weighted ? 2 : 1) * static_cast<double>(n) * accumulation + decode + 2 * Roundoff(field.result_dtype);
 }
 
+// The pool's updates clipped as the server clips them (update_clipping.h), with the
+// memory their views read; `clipped[u]`: whether the whole-update bound scaled update u.
+struct ClippedPool {
+  std::vector<std::vector<std::vector<std::byte>>> values;
+  std::vector<UpdateView> views;
+  std::vector<bool> clipped;
+  absl::Status status;
+};
+ClippedPool ClipPool(const ReductionSpec& spec, absl::Span<const GeneratedUpdate> pool) {
+  ClippedPool out;
+  out.values.resize(pool.size());
+  for (size_t u = 0; u < pool.size() && out.status.ok(); ++u) {
+    UpdateView view = pool[u].view();
+    std::vector<absl::Span<std::byte>> writable;
+    for (FieldValue& field : view.fields) {
+      out.values[u].emplace_back(field.values.begin(), field.values.end());
+      field.values = absl::MakeConstSpan(out.values[u].back());
+      writable.push_back(absl::MakeSpan(out.values[u].back()));
+    }
+    absl::StatusOr<bool> clipped = ClipUpdate(spec, view, writable);
+    out.status = clipped.status();
+    out.clipped.push_back(clipped.ok() && *clipped);
+    view.clipped = out.clipped.back();
+    out.views.push_back(std::move(view));
+  }
+  return out;
+}
+
+void CheckNoise(const ReferenceField& expected, const ReportedField& actual, double divisor, double sigma,
+                FieldCheck& check) {
+  const size_t n = expected.values.size();
+  double sum = 0, squares = 0;
+  const size_t elements = actual.value.bytes.size() / DTypeSize(actual.value.dtype);
+  for (size_t i = 0; i < n && i < elements; ++i) {
+    const double noise = actual.value.ValueAsDouble(i) * divisor - expected.values[i];
+    sum += noise;
+    squares += noise * noise;
+  }
+  const double count = static_cast<double>(std::max<size_t>(n, 1));
+  check.measured_noise_stddev = std::sqrt(squares / count);
+  check.reported_noise_stddev = sigma;
+  check.max_relative_error = std::fabs(check.measured_noise_stddev / sigma - 1);
+  check.tolerance = 6 * std::sqrt(0.5 / count);
+  check.passed = n == elements && std::fabs(sum / count) <= 6 * sigma / std::sqrt(count) &&
+                 check.max_relative_error <= check.tolerance;
+}
+
 }  // namespace
 
 CheckReport CheckResult(const ReductionSpec& spec, absl::Span<const GeneratedUpdate> pool,
@@ -45,18 +95,40 @@ CheckReport CheckResult(const ReductionSpec& spec, absl::Span<const GeneratedUpd
   CheckReport report;
   report.expected_contributions = std::accumulate(counted_per_update.begin(), counted_per_update.end(), int64_t{0});
   report.contributions = result.contributions;
+  const std::optional<PrivacySpec>& privacy = spec.options().privacy;
+  ClippedPool clipped;
   std::vector<UpdateView> views;
-  for (const GeneratedUpdate& update : pool) views.push_back(update.view());
+  if (privacy.has_value()) {
+    clipped = ClipPool(spec, pool);
+    views = clipped.views;
+  } else {
+    for (const GeneratedUpdate& update : pool) views.push_back(update.view());
+  }
   std::vector<ReferenceField> expected = ReferenceReduce(spec, views, counted_per_update);
   report.passed = report.contributions == report.expected_contributions && result.fields.size() == expected.size();
+  if (privacy.has_value()) {
+    int64_t expected_clipped = 0;
+    for (size_t u = 0; u < clipped.clipped.size(); ++u) expected_clipped += clipped.clipped[u] ? counted_per_update[u] : 0;
+    report.passed = report.passed && clipped.status.ok() && result.privacy.has_value() &&
+                    result.privacy->clipped_updates == expected_clipped;
+  }
   for (size_t f = 0; f < spec.fields().size() && f < result.fields.size(); ++f) {
+    const FieldSpec& field = spec.fields()[f];
     FieldCheck check;
-    check.path = spec.fields()[f].path;
-    AggregateResult one;
-    one.fields.push_back(result.fields[f]);
-    check.max_relative_error = MaxRelativeError({expected[f]}, one);
-    check.tolerance = Tolerance(spec.fields()[f], report.expected_contributions);
-    check.passed = check.max_relative_error <= check.tolerance;
+    check.path = field.path;
+    const double divisor = field.private_mean ? privacy->expected_clients : 1.0;
+    if (privacy.has_value() && result.privacy.has_value() && result.privacy->noise_stddev > 0) {
+      CheckNoise(expected[f], result.fields[f], divisor, result.privacy->noise_stddev, check);
+    } else {
+      AggregateResult one;
+      one.fields.push_back(result.fields[f]);
+      if (divisor != 1.0) {  // a private mean without noise: its sum divided by the expected clients
+        for (double& value : expected[f].values) value /= divisor;
+      }
+      check.max_relative_error = MaxRelativeError({expected[f]}, one);
+      check.tolerance = Tolerance(field, report.expected_contributions);
+    }
+    check.passed = check.passed || (check.measured_noise_stddev < 0 && check.max_relative_error <= check.tolerance);
     report.passed = report.passed && check.passed;
     report.fields.push_back(std::move(check));
   }

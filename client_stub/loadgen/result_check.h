@@ -6,6 +6,11 @@
 // and for a quantized field the roundings of decoding: 16 ulps, or 4 a coordinate of a
 // block when rotated),
 // relative.
+// With differential privacy: the reference is over the updates clipped as the server clips
+// them, the clipped count must be the server's, and each field's noise (the result times
+// its divisor, less the reference sum) must have mean 0 and the reported standard
+// deviation, each within six standard errors (a false alarm below 1e-8); without noise
+// (z = 0) the rounding bound above holds.
 #ifndef FEDAGG_CLIENT_STUB_LOADGEN_RESULT_CHECK_H_
 #define FEDAGG_CLIENT_STUB_LOADGEN_RESULT_CHECK_H_
 
@@ -24,6 +29,11 @@ struct FieldCheck {
   std::string path;
   double max_relative_error = 0;  // infinity: shapes, indices or counts differ
   double tolerance = 0;
+  // Differential privacy with noise: the noise's measured standard deviation over the
+  // field's coordinates, and the one the server reported (max_relative_error is then
+  // |measured / reported - 1| and tolerance its bound).
+  double measured_noise_stddev = -1;
+  double reported_noise_stddev = -1;
   bool passed = false;
 };
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/core/half_float.h"
 #include "service/core/status_macros.h"
+#include "service/core/update_clipping.h"
 #include "service/core/value_encoder.h"
 
 namespace fedagg::loadgen {
@@ -57,6 +58,26 @@ bool PicksClient(double fraction, int64_t client) {
 
 }  // namespace
 
+void ClipAsAClientWould(const ReductionSpec& spec, GeneratedUpdate& update) {
+  const std::vector<FieldSpec>& fields = spec.fields();
+  std::vector<FieldSpec> plain(fields);
+  std::vector<FieldValue> values;
+  double squares = 0;
+  for (size_t f = 0; f < fields.size(); ++f) {
+    plain[f].value_encoding = ValueEncoding();  // the values before they are encoded
+    values.push_back(FieldValue{fields[f].encoding, fields[f].type.dtype, absl::MakeConstSpan(update.indices_[f]),
+                                absl::MakeConstSpan(update.values_[f])});
+    const double norm = UpdateFieldNorm(plain[f], values[f]);
+    squares += norm * norm;
+  }
+  // A margin under the bound for the client's own rounding to its dtype.
+  const double bound = spec.options().privacy->clip_norm * (1 - 0x1p-20);
+  if (std::sqrt(squares) <= bound) return;
+  for (size_t f = 0; f < fields.size(); ++f) {
+    ScaleFieldValues(plain[f], values[f], absl::MakeSpan(update.values_[f]), bound / std::sqrt(squares));
+  }
+}
+
 absl::StatusOr<std::vector<GeneratedUpdate>> GenerateUpdates(const ReductionSpec& spec,
                                                              absl::Span<const double> densities, int count,
                                                              uint64_t seed) {
@@ -88,6 +109,18 @@ absl::StatusOr<std::vector<GeneratedUpdate>> GenerateUpdates(const ReductionSpec
       }
       FillValues(dtype, elements, rng, update.values_[f]);
       update.model_bytes_ += static_cast<int64_t>(update.values_[f].size() + update.indices_[f].size() * sizeof(int64_t));
+    }
+    // With differential privacy, a discretized update must be clipped by its client, before
+    // it is discretized: such a workload's clients clip every update. Others send theirs
+    // as generated, and the node clips them.
+    if (spec.options().privacy.has_value() &&
+        std::any_of(fields.begin(), fields.end(), [](const FieldSpec& f) { return f.value_encoding.discretized(); })) {
+      ClipAsAClientWould(spec, update);
+    }
+    for (size_t f = 0; f < fields.size(); ++f) {
+      const FieldSpec& field = fields[f];
+      const DType dtype = field.type.dtype;
+      const int64_t elements = static_cast<int64_t>(update.values_[f].size() / DTypeSize(dtype));
       if (field.value_encoding.encoded()) {  // sent as encoded, rounded with the update's own stream
         std::vector<std::byte> encoded(field.value_encoding.EncodedBytes(elements));
         FEDAGG_RETURN_IF_ERROR(EncodeValues(field.value_encoding, dtype, update.values_[f],

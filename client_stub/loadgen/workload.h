@@ -35,12 +35,17 @@ class GeneratedUpdate {
  private:
   friend absl::StatusOr<std::vector<GeneratedUpdate>> GenerateUpdates(const ReductionSpec&, absl::Span<const double>,
                                                                       int, uint64_t);
+  friend void ClipAsAClientWould(const ReductionSpec& spec, GeneratedUpdate& update);
   std::vector<std::vector<std::byte>> values_;
   std::vector<std::vector<int64_t>> indices_;
   UpdateView view_;
   int64_t payload_bytes_ = 0;
   int64_t model_bytes_ = 0;
 };
+
+// A generated update of a spec with differential privacy, its plain values (before any
+// encoding) scaled to the spec's clip norm, as a client clips before it discretizes.
+void ClipAsAClientWould(const ReductionSpec& spec, GeneratedUpdate& update);
 
 // `count` distinct updates for `spec`. `densities` holds one entry per leaf field (or one
 // for all): the fraction of coordinates (sparse) or rows (row-sparse) an update touches,

@@ -117,8 +117,9 @@ void TruncateIntegers(std::byte* codes, int64_t n, double factor) {
   }
 }
 
-// Multiplies what field's values stand for by `factor` (< 1), in place.
-void ScaleField(const FieldSpec& field, const FieldValue& value, absl::Span<std::byte> bytes, double factor) {
+}  // namespace
+
+void ScaleFieldValues(const FieldSpec& field, const FieldValue& value, absl::Span<std::byte> bytes, double factor) {
   const ValueEncoding& encoding = field.value_encoding;
   const int64_t elements = EntryCount(field, value) * EntryWidth(field);
   if (encoding.quantized()) {  // a value is its block's scale times a code's fixed level
@@ -140,8 +141,6 @@ void ScaleField(const FieldSpec& field, const FieldValue& value, absl::Span<std:
     default: ScaleFloats<float>(bytes, factor); return;
   }
 }
-
-}  // namespace
 
 double UpdateFieldNorm(const FieldSpec& field, const FieldValue& value) {
   return std::sqrt(SquaredNorm(field, value));
@@ -182,7 +181,7 @@ absl::StatusOr<bool> ClipUpdate(const ReductionSpec& spec, const UpdateView& upd
   const bool clipped = norm > bound * (1 - kNormSlack);
   for (size_t f = 0; f < fields.size(); ++f) {
     if (clipped) factors[f] *= bound * (1 - kNormSlack) / norm;
-    if (factors[f] < 1) ScaleField(fields[f], update.fields[f], values[f], factors[f] / (1 + StoreRounding(fields[f])));
+    if (factors[f] < 1) ScaleFieldValues(fields[f], update.fields[f], values[f], factors[f] / (1 + StoreRounding(fields[f])));
   }
   return clipped;
 }

@@ -32,6 +32,11 @@ absl::StatusOr<bool> ClipUpdate(const ReductionSpec& spec, const UpdateView& upd
 // check): repeated sparse indices summed, encoded values decoded.
 double UpdateFieldNorm(const FieldSpec& field, const FieldValue& value);
 
+// Multiplies what one field's `value` stands for by `factor` (in (0, 1)), in place in
+// `bytes` (its values' memory): floats scaled, a quantized field's block scales scaled, a
+// discretized field's integers truncated toward zero. What a client that clips does too.
+void ScaleFieldValues(const FieldSpec& field, const FieldValue& value, absl::Span<std::byte> bytes, double factor);
+
 }  // namespace fedagg
 
 #endif  // FEDAGG_SERVICE_CORE_UPDATE_CLIPPING_H_

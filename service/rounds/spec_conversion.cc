@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -239,6 +240,46 @@ absl::StatusOr<std::vector<v1::FieldIntrinsic>> ParseIntrinsicList(absl::string_
     if (encoding.encoded()) *field.mutable_encoding() = ValueEncodingToProto(encoding);
   }
   return out;
+}
+
+absl::StatusOr<std::optional<v1::DifferentialPrivacy>> ParsePrivacy(absl::string_view text) {
+  if (text.empty() || text == "none") return std::nullopt;
+  v1::DifferentialPrivacy privacy;
+  bool adaptive = false;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    const std::pair<absl::string_view, absl::string_view> pair = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    double value = 0;
+    if (!absl::SimpleAtod(pair.second, &value)) {
+      return absl::InvalidArgumentError(absl::StrCat("privacy: '", item, "' is not NAME=NUMBER"));
+    }
+    if (pair.first == "clip") {
+      privacy.set_clip_norm(value);
+    } else if (pair.first == "z") {
+      privacy.set_noise_multiplier(value);
+    } else if (pair.first == "clients") {
+      privacy.set_expected_clients(value);
+    } else if (pair.first == "quantile") {
+      privacy.mutable_adaptive()->set_target_quantile(value);
+      adaptive = true;
+    } else if (pair.first == "lr") {
+      privacy.mutable_adaptive()->set_learning_rate(value);
+    } else if (pair.first == "count_stddev") {
+      privacy.mutable_adaptive()->set_count_stddev(value);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "privacy: unknown parameter '", pair.first, "'; use clip, z, clients, quantile, lr, count_stddev"));
+    }
+  }
+  if (privacy.has_adaptive() && !adaptive) {
+    return absl::InvalidArgumentError("privacy: lr and count_stddev belong to adaptive clipping: give its quantile");
+  }
+  if (adaptive && privacy.adaptive().learning_rate() == 0) privacy.mutable_adaptive()->set_learning_rate(0.2);
+  return privacy;
+}
+
+PrivacyReport PrivacyReportFromProto(const v1::PrivacyReport& proto) {
+  return PrivacyReport{proto.clip_norm(), proto.noise_stddev(), proto.clipped_updates(), proto.unclipped_fraction(),
+                       proto.next_clip_norm()};
 }
 
 }  // namespace fedagg

@@ -5,6 +5,7 @@
 #define FEDAGG_SERVICE_ROUNDS_SPEC_CONVERSION_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,13 @@ absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& pro
 
 v1::Tensor TensorToProto(const Tensor& tensor);
 v1::PrivacyReport PrivacyReportToProto(const PrivacyReport& report);
+PrivacyReport PrivacyReportFromProto(const v1::PrivacyReport& proto);
+
+// A command line's --privacy: "clip=C,z=Z[,clients=E][,quantile=Q[,lr=L][,count_stddev=S]]"
+// (a quantile makes clipping adaptive; lr defaults to 0.2, count_stddev to 0.05 E); empty
+// or "none": no privacy. INVALID_ARGUMENT for an unknown name or a value that is not a
+// number; the values themselves are checked with the spec (ConfigFromProto).
+absl::StatusOr<std::optional<v1::DifferentialPrivacy>> ParsePrivacy(absl::string_view text);
 
 }  // namespace fedagg
 
