@@ -5,6 +5,7 @@
 # load generator's report.
 #   bench/service_bench.sh BUILD_DIR ingest [--streams=8] [--updates_1k=20000] [--updates_1m=1000] [--updates_64m=6]
 #                                           [--root_flags='--ingest_window_mib=0 ...']
+#   bench/service_bench.sh BUILD_DIR privacy [--streams=8] [--privacy_updates_1m=1000] [--privacy_updates_16m=60]
 #   bench/service_bench.sh BUILD_DIR rounds [--rounds_small=20] [--rounds_large=5]
 #   bench/service_bench.sh BUILD_DIR memory [--memory_updates=100,1000,10000] [--model_floats=4000000]
 #                                           [--memory_streams=4] [--memory_batch_max_mib=64] [--root_flags=...]
@@ -19,6 +20,10 @@
 # ingest:  N concurrent streams of 1 KiB, 1 MiB and 64 MiB updates through fedagg-server
 #          (validation, batching, reduction) and through fedagg-raw-sink (a bare gRPC sink
 #          receiving the same chunked messages); payload bytes/s, updates/s and the ratio.
+# privacy: the same ingest with and without differential privacy (clip=1, z=1, so every
+#          generated update is clipped: its norm computed and its values scaled), one after
+#          the other at fresh roots, 1 MiB and 16 MiB float32 federated_mean updates; the
+#          payload rates and their ratio (issue 48's goal: clipping costs <= 10%).
 # rounds:  create -> N tiny contributions through a root and two intermediate aggregators
 #          -> result, repeated; median and p99 latency per round for N = 10 and 1,000.
 # memory:  peak RSS (VmHWM) of a root aggregating M updates of a 16 MB model from S concurrent
@@ -63,7 +68,7 @@ LOADGEN=$BUILD/client_stub/fedagg-loadgen
 SINK=$BUILD/bench/fedagg-raw-sink
 
 declare -A OPT=([streams]=8 [updates_1k]=20000 [updates_1m]=1000 [updates_64m]=6 [rounds_small]=20 [rounds_large]=5
-                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [memory_encoding]= [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16 [idle_server]= [python_updates]=80 [python_threads]=1,4 [table_scale]=0.3 [table_backends]=cpu,thrust-omp [results_rounds]=24 [results_mib]=256,0 [results_pause_s]=12)
+                [memory_updates]=100,1000,10000 [model_floats]=4000000 [memory_streams]=4 [memory_batch_max_mib]=64 [memory_encoding]= [root_flags]= [partial_updates]=4 [partial_floats]=16777216 [scale_clients]=10000 [scale_concurrency]=1000 [acks_clients]=400 [acks_concurrency]=16 [idle_server]= [python_updates]=80 [python_threads]=1,4 [table_scale]=0.3 [table_backends]=cpu,thrust-omp [results_rounds]=24 [results_mib]=256,0 [results_pause_s]=12 [privacy_updates_1m]=1000 [privacy_updates_16m]=60)
 for arg in "$@"; do
   key=${arg#--}; key=${key%%=*}
   [ -n "${OPT[$key]+set}" ] && [[ $arg == --*=* ]] || { echo "unknown option $arg" >&2; exit 2; }
@@ -121,6 +126,32 @@ print(json.dumps({"bench": "ingest", "size": sys.argv[3], "streams": int(sys.arg
                   "fedagg_bytes_per_s": ft["payload_bytes_per_s"], "fedagg_updates_per_s": ft["updates_per_s"],
                   "sink_bytes_per_s": st["payload_bytes_per_s"], "sink_updates_per_s": st["updates_per_s"],
                   "ratio": ft["payload_bytes_per_s"] / st["payload_bytes_per_s"], "checked": f["passed"]}))
+PY
+)"
+  done ;;
+privacy)
+  for size in 1m 16m; do
+    case $size in
+      1m)  floats=262144;  updates=${OPT[privacy_updates_1m]} ;;
+      16m) floats=4194304; updates=${OPT[privacy_updates_16m]} ;;
+    esac
+    args=(--clients="$updates" --concurrency="${OPT[streams]}" --channels="${OPT[streams]}" --distinct_updates=8
+          --type="<w=float32[$floats]>" --intrinsics=federated_mean)
+    for mode in plain private; do
+      privacy=(); [ "$mode" = private ] && privacy=(--privacy="clip=1,z=1,clients=$updates")
+      start_root ${OPT[root_flags]}
+      loadgen "$E2E_DIR/$mode-$size.json" --control="127.0.0.1:$ROOT" "${args[@]}" "${privacy[@]}"
+      stop_all
+    done
+    emit "$(python3 - "$E2E_DIR/plain-$size.json" "$E2E_DIR/private-$size.json" "$size" "${OPT[streams]}" <<'PY'
+import json, sys
+plain, private = (json.load(open(p)) for p in sys.argv[1:3])
+pt, qt = plain["throughput"], private["throughput"]
+print(json.dumps({"bench": "privacy", "size": sys.argv[3], "streams": int(sys.argv[4]),
+                  "updates": plain["updates"]["counted"], "update_bytes": plain["payload_bytes_per_update"],
+                  "plain_bytes_per_s": pt["payload_bytes_per_s"], "private_bytes_per_s": qt["payload_bytes_per_s"],
+                  "ratio": qt["payload_bytes_per_s"] / pt["payload_bytes_per_s"],
+                  "checked": plain["passed"] and private["passed"]}))
 PY
 )"
   done ;;

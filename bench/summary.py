@@ -99,6 +99,14 @@ def service_rows(path):
             rows.append((f"ingest {size} x {r['updates']}, {r['streams']} streams{flags_note(r)}, {n}", figure,
                          ">= 70% of sink" if goal else "(reported)",
                          ("yes" if ratio >= 0.7 and checked else "NO") if goal else ""))
+        elif r["bench"] == "privacy":
+            ratio = statistics.median(x["ratio"] for x in runs)
+            size = {"1m": "1 MiB", "16m": "16 MiB"}.get(r["size"], r["size"])
+            rows.append((f"ingest {size} x {r['updates']} federated_mean, {r['streams']} streams, clipped (C=1, z=1) "
+                         f"vs not, {n}",
+                         f"private {spread(runs, 'private_bytes_per_s', 1 / MB)} MB/s; plain "
+                         f"{spread(runs, 'plain_bytes_per_s', 1 / MB)} MB/s; ratio {spread(runs, 'ratio', 100, '{:.0f}')}%"
+                         f"{failed}", ">= 90% of plain", "yes" if ratio >= 0.9 and checked else "NO"))
         elif r["bench"] == "rounds":
             goal = r["clients"] == 10
             median = statistics.median(x["median_ms"] for x in runs)

@@ -4,7 +4,8 @@
 #   1. the core reduction against the memory-bandwidth baseline (bench/core_reduction_bench.cc;
 #      medians of 5 repetitions, spread printed beside them); then, printed as it runs, the
 #      counted client ids' memory and checkpoint cost (bench/counted_ids_bench.cc);
-#   2. the service benchmarks of bench/service_bench.sh: ingest against a bare gRPC sink,
+#   2. the service benchmarks of bench/service_bench.sh: ingest against a bare gRPC sink, ingest with
+#      differential privacy's clipping against the same without it,
 #      round overhead through a root and two intermediate aggregators, peak memory per
 #      aggregation (at the default flags, with one stream and one update per batch, and
 #      with updates sent quantized at 8 and 4 bits, against the accumulator and the window),
@@ -59,7 +60,7 @@ OUT=$(mktemp -d /tmp/fedagg-bench.XXXXXX)
     --benchmark_min_time=0.5 --benchmark_out="$OUT/core.json" --benchmark_out_format=json "${core_args[@]}"
 ./build/bench/fedagg_rounds_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 for run in $(seq "$repeat"); do
-  for case in ingest rounds memory partial scale idle python table; do
+  for case in ingest privacy rounds memory partial scale idle python table; do
     echo "=== $case, run $run of $repeat ==="
     ./bench/service_bench.sh build "$case" "${service_args[@]}" | tee -a "$OUT/service.log"
   done
