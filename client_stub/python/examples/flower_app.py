@@ -9,12 +9,15 @@ benchmark (bench/flower_bench.sh) run it too.
 
   flower_app.py --root 127.0.0.1:50051 --targets 127.0.0.1:50052,127.0.0.1:50053 \
                 --clients 8 --rounds 3 [--strategy fedagg|flower] [--vocab 1000]
-                [--min_contributions 1] [--encoding quantized:8] [--refuse PARTITION:ROUND,...]
+                [--min_contributions 1] [--encoding quantized:8] [--privacy CLIP,Z] [--refuse PARTITION:ROUND,...]
                 [--dump DIR] [--report FILE]
 
 --strategy flower runs Flower's own FedAvg on the same clients (the updates travel to the
 Flower server in the replies). --encoding sends the dense arrays in that value encoding
-(FedaggFedAvg's encoding=; the sparse ones stay plain). --refuse makes the named clients send a malformed update
+(FedaggFedAvg's encoding=; the sparse ones stay plain). --privacy CLIP,Z runs DP-FedAvg: each client's
+change clipped to L2 norm CLIP, Gaussian noise of Z * CLIP / clients on the mean — with fedagg
+(FedaggFedAvg(privacy=...): clipped where received, noised once at its root) or with Flower's own
+DifferentialPrivacyServerSideFixedClipping around FedAvg (--strategy flower). --refuse makes the named clients send a malformed update
 in the named rounds (to see a failure handled). --dump DIR writes each client's update and each round's
 global model as .npz files (to check the result against Flower's FedAvg); --report FILE
 writes a JSON summary: per round its seconds and fedagg's report, and the memory of this
@@ -23,6 +26,7 @@ ClientApps run in the simulation's worker processes): its peak RSS, and the peak
 anonymous RSS (AnonymousPeak says why that is the one to compare).
 """
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -33,7 +37,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
-from flwr.serverapp.strategy import FedAvg
+from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
 from flwr.simulation import run_simulation
 
 FEATURES, EMBED, CLASSES, TOKENS_PER_CLIENT = 16, 8, 4, 24
@@ -155,14 +159,20 @@ def make_server_app(args, report: dict) -> ServerApp:
     @app.main()
     def main(grid: Grid, context: Context) -> None:
         common = dict(fraction_evaluate=0.0, min_train_nodes=args.clients, min_available_nodes=args.clients)
+        clip, z = (float(v) for v in args.privacy.split(",")) if args.privacy else (0.0, 0.0)
         if args.strategy == "flower":
             strategy = FedAvg(**common)
+            if args.privacy:
+                strategy = DifferentialPrivacyServerSideFixedClipping(strategy, z, clip, args.clients)
         else:
+            import fedagg
             import fedagg.flower
+            privacy = (fedagg.DifferentialPrivacy(clip_norm=clip, noise_multiplier=z, expected_clients=args.clients)
+                       if args.privacy else None)
             strategy = fedagg.flower.FedaggFedAvg(args.root, args.targets.split(","), sparse=["token_bias"],
                                                   row_sparse=["embedding"],
                                                   min_contributions=args.min_contributions,
-                                                  encoding=args.encoding, **common)
+                                                  encoding=args.encoding, privacy=privacy, **common)
         rounds = report.setdefault("rounds", [])
         started = [time.time()]
 
@@ -171,11 +181,11 @@ def make_server_app(args, report: dict) -> ServerApp:
             if server_round > 0:
                 entry = {"round": server_round, "seconds": now - started[0]}
                 if args.strategy == "fedagg":
-                    entry["fedagg"] = vars(strategy.reports[server_round])
+                    entry["fedagg"] = dataclasses.asdict(strategy.reports[server_round])
                 rounds.append(entry)
-                if args.dump:
-                    np.savez(os.path.join(args.dump, f"global-r{server_round}.npz"),
-                             **{k: a.numpy() for k, a in arrays.items()})
+            if args.dump:  # round 0: the initial model
+                np.savez(os.path.join(args.dump, f"global-r{server_round}.npz"),
+                         **{k: a.numpy() for k, a in arrays.items()})
             started[0] = time.time()
             return None
 
@@ -197,6 +207,7 @@ def main():
     parser.add_argument("--min_contributions", type=int, default=1, help="each round's quorum at fedagg")
     parser.add_argument("--encoding", default="plain",
                         help="value encoding of the dense arrays (fedagg strategy): plain, quantized:8, ...")
+    parser.add_argument("--privacy", default="", help="CLIP,Z: DP-FedAvg with that clip norm and noise multiplier")
     parser.add_argument("--refuse", default="", help="PARTITION:ROUND,...: these clients send a malformed update")
     parser.add_argument("--dump", default="")
     parser.add_argument("--report", default="")

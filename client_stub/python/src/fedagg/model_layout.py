@@ -30,6 +30,13 @@ but each COO entry's 8-byte index dominates what it costs (8 bits a value saves 
 of a float32 entry), and the layout keeps its sparse deltas exact. A discretized encoding is refused: every
 encodable field here is a weighted mean, and a discretized field is summed as exact
 integers, which the weight would break.
+
+Differential privacy (`private=True`, DP-FedAvg; docs/SEMANTICS.md section 12): every client
+counts once, so each array's field is the unweighted mean of the clients' changes from the
+global arrays (federated_mean, sparse_mean or row_sparse_mean of x_i - g), with no
+num_examples field; fedagg clips each client's whole change to the spec's clip norm and the
+root noises the sum and divides it by the expected clients; the new model is g + the
+result. Arrays travel plain (fedagg does not clip quantized values yet).
 """
 import re
 from dataclasses import dataclass
@@ -47,6 +54,9 @@ MODEL, NUM_EXAMPLES = "model", "num_examples"
 DENSE, SPARSE, ROW_SPARSE = "dense", "sparse", "row_sparse"
 _INTRINSIC = {DENSE: "federated_weighted_mean", SPARSE: "sparse_sum", ROW_SPARSE: "row_sparse_sum"}
 _KIND_OF_INTRINSIC = {intrinsic: kind for kind, intrinsic in _INTRINSIC.items()}
+# Differential privacy: the unweighted means of the clients' changes.
+_PRIVATE_INTRINSIC = {DENSE: "federated_mean", SPARSE: "sparse_mean", ROW_SPARSE: "row_sparse_mean"}
+_KIND_OF_PRIVATE_INTRINSIC = {intrinsic: kind for kind, intrinsic in _PRIVATE_INTRINSIC.items()}
 _FLOAT_DTYPES = ("float16", "float32", "float64")
 
 
@@ -114,8 +124,9 @@ class ModelLayout:
     """The model's arrays as fedagg fields (server side: from_arrays; client side:
     from_spec with the array names the server sent)."""
 
-    def __init__(self, fields: Sequence[ArrayField]):
+    def __init__(self, fields: Sequence[ArrayField], private: bool = False):
         self.fields = list(fields)
+        self.private = private
         self.keys = [f.key for f in self.fields]
         if len(set(self.keys)) != len(self.keys):
             raise invalid_argument("the model's array names are not unique")
@@ -123,11 +134,16 @@ class ModelLayout:
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, Any], *, sparse: Sequence[str] = (),
                     row_sparse: Sequence[str] = (),
-                    encoding: Union[None, str, ValueEncoding] = None) -> "ModelLayout":
+                    encoding: Union[None, str, ValueEncoding] = None,
+                    private: bool = False) -> "ModelLayout":
         """The layout of a model's arrays. `sparse` / `row_sparse`: names of arrays sent as
         changes (COO entries / rows). `encoding`: the value encoding of the dense arrays of
-        a floating dtype (default plain; see the module comment and layout_encoding)."""
+        a floating dtype (default plain; see the module comment and layout_encoding).
+        `private`: differential privacy's layout (unweighted means of the changes)."""
         encoding = layout_encoding(encoding)
+        if private and encoding.encoded:
+            raise invalid_argument(f"encoding {encoding}: with differential privacy a model layout's arrays travel "
+                                   "plain (fedagg does not clip quantized values yet)")
         keys = list(arrays.keys())
         if not keys:
             raise invalid_argument("the model has no arrays")
@@ -148,7 +164,7 @@ class ModelLayout:
             fields.append(ArrayField(key, name, dtype, tuple(int(d) for d in array.shape), kind,
                                      array.dtype.name if floating else dtype,
                                      encoding if kind == DENSE and floating else PLAIN_ENCODING))
-        return cls(fields)
+        return cls(fields, private)
 
     @classmethod
     def from_spec(cls, spec: Spec, keys: Sequence[str]) -> "ModelLayout":
@@ -156,22 +172,31 @@ class ModelLayout:
         in the model's order."""
         leaves = {leaf.path: leaf for leaf in spec.leaves}
         names = field_names(keys)
-        expected = {f"{MODEL}.{name}" for name in names} | {NUM_EXAMPLES}
+        private = spec.proto.HasField("privacy")
+        kinds = _KIND_OF_PRIVATE_INTRINSIC if private else _KIND_OF_INTRINSIC
+        expected = {f"{MODEL}.{name}" for name in names} | (set() if private else {NUM_EXAMPLES})
         if set(leaves) != expected:
             raise invalid_argument(f"aggregation '{spec.aggregation_id}' is not a model layout for arrays "
                                    f"{list(keys)}: its fields are {sorted(leaves)}")
         fields = []
         for key, name in zip(keys, names):
             leaf = leaves[f"{MODEL}.{name}"]
-            if leaf.intrinsic not in _KIND_OF_INTRINSIC:
-                raise invalid_argument(f"{leaf.describe()}: not an intrinsic of a model layout")
-            fields.append(ArrayField(key, name, leaf.dtype, leaf.shape, _KIND_OF_INTRINSIC[leaf.intrinsic],
+            if leaf.intrinsic not in kinds:
+                raise invalid_argument(f"{leaf.describe()}: not an intrinsic of a "
+                                       f"{'private ' if private else ''}model layout")
+            fields.append(ArrayField(key, name, leaf.dtype, leaf.shape, kinds[leaf.intrinsic],
                                      leaf.dtype, leaf.value_encoding))
-        return cls(fields)
+        return cls(fields, private)
 
     @property
     def has_sparse(self) -> bool:
         return any(f.kind != DENSE for f in self.fields)
+
+    @property
+    def needs_base(self) -> bool:
+        """Whether updates and results are changes from the global arrays (sparse arrays,
+        or a private layout), so that both sides need those arrays."""
+        return self.private or self.has_sparse
 
     @property
     def encoded(self) -> bool:
@@ -183,9 +208,10 @@ class ModelLayout:
         return sum(int(np.prod(f.shape, dtype=np.int64)) * np.dtype(f.dtype).itemsize for f in self.fields)
 
     def value_type(self) -> Dict[str, Any]:
-        return {MODEL: {f.name: Field(f.dtype, f.shape, _INTRINSIC[f.kind], encoding=f.encoding)
-                        for f in self.fields},
-                NUM_EXAMPLES: Field("float64", (), "federated_sum")}
+        intrinsics = _PRIVATE_INTRINSIC if self.private else _INTRINSIC
+        model = {MODEL: {f.name: Field(f.dtype, f.shape, intrinsics[f.kind], encoding=f.encoding)
+                         for f in self.fields}}
+        return model if self.private else {**model, NUM_EXAMPLES: Field("float64", (), "federated_sum")}
 
     def spec(self, aggregation_id: str, **options) -> Any:
         """The fedagg.v1.AggregationSpec of one round (options as fedagg.build_spec takes)."""
@@ -197,8 +223,9 @@ class ModelLayout:
 
     def update(self, arrays: Mapping[str, Any], num_examples: float, base: Optional[Mapping[str, Any]] = None,
                *, allow_lossy_cast: bool = False) -> Tuple[Dict[str, Any], float]:
-        """One client's update (fields for Connection.submit) and its weight. `base`, the
-        global arrays the client trained from, is needed when the layout has sparse arrays."""
+        """One client's update (fields for Connection.submit) and its weight (None for a
+        private layout: every client counts once). `base`, the global arrays the client
+        trained from, is needed when the layout has sparse arrays or is private."""
         self._check_keys(arrays, "the update")
         weight = float(num_examples)
         if not np.isfinite(weight) or weight <= 0:
@@ -208,7 +235,7 @@ class ModelLayout:
             value = np.asarray(arrays[f.key])
             if value.shape != f.shape:
                 raise invalid_argument(f"array '{f.key}': expected shape {f.shape}, got {value.shape}")
-            if f.kind == DENSE:
+            if f.kind == DENSE and not self.private:
                 model[f.name] = value
                 continue
             if base is None:
@@ -218,11 +245,22 @@ class ModelLayout:
             # weighted change from the global value: zero where the client changed nothing.
             declared = _declared(f, value, allow_lossy_cast)
             start = _declared(f, np.asarray(base[f.key]), allow_lossy_cast)
-            model[f.name] = (declared - start) * np.dtype(f.dtype).type(weight)
+            if self.private:  # the unweighted change, which fedagg clips
+                model[f.name] = declared - start
+            else:
+                model[f.name] = (declared - start) * np.dtype(f.dtype).type(weight)
+        if self.private:
+            return {MODEL: model}, None
         return {MODEL: model, NUM_EXAMPLES: np.float64(weight)}, weight
 
     def model_from_result(self, result: Result, base: Optional[Mapping[str, Any]] = None) -> Dict[str, np.ndarray]:
         """The averaged model from a FINALIZED aggregation's result, name -> array."""
+        if self.private:
+            if base is None:
+                raise invalid_argument("a private layout's result is the clients' mean change: pass the global arrays (base)")
+            return {f.key: np.ascontiguousarray(
+                (np.asarray(base[f.key]).astype(f.dtype) + result[f"{MODEL}.{f.name}"].to_dense().astype(f.dtype))
+                .astype(f.result_dtype, copy=False)) for f in self.fields}
         total = float(result[NUM_EXAMPLES].values)
         if not total > 0:
             raise invalid_argument(f"aggregation '{result.status.aggregation_id}' holds no examples")

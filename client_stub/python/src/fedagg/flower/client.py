@@ -97,11 +97,11 @@ def contribute(msg: Message, arrays: Union[ArrayRecord, Mapping[str, Any], Seque
     try:
         layout = ModelLayout.from_spec(round_config.spec, round_config.keys)
         base = None
-        if layout.has_sparse:
+        if layout.needs_base:
             sent = list(msg.content.array_records.values())
             if len(sent) != 1:
                 raise invalid_argument("the train message must carry the global arrays (one ArrayRecord) "
-                                       "for the sparse arrays' changes")
+                                       "for the changes the layout sends (sparse arrays, differential privacy)")
             base = _as_mapping(sent[0], round_config.keys)
         if num_examples == 0:
             # Weight 0 adds nothing to FedAvg's weighted mean; fedagg takes positive weights only.

@@ -12,6 +12,19 @@ seals the aggregation at the root, waits for it to finalize and turns its result
 new global ArrayRecord. Train metrics are FedAvg's (weighted by the same key); sampling,
 evaluation and everything else is FedAvg's own code.
 
+With `privacy` (a fedagg.DifferentialPrivacy), each round is DP-FedAvg: clients send their
+changes from the global arrays, every client counts once (no num_examples weight), fedagg
+clips each change to the clip norm where it is received, and the root adds Gaussian noise
+(a discrete Gaussian, docs/SEMANTICS.md section 12) once to the sum and divides it by
+`expected_clients`; the new model is the global one plus that noised mean. With adaptive
+clipping, each round's spec carries the bound the previous round's root reported. This is
+what Flower's DifferentialPrivacyServerSideFixedClipping (and its adaptive sibling) does
+around FedAvg, in the aggregation tier instead of the Flower server: replace
+`DifferentialPrivacyServerSideFixedClipping(FedAvg(...), noise_multiplier=z,
+clipping_norm=C, num_sampled_clients=n)` with `FedaggFedAvg(root, ...,
+privacy=fedagg.DifferentialPrivacy(clip_norm=C, noise_multiplier=z, expected_clients=n))`.
+The privacy spent over the rounds: fedagg.privacy_accounting.
+
 A round whose aggregation does not finalize (fewer than min_contributions counted, or
 cancelled) leaves the global model as it was, as FedAvg does when no client replied; the
 reason is logged and kept in `reports[round]`. A fedagg call that fails (the root
@@ -29,6 +42,7 @@ from flwr.serverapp.strategy.strategy_utils import validate_message_reply_consis
 from flwr.supercore import log
 
 from ..connection import Connection, connect
+from ..differential_privacy import DifferentialPrivacy, PrivacyReport
 from ..model_layout import ModelLayout, layout_encoding
 from ..value_encoding import ValueEncoding
 from .client import REPLY_RECORD
@@ -45,6 +59,7 @@ class RoundReport:
     num_examples: float = 0.0
     replies: int = 0
     failures: List[str] = field(default_factory=list)
+    privacy: Optional[PrivacyReport] = None  # differential privacy: what the root did
 
 
 @dataclass
@@ -78,6 +93,8 @@ class FedaggFedAvg(FedAvg):
       docs/FRAMEWORKS.md). Sparse, row-sparse and integer arrays stay plain. Discretized
       encodings are refused (INVALID_ARGUMENT, here), and so is a quantized one with
       deterministic=True.
+    privacy: differential privacy (fedagg.DifferentialPrivacy with expected_clients, the
+      clients sampled each round); see the module comment. Arrays then travel plain.
     aggregation_prefix: the prefix of the aggregation ids ("<prefix>-r<round>-<random>").
     Every other keyword argument is FedAvg's.
     """
@@ -87,9 +104,14 @@ class FedaggFedAvg(FedAvg):
                  deadline_s: Optional[float] = None, round_timeout_s: float = 600.0,
                  float64_accumulation: bool = False, require_finite: bool = False,
                  deterministic: bool = False, encoding: Union[None, str, ValueEncoding] = "plain",
+                 privacy: Optional[DifferentialPrivacy] = None,
                  aggregation_prefix: str = "flower", **fedavg_options: Any) -> None:
         # A bad spelling, a discretized encoding or a quantized deterministic one: refused here, not in round 1.
         self.encoding = layout_encoding(encoding, deterministic)
+        if privacy is not None and (self.encoding.encoded or not privacy.expected_clients > 0):
+            raise ValueError("FedaggFedAvg(privacy=...): give expected_clients (the clients sampled each round, the "
+                             "mean's divisor) and send the arrays plain")
+        self.privacy = privacy
         super().__init__(**fedavg_options)
         self.connection = connect(control) if isinstance(control, str) else control
         self.root = control if isinstance(control, str) else "a fedagg connection"
@@ -120,16 +142,16 @@ class FedaggFedAvg(FedAvg):
             return []
         layout = ModelLayout.from_arrays({key: array.numpy() for key, array in arrays.items()},
                                          sparse=self.sparse, row_sparse=self.row_sparse,
-                                         encoding=self.encoding)
+                                         encoding=self.encoding, private=self.privacy is not None)
         aggregation_id = f"{self.aggregation_prefix}-r{server_round}-{uuid.uuid4().hex[:12]}"
         status = self.connection.control.create(layout.spec(
             aggregation_id, min_contributions=self.min_contributions, deadline_s=self.deadline_s,
             float64_accumulation=self.float64_accumulation, require_finite=self.require_finite,
-            deterministic=self.deterministic))
+            deterministic=self.deterministic, privacy=self.privacy))
         round_config = FedaggRoundConfig(aggregation_id, status.spec, layout.keys, self.targets,
                                          self.weighted_by_key)
         round_config.write(config)
-        self._rounds[server_round] = _Round(round_config, layout, arrays if layout.has_sparse else None)
+        self._rounds[server_round] = _Round(round_config, layout, arrays if layout.needs_base else None)
         self.reports[server_round] = RoundReport(aggregation_id)
         messages = list(super().configure_train(server_round, arrays, config, grid))
         if not messages:
@@ -165,6 +187,9 @@ class FedaggFedAvg(FedAvg):
         control.seal(current.config.aggregation_id)
         final = control.wait(current.config.aggregation_id, timeout=self.round_timeout_s)
         report.state, report.detail, report.contributions = final.state, final.detail, final.contributions
+        report.privacy = final.privacy
+        if self.privacy is not None and final.privacy is not None:
+            self.privacy = self.privacy.after(final.privacy)  # adaptive clipping's next bound
         if final.state != "FINALIZED":
             log(WARNING, "aggregate_train: fedagg aggregation '%s' ended %s (%s); the global model is unchanged",
                 current.config.aggregation_id, final.state, final.detail)
@@ -172,7 +197,8 @@ class FedaggFedAvg(FedAvg):
         result = control.result(current.config.aggregation_id)
         base = None if current.base is None else {k: a.numpy() for k, a in current.base.items()}
         model = current.layout.model_from_result(result, base)
-        report.num_examples = float(result["num_examples"].values)
+        if not current.layout.private:  # a private round weighs every client the same
+            report.num_examples = float(result["num_examples"].values)
         counted = sum(1 for c in contributed if c[REPLY_RECORD].get("counted", False))
         if final.contributions != counted:
             log(WARNING, "aggregate_train: fedagg counted %d contributions to '%s'; %d clients replied that "
