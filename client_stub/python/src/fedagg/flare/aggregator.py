@@ -21,6 +21,15 @@ encoding= ("quantized:8", ...; default "plain") sends the results' dense floatin
 in that value encoding (fedagg.model_layout): fewer bytes to fedagg, and a mean that
 differs from FLARE's, per coordinate, by at most the weighted mean of the results'
 quantization levels.
+
+privacy= (a fedagg.DifferentialPrivacy, or its fields as a dict for a FLARE job config:
+{"clip_norm": 0.1, "noise_multiplier": 1.1, "expected_clients": 10, "adaptive":
+{"target_quantile": 0.5}}) runs DP-FedAvg: results must be differences (params_type DIFF),
+every site counts once (no weights), fedagg clips each difference to the clip norm where it
+is received and its root noises the sum once and divides it by expected_clients
+(docs/SEMANTICS.md section 12); with adaptive clipping each round's spec carries the bound
+the previous round's root reported. FLARE's own PercentilePrivacy and SVTPrivacy filters give
+no guarantee at the aggregate; this one is accounted with fedagg.privacy_accounting.
 """
 import math
 import threading
@@ -35,6 +44,7 @@ from nvflare.app_common.aggregators.model_aggregator import ModelAggregator
 from nvflare.app_common.app_constant import AppConstants
 
 from ..connection import Connection, connect
+from ..differential_privacy import AdaptiveClipping, DifferentialPrivacy
 from ..errors import FedaggError
 from ..model_layout import ModelLayout, layout_encoding
 from ..value_encoding import ValueEncoding
@@ -52,6 +62,15 @@ def result_weight(model: FLModel, aggregation_weights: Dict[str, float]) -> floa
     if not math.isfinite(steps) or steps <= 0:
         steps = 1.0
     return float(aggregation_weights.get(site, 1.0)) * steps
+
+
+def _privacy(privacy: Union[None, DifferentialPrivacy, Dict[str, Any]]) -> Optional[DifferentialPrivacy]:
+    """A DifferentialPrivacy from itself or from a job config's dict."""
+    if privacy is None or isinstance(privacy, DifferentialPrivacy):
+        return privacy
+    fields = dict(privacy)
+    adaptive = fields.pop("adaptive", None)
+    return DifferentialPrivacy(**fields, adaptive=None if adaptive is None else AdaptiveClipping(**adaptive))
 
 
 class _Zeros:
@@ -84,7 +103,8 @@ class FedaggModelAggregator(ModelAggregator):
                  float64_accumulation: bool = False, require_finite: bool = False,
                  deterministic: bool = False, aggregation_prefix: str = "flare",
                  connect_options: Optional[Dict[str, Any]] = None, allow_lossy_cast: bool = False,
-                 encoding: Union[None, str, ValueEncoding] = "plain"):
+                 encoding: Union[None, str, ValueEncoding] = "plain",
+                 privacy: Union[None, DifferentialPrivacy, Dict[str, Any]] = None):
         super().__init__()
         self.control_address, self.target = control, target or control
         self.sparse, self.row_sparse = list(sparse), list(row_sparse)
@@ -95,6 +115,10 @@ class FedaggModelAggregator(ModelAggregator):
         self.deterministic = deterministic
         # A bad spelling, a discretized encoding or a quantized deterministic one fails when the job is configured.
         self.encoding = layout_encoding(encoding, deterministic)
+        self.privacy = _privacy(privacy)
+        if self.privacy is not None and (self.encoding.encoded or not self.privacy.expected_clients > 0):
+            raise ValueError("FedaggModelAggregator(privacy=...): give expected_clients (the sites each round, the "
+                             "mean's divisor) and send the arrays plain")
         self.aggregation_prefix = aggregation_prefix
         self.connect_options = dict(connect_options or {})
         self.allow_lossy_cast = allow_lossy_cast
@@ -135,15 +159,16 @@ class FedaggModelAggregator(ModelAggregator):
 
     def _create(self, model: FLModel, params: Dict[str, Any]):
         layout = ModelLayout.from_arrays(params, sparse=self.sparse, row_sparse=self.row_sparse,
-                                         encoding=self.encoding)
-        if layout.has_sparse and model.params_type != ParamsType.DIFF:
-            raise FedaggError(grpc.StatusCode.INVALID_ARGUMENT, "sparse and row-sparse arrays need results that "
-                              f"are differences (params_type DIFF), got {model.params_type}", local=True)
+                                         encoding=self.encoding, private=self.privacy is not None)
+        if layout.needs_base and model.params_type != ParamsType.DIFF:
+            raise FedaggError(grpc.StatusCode.INVALID_ARGUMENT, "sparse and row-sparse arrays, and differential "
+                              f"privacy, need results that are differences (params_type DIFF), got {model.params_type}",
+                              local=True)
         self._round = model.current_round
         aggregation_id = f"{self.aggregation_prefix}-r{self._round}-{uuid.uuid4().hex[:12]}"
         status = self._connections()[0].control.create(layout.spec(
             aggregation_id, min_contributions=self.min_contributions, require_finite=self.require_finite,
-            float64_accumulation=self.float64_accumulation, deterministic=self.deterministic))
+            float64_accumulation=self.float64_accumulation, deterministic=self.deterministic, privacy=self.privacy))
         self._aggregation_id, self._spec, self._layout = aggregation_id, status.spec, layout
         self._params_type = model.params_type
 
@@ -155,9 +180,10 @@ class FedaggModelAggregator(ModelAggregator):
             try:
                 if self._aggregation_id is None:
                     self._create(model, params)
-                base = _Zeros(self._layout) if self._layout.has_sparse else None
-                fields, weight = self._layout.update(params, weight, base, allow_lossy_cast=self.allow_lossy_cast)
-                self._connections()[1].submit(str(site), self._spec, fields, weight,
+                base = _Zeros(self._layout) if self._layout.needs_base else None
+                fields, sent_weight = self._layout.update(params, weight, base, allow_lossy_cast=self.allow_lossy_cast)
+                weight = 1.0 if sent_weight is None else sent_weight  # a private round: every site counts once
+                self._connections()[1].submit(str(site), self._spec, fields, sent_weight,
                                               allow_lossy_cast=self.allow_lossy_cast)
             except FedaggError as error:
                 self.failures.append(f"{site}: {error}")
@@ -181,13 +207,18 @@ class FedaggModelAggregator(ModelAggregator):
                 self._start_round()
                 raise FedaggError(grpc.StatusCode.FAILED_PRECONDITION,
                                   f"fedagg aggregation '{aggregation_id}' ended {final.state}: {final.detail}")
+            if self.privacy is not None and final.privacy is not None:
+                self.privacy = self.privacy.after(final.privacy)  # adaptive clipping's next bound
             result = control.result(aggregation_id)
-            params = layout.model_from_result(result, _Zeros(layout) if layout.has_sparse else None)
+            params = layout.model_from_result(result, _Zeros(layout) if layout.needs_base else None)
             metrics = ({k: v / self._metric_weight for k, v in self._metric_sums.items()}
                        if self._metric_weight else None)
             model = FLModel(params=params, params_type=self._params_type, metrics=metrics or None,
                             current_round=self._round,
-                            meta={"nr_aggregated": final.contributions, "fedagg_aggregation_id": aggregation_id})
+                            meta={"nr_aggregated": final.contributions, "fedagg_aggregation_id": aggregation_id,
+                                  **({"fedagg_noise_stddev": final.privacy.noise_stddev,
+                                      "fedagg_clipped_updates": final.privacy.clipped_updates}
+                                     if final.privacy is not None else {})})
             self._log("info", f"fedagg aggregated {final.contributions} results in '{aggregation_id}'")
             self._start_round()
             return model
