@@ -99,6 +99,17 @@ def service_rows(path):
             rows.append((f"ingest {size} x {r['updates']}, {r['streams']} streams{flags_note(r)}, {n}", figure,
                          ">= 70% of sink" if goal else "(reported)",
                          ("yes" if ratio >= 0.7 and checked else "NO") if goal else ""))
+        elif r["bench"] == "dp_quality":
+            for x in runs:
+                for name, value in x["accuracy"].items():
+                    x[f"accuracy_{name}"] = value
+            gap = abs(statistics.median(x["accuracy_fedagg"] for x in runs) -
+                      statistics.median(x["accuracy_numpy"] for x in runs))
+            rows.append((f"DP-FedAvg on digits, {r['clients']} clients ({r['per_round']} a round), {r['rounds']} rounds, "
+                         f"z {r['z']:.3g} (epsilon {r['epsilon']:g} at delta {r['delta']:g}), C {r['clip']:g}, "
+                         f"{len(runs)} seeds", "test accuracy %: " + "; ".join(
+                             f"{name} {spread(runs, f'accuracy_{name}', 100)}" for name in ("fedagg", "numpy", "flower", "none")),
+                         "fedagg within 2 points of numpy (medians)", "yes" if gap <= 0.02 else "NO"))
         elif r["bench"] == "privacy":
             ratio = statistics.median(x["ratio"] for x in runs)
             size = {"1m": "1 MiB", "16m": "16 MiB"}.get(r["size"], r["size"])

@@ -27,6 +27,9 @@
 #      (median [min-max], goals), printed after the summary, and its picture in the raw
 #      outputs. Installs Debian's python3-sklearn and python3-matplotlib if missing. The
 #      service table's encoded rows are drawn too (bench/encoding_speed_picture.py).
+#   6. DP-FedAvg's model quality (bench/dp_fedavg_quality.sh): digits, 100 clients, epsilon 8,
+#      through fedagg beside NumPy with TFF's formulas and Flower's DP wrapper's code, 10 seeds
+#      (about a minute); its row in the summary.
 #   scripts/bench.sh [--repeat=N] [--benchmark_filter=REGEX ...]  [--updates_1m=N --memory_updates=100,1000,10000 ...]
 # Options starting with --benchmark_ go to the core benchmark, --peers_service_* (without
 # the prefix, e.g. --peers_service_quick, --peers_service_clients=100,1000) to the peers
@@ -85,6 +88,8 @@ for run in $(seq "$repeat"); do
 done
 ./bench/encoding_accuracy.sh --combine "${encoding_runs[@]}" --picture="$OUT/encoding-accuracy.png" \
     >"$OUT/encoding.log"
+echo "=== DP-FedAvg's model quality ==="
+./bench/dp_fedavg_quality.sh build | tee -a "$OUT/service.log"
 # The encoded rows of the service table, drawn (the speed of compressed updates).
 /usr/bin/python3 bench/encoding_speed_picture.py "$OUT/encoding-speed.png" "$OUT/service.log" || true  # Debian's matplotlib
 python3 bench/summary.py "$OUT/core.json" "$OUT/service.log"
