@@ -25,48 +25,38 @@ PACKAGES=(
 # Flower and NVIDIA FLARE for the framework adapters' tests (pinned, from the package index).
 "$(dirname "$0")/setup_frameworks.sh"
 
-# kubernetes-validate (pinned, from the package index; it carries the Kubernetes JSON schemas
-# and downloads nothing when it runs) for tests/deploy/kubernetes_manifests_test.sh, in its
-# own small environment. Idempotent: a stamp holds the pinned requirement. Without the
-# package index it says so and goes on: that test then skips, saying why.
-KUBERNETES_VALIDATE=kubernetes-validate==1.37.0
-TOOLS=$(cd "$(dirname "$0")/.." && pwd)/.venv-tools
-if [ "$(cat "$TOOLS/.fedagg-requirement" 2>/dev/null)" != "$KUBERNETES_VALIDATE" ] ||
-   [ ! -x "$TOOLS/bin/kubernetes-validate" ]; then
-  echo "setup: installing $KUBERNETES_VALIDATE (from the package index) into .venv-tools"
-  rm -rf "$TOOLS"
-  /usr/bin/python3 -m venv "$TOOLS"
+# A small environment of its own for one pinned package from the package index, made once:
+# idempotent (a stamp holds the pinned requirement; a venv whose CHECK program is missing is
+# made again). Without the package index it says so and goes on: the tests that need it then
+# skip, saying why.
+#   pinned_venv DIR REQUIREMENT CHECK WHO [venv options...]
+pinned_venv() {
+  local dir=$1 requirement=$2 check=$3 who=$4; shift 4
+  if [ "$(cat "$dir/.fedagg-requirement" 2>/dev/null)" = "$requirement" ] && [ -x "$dir/bin/$check" ]; then
+    return 0
+  fi
+  echo "setup: installing $requirement (from the package index) into $(basename "$dir")"
+  rm -rf "$dir"
+  /usr/bin/python3 -m venv "$@" "$dir"
+  local log
   log=$(mktemp)
-  if "$TOOLS/bin/pip" install --quiet --disable-pip-version-check --no-input "$KUBERNETES_VALIDATE" >"$log" 2>&1; then
-    echo "$KUBERNETES_VALIDATE" >"$TOOLS/.fedagg-requirement"
+  if "$dir/bin/pip" install --quiet --disable-pip-version-check --no-input "$requirement" >"$log" 2>&1; then
+    echo "$requirement" >"$dir/.fedagg-requirement"
   else
-    echo "setup: could not install it (no package index?); the Kubernetes manifests' test will skip:" >&2
+    echo "setup: could not install it (no package index?); $who will skip:" >&2
     tail -n 5 "$log" >&2
   fi
   rm -f "$log"
-fi
+}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
 
-# dp-accounting (Google's privacy accountants, pinned, from the package index) for
-# fedagg.privacy_accounting and tests/python/privacy_accounting_test.sh, in its own small
-# environment: no release fits .venv-frameworks (0.5.0-0.6.0 want attrs<24, 0.4.3-0.4.4
-# NumPy<2, older ones attrs 21.4; the frameworks pin attrs 26.1.0 and NumPy 2.4.6). It sees
-# Debian's packages (--system-site-packages): NumPy and SciPy for dp-accounting, and
-# grpcio, protobuf, crc32c and pytest for the fedagg package and its test. Idempotent: a
-# stamp holds the pinned requirement. Without the package index it says so and goes on:
-# that test then skips, saying why.
-DP_ACCOUNTING=dp-accounting==0.6.0
-PRIVACY=$(cd "$(dirname "$0")/.." && pwd)/.venv-privacy
-if [ "$(cat "$PRIVACY/.fedagg-requirement" 2>/dev/null)" != "$DP_ACCOUNTING" ] ||
-   [ ! -x "$PRIVACY/bin/python" ]; then
-  echo "setup: installing $DP_ACCOUNTING (from the package index) into .venv-privacy"
-  rm -rf "$PRIVACY"
-  /usr/bin/python3 -m venv --system-site-packages "$PRIVACY"
-  log=$(mktemp)
-  if "$PRIVACY/bin/pip" install --quiet --disable-pip-version-check --no-input "$DP_ACCOUNTING" >"$log" 2>&1; then
-    echo "$DP_ACCOUNTING" >"$PRIVACY/.fedagg-requirement"
-  else
-    echo "setup: could not install it (no package index?); the privacy accounting test will skip:" >&2
-    tail -n 5 "$log" >&2
-  fi
-  rm -f "$log"
-fi
+# kubernetes-validate (it carries the Kubernetes JSON schemas and downloads nothing when it
+# runs) for tests/deploy/kubernetes_manifests_test.sh.
+pinned_venv "$REPO/.venv-tools" kubernetes-validate==1.37.0 kubernetes-validate "the Kubernetes manifests' test"
+
+# dp-accounting (Google's privacy accountants) for fedagg.privacy_accounting and
+# tests/python/privacy_accounting_test.sh: no release fits .venv-frameworks (0.5.0-0.6.0 want
+# attrs<24, 0.4.3-0.4.4 NumPy<2, older ones attrs 21.4; the frameworks pin attrs 26.1.0 and
+# NumPy 2.4.6). It sees Debian's packages (--system-site-packages): NumPy and SciPy for
+# dp-accounting, and grpcio, protobuf, crc32c and pytest for the fedagg package and its test.
+pinned_venv "$REPO/.venv-privacy" dp-accounting==0.6.0 python "the privacy accounting test" --system-site-packages
