@@ -262,10 +262,11 @@ absl::StatusOr<int64_t> Aggregation::MergeChildPartial(const std::string& child_
     const PartialAggregate taken = std::move(child);
     BatchReducer::Hold hold(*batches_);
     MutexLock lock(&mu_);
-    if ((state_ != v1::OPEN && state_ != v1::SEALED) || upstream_.final_delta_taken()) {
+    if ((state_ != v1::OPEN && state_ != v1::SEALED) || upstream_.final_delta_taken() || unpublished_.has_value()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "aggregation '", id(), "' is ", v1::AggregationState_Name(state_),
           upstream_.final_delta_taken() ? " and its final partial already went up" : "",
+          unpublished_.has_value() ? " and its noised result is made (waiting for its checkpoint)" : "",
           "; the partial from child '", child_id, "' was not merged"));
     }
     FEDAGG_ASSIGN_OR_RETURN(const bool next, children_.CheckPush(child_id, sequence));
@@ -370,7 +371,8 @@ absl::Status Aggregation::Cancel(const std::string& reason) {
 }
 
 bool Aggregation::FinalizeDueLocked(absl::Time now) const {
-  return !options_.forwarding && state_ == v1::SEALED &&
+  // A noised result made and waiting for its checkpoint is the outcome: never drawn again.
+  return !options_.forwarding && state_ == v1::SEALED && !unpublished_.has_value() &&
          (children_.AllDone() || now >= sealed_at_ + options_.child_grace);
 }
 

@@ -129,6 +129,30 @@ TEST(AggregationPrivacyTest, ACheckpointedRootPublishesOnlyWhatACheckpointHoldsA
   EXPECT_EQ(ValuesOf(*published), ValuesOf(*after_restart));
 }
 
+TEST(AggregationPrivacyTest, AResultWaitingForItsCheckpointIsNeitherDrawnAgainNorChanged) {
+  AggregationOptions options;
+  options.checkpointed = true;
+  options.child_grace = absl::ZeroDuration();
+  auto root = std::make_shared<Aggregation>(PrivateConfig(), options);
+  for (int i = 0; i < kClients; ++i) Contribute(*root, absl::StrCat("client-", i));
+  ASSERT_TRUE(root->Seal().ok());
+  absl::StatusOr<std::optional<Aggregation::Snapshot>> first = root->TakeSnapshot();
+  ASSERT_TRUE(first.ok() && first->has_value());
+  // The ticker finds it sealed: no second finalization, so the same version and key.
+  root->Tick(absl::Now() + absl::Seconds(1));
+  absl::StatusOr<std::optional<Aggregation::Snapshot>> second = root->TakeSnapshot();
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->version, (*first)->version);
+  ASSERT_TRUE((*second)->checkpoint.noise_key.has_value());
+  EXPECT_EQ((*second)->checkpoint.noise_key->bytes, (*first)->checkpoint.noise_key->bytes);
+  // A late child's partial would change the sum the noise was drawn for: refused.
+  PartialAggregate late(root->config().reduction);
+  EXPECT_EQ(root->MergeChildPartial("late", 1, true, std::move(late)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  root->MarkDurable(**first);
+  EXPECT_EQ(root->state(), v1::FINALIZED);
+}
+
 TEST(AggregationPrivacyTest, AnUpdateThatCannotBeClippedIsRefusedAndNotCounted) {
   Aggregation root(PrivateConfig(), AggregationOptions{});
   UpdateBuffer update = ValueOrDie(UpdateBuffer::Create(root.reduction(), {0}, std::nullopt, 1 << 20));
