@@ -70,8 +70,17 @@ void ClipAsAClientWould(const ReductionSpec& spec, GeneratedUpdate& update) {
     const double norm = UpdateFieldNorm(plain[f], values[f]);
     squares += norm * norm;
   }
-  // A margin under the bound for the client's own rounding to its dtype.
-  const double bound = spec.options().privacy->clip_norm * (1 - 0x1p-20);
+  // Below the bound by a margin for the rounding to the dtype and for the stochastic rounding
+  // the discretized fields get next (as the Python client, update_input.py's
+  // discretized_clip_margin: n s^2 / (8 C) + 3 s), so the server need not truncate it.
+  const double clip = spec.options().privacy->clip_norm;
+  double scale = 0, coordinates = 0;
+  for (size_t f = 0; f < fields.size(); ++f) {
+    if (!fields[f].value_encoding.discretized()) continue;
+    scale = std::max(scale, fields[f].value_encoding.scale);
+    coordinates += static_cast<double>(update.values_[f].size() / DTypeSize(fields[f].type.dtype));
+  }
+  const double bound = clip * (1 - 0x1p-20) - std::min(clip / 2, coordinates * scale * scale / (8 * clip) + 3 * scale);
   if (std::sqrt(squares) <= bound) return;
   for (size_t f = 0; f < fields.size(); ++f) {
     ScaleFieldValues(plain[f], values[f], absl::MakeSpan(update.values_[f]), bound / std::sqrt(squares));

@@ -71,3 +71,29 @@ def test_bad_privacy_specs_are_refused_at_creation(conn, privacy, words):
     with pytest.raises(fedagg.FedaggError) as refused:
         conn.control.create("py-dp-bad", F("float32", (4,), "federated_mean"), privacy=privacy)
     assert refused.value.code_name == "INVALID_ARGUMENT" and words in refused.value.message
+
+
+def test_a_discretized_private_update_is_clipped_by_the_client_before_it_is_discretized(conn):
+    """The server refuses a discretized update beyond the bound plus the rounding's slack:
+    the Python client scales the whole update to the bound before discretizing it (here a
+    norm of about 45 against a bound of 1, and a slack of 0.001 * sqrt(2000) = 0.045)."""
+    privacy = fedagg.DifferentialPrivacy(clip_norm=1.0, noise_multiplier=0.0, expected_clients=3)
+    status = conn.control.create("py-dp-discretized", {
+        "w": F("float32", (2000,), "federated_sum", encoding="discretized:16@0.001"),
+        "b": F("float64", (10,), "federated_mean")}, privacy=privacy, min_contributions=3)
+    updates = [{"w": rng.normal(size=2000).astype(np.float32), "b": rng.normal(size=10)} for _ in range(3)]
+    for i, update in enumerate(updates):
+        assert conn.submit(f"d-{i}", status, update) == i + 1
+    result = finish(conn, "py-dp-discretized")
+    # No noise (z = 0): the sums of the updates scaled below norm 1 by the rounding's margin,
+    # within the steps' rounding (a step a coordinate and client, two when the server had to
+    # truncate an update the rounding took past the bound).
+    margin = fedagg.update_input.discretized_clip_margin(1.0, [(0.001, 2000)])
+    expected_w, expected_b = 0, 0
+    for u in updates:
+        factor = (1 - 2.0 ** -20 - margin) / math.sqrt(float(np.sum(u["w"].astype(np.float64) ** 2)) +
+                                                       float(np.sum(u["b"] ** 2)))
+        expected_w, expected_b = expected_w + u["w"] * factor, expected_b + u["b"] * factor
+    np.testing.assert_allclose(result["w"].values, expected_w, atol=2 * 3 * 0.001)
+    np.testing.assert_allclose(result["b"].values, expected_b / 3, rtol=1e-3, atol=1e-6)
+    assert conn.control.get("py-dp-discretized").privacy.clipped_updates <= 1  # the rounding rarely passes C

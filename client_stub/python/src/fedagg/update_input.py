@@ -29,6 +29,7 @@ the declared dtype, rounded stochastically with random numbers drawn from the up
 seed (a fresh one per update unless the caller gives one), so the same seed makes the same
 bytes as the C++ client. An encoded field takes finite values only.
 """
+import math
 import operator
 import secrets
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ import numpy as np
 
 from .errors import invalid_argument
 from .spec import DENSE, DTYPES, ROW_SPARSE, SPARSE, Leaf, Spec
-from .value_encoding import encode_for_field
+from .value_encoding import DISCRETIZED, encode_for_field
 
 # Weighted fields accumulated in float32 accept weights in this range (the server's
 # kMinFloat32Weight / kMaxFloat32Weight).
@@ -315,10 +316,14 @@ def _check_seed(seed: Optional[int]) -> int:
     return seed
 
 
+def _widened(leaf: Leaf, wire: np.ndarray) -> np.ndarray:
+    """A field's values in their wire form as NumPy floats (bfloat16's bits widened)."""
+    return (wire.astype(np.uint32) << 16).view(np.float32) if leaf.dtype == "bfloat16" else wire
+
+
 def _encoded_values(leaf: Leaf, wire: np.ndarray, seed: int, number: int) -> np.ndarray:
     """A field's values (in its wire form) as the section of its value encoding."""
-    values = (wire.astype(np.uint32) << 16).view(np.float32) if leaf.dtype == "bfloat16" else wire
-    return encode_for_field(values, leaf.value_encoding, seed, number, leaf.describe())
+    return encode_for_field(_widened(leaf, wire), leaf.value_encoding, seed, number, leaf.describe())
 
 
 def prepare_update(spec: Spec, fields: Any, weight: Optional[float] = None, *,
@@ -331,12 +336,61 @@ def prepare_update(spec: Spec, fields: Any, weight: Optional[float] = None, *,
     checked_weight = _check_weight(spec, weight)
     encoded_fields = any(leaf.value_encoding.encoded for leaf in spec.leaves)
     checked_seed = _check_seed(seed) if encoded_fields or seed is not None else None
-    arrays = []
-    for number, (leaf, value) in enumerate(zip(spec.leaves, _field_values(spec, fields))):
+    plain = []
+    for leaf, value in zip(spec.leaves, _field_values(spec, fields)):
         encoded = _encode_as_declared(leaf, _parse(leaf, value))
         indices = None if encoded.indices is None else np.ascontiguousarray(encoded.indices, "<i8")
-        values = _in_declared_dtype(leaf, encoded.values, spec.requires_finite(leaf), allow_lossy_cast)
+        plain.append((indices, _in_declared_dtype(leaf, encoded.values, spec.requires_finite(leaf), allow_lossy_cast)))
+    if spec.proto.HasField("privacy") and any(leaf.value_encoding.kind == DISCRETIZED for leaf in spec.leaves):
+        plain = _clipped(spec, plain)
+    arrays = []
+    for number, (leaf, (indices, values)) in enumerate(zip(spec.leaves, plain)):
         if leaf.value_encoding.encoded:
             values = _encoded_values(leaf, values, checked_seed, number)
         arrays.append(FieldArrays(indices, values))
     return PreparedUpdate(spec, arrays, checked_weight, checked_seed if encoded_fields else None)
+
+
+def discretized_clip_margin(clip_norm: float, fields) -> float:
+    """How far below the clip norm a client clips an update whose fields `fields` ((scale,
+    coordinates) each) it then discretizes: stochastic rounding adds to the squared norm
+    about n s^2 / 4 at most (variance s^2 / 4 a coordinate) and moves the norm by a
+    fluctuation of sd at most s / 2 · 2 = s; clipping n s^2 / (8 C) + 3 s lower keeps the
+    rounded norm within C but for a three-sd fluctuation."""
+    scale = max((s for s, _ in fields), default=0.0)
+    coordinates = sum(n for _, n in fields)
+    return min(clip_norm / 2, coordinates * scale * scale / (8 * clip_norm) + 3 * scale)
+
+
+def _clipped(spec: Spec, plain):
+    """A differentially private update whose discretized fields the client must clip before
+    discretizing them (docs/SEMANTICS.md section 12): every field's values scaled so that the
+    whole update's L2 norm (repeated sparse indices summed) is within the spec's clip norm
+    less a margin for the stochastic rounding to come (discretized_clip_margin), so that the
+    rounded update is within the bound as a rule and the server need not truncate it. The
+    server clips plain fields itself; it refuses a discretized one beyond the bound by more
+    than the rounding's slack."""
+    squares = 0.0
+    for leaf, (indices, values) in zip(spec.leaves, plain):
+        if values.size == 0:
+            continue
+        rows = _widened(leaf, values).astype(np.float64).reshape(1 if indices is None else len(indices), -1)
+        if indices is not None:
+            unique, position = np.unique(indices, return_inverse=True)
+            summed = np.zeros((len(unique), rows.shape[1]))
+            np.add.at(summed, position, rows)
+            rows = summed
+        squares += float(np.sum(rows * rows))
+    clip = spec.proto.privacy.clip_norm
+    discretized = [(leaf.value_encoding.scale, values.size) for leaf, (_, values) in zip(spec.leaves, plain)
+                   if leaf.value_encoding.kind == DISCRETIZED]
+    bound = clip * (1 - 2.0 ** -20) - discretized_clip_margin(clip, discretized)
+    norm = math.sqrt(squares)
+    if norm <= bound:
+        return plain
+    clipped = []
+    for leaf, (indices, values) in zip(spec.leaves, plain):
+        scaled = _widened(leaf, values).astype(np.float64) * (bound / norm)
+        clipped.append((indices, _to_bfloat16_bits(scaled.astype(np.float32)) if leaf.dtype == "bfloat16"
+                        else scaled.astype(values.dtype)))
+    return clipped
