@@ -12,6 +12,7 @@
 #include "service/core/cpu_kernels.h"
 #include "service/core/half_float.h"
 #include "service/core/status_macros.h"
+#include "service/core/update_clipping.h"
 #include "service/core/update_validator.h"
 #include "service/core/value_encoder.h"
 
@@ -219,12 +220,16 @@ absl::StatusOr<ConvertedUpdate> ConvertedUpdate::Of(const ReductionSpec& spec, c
   result.view_ = update;
   if (update.fields.size() != spec.fields().size()) return result;
   const uint64_t update_seed = seed.has_value() ? *seed : absl::Uniform<uint64_t>(absl::BitGen());
+  // A private update with discretized fields is clipped here, before it is discretized
+  // (update_clipping.h, ClientClipFactor): every field is then copied in its declared form.
+  FEDAGG_ASSIGN_OR_RETURN(std::vector<EncodedField> clipped, ClippedByTheClient(spec, update));
   std::vector<size_t> converted_at;  // field numbers, in the order of converted_
   for (size_t i = 0; i < update.fields.size(); ++i) {
     const FieldSpec& declared = spec.fields()[i];
-    if (update.fields[i].encoding == declared.encoding && !declared.value_encoding.encoded()) continue;
-    FieldValue value = update.fields[i];  // in the declared encoding, once converted
-    EncodedField converted;
+    const bool copied = !clipped.empty();
+    if (!copied && update.fields[i].encoding == declared.encoding && !declared.value_encoding.encoded()) continue;
+    EncodedField converted = copied ? std::move(clipped[i]) : EncodedField();
+    FieldValue value = copied ? converted.view() : update.fields[i];  // in the declared encoding, once converted
     if (value.encoding != declared.encoding) {
       FEDAGG_ASSIGN_OR_RETURN(converted, ToDeclaredEncoding(declared, update.fields[i]));
       value = converted.view();
@@ -239,6 +244,34 @@ absl::StatusOr<ConvertedUpdate> ConvertedUpdate::Of(const ReductionSpec& spec, c
   // Views taken once every buffer has its final place.
   for (size_t k = 0; k < converted_at.size(); ++k) result.view_.fields[converted_at[k]] = result.converted_[k].view();
   return result;
+}
+
+absl::StatusOr<std::vector<EncodedField>> ConvertedUpdate::ClippedByTheClient(const ReductionSpec& spec,
+                                                                            const UpdateView& update) {
+  std::vector<EncodedField> fields;
+  const std::vector<FieldSpec>& declared = spec.fields();
+  if (!spec.options().privacy.has_value() ||
+      std::none_of(declared.begin(), declared.end(), [](const FieldSpec& f) { return f.value_encoding.discretized(); })) {
+    return fields;
+  }
+  UpdateView plain = update;
+  for (size_t i = 0; i < declared.size(); ++i) {
+    if (!IsFloating(update.fields[i].dtype)) {
+      return FieldError(declared[i], "a differentially private update with discretized fields is clipped by its "
+                                     "client before it is discretized: give floating-point values");
+    }
+    FEDAGG_ASSIGN_OR_RETURN(EncodedField field, ToDeclaredEncoding(declared[i], update.fields[i]));
+    fields.push_back(std::move(field));
+  }
+  for (size_t i = 0; i < declared.size(); ++i) plain.fields[i] = fields[i].view();
+  const double factor = ClientClipFactor(spec, plain);
+  if (factor < 1) {
+    for (size_t i = 0; i < declared.size(); ++i) {
+      ScaleFieldValues(PlainFieldSpec(declared[i], fields[i].values.dtype), plain.fields[i],
+                       absl::MakeSpan(fields[i].values.bytes), factor);
+    }
+  }
+  return fields;
 }
 
 }  // namespace fedagg

@@ -61,7 +61,8 @@ class ConvertedUpdate {
  public:
   // Fails as ToDeclaredEncoding and ToDeclaredValueEncoding do, for the first field they
   // fail on. An update with the wrong number of fields is passed through for validation
-  // to refuse. Encoded fields are given plain (in any floating dtype) and rounded with
+  // to refuse. A differentially private update with discretized fields is clipped first,
+  // as a client must before discretizing (update_clipping.h, ClientClipFactor). Encoded fields are given plain (in any floating dtype) and rounded with
   // field i's RoundingStream(seed, i); no seed: a random one for this update. A fixed
   // seed is for reproducing bytes: clients that share one round alike, so their rounding
   // errors no longer average out.
@@ -79,6 +80,10 @@ class ConvertedUpdate {
 
  private:
   ConvertedUpdate() = default;
+  // A private update with discretized fields (ClientClipFactor): every field in its
+  // declared form, scaled to the client's bound; empty for any other update.
+  static absl::StatusOr<std::vector<EncodedField>> ClippedByTheClient(const ReductionSpec& spec,
+                                                                     const UpdateView& update);
 
   std::vector<EncodedField> converted_;  // the fields that needed converting
   UpdateView view_;

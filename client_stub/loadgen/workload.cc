@@ -60,30 +60,16 @@ bool PicksClient(double fraction, int64_t client) {
 
 void ClipAsAClientWould(const ReductionSpec& spec, GeneratedUpdate& update) {
   const std::vector<FieldSpec>& fields = spec.fields();
-  std::vector<FieldSpec> plain(fields);
-  std::vector<FieldValue> values;
-  double squares = 0;
+  UpdateView plain;
   for (size_t f = 0; f < fields.size(); ++f) {
-    plain[f].value_encoding = ValueEncoding();  // the values before they are encoded
-    values.push_back(FieldValue{fields[f].encoding, fields[f].type.dtype, absl::MakeConstSpan(update.indices_[f]),
-                                absl::MakeConstSpan(update.values_[f])});
-    const double norm = UpdateFieldNorm(plain[f], values[f]);
-    squares += norm * norm;
+    plain.fields.push_back(FieldValue{fields[f].encoding, fields[f].type.dtype, absl::MakeConstSpan(update.indices_[f]),
+                                      absl::MakeConstSpan(update.values_[f])});
   }
-  // Below the bound by a margin for the rounding to the dtype and for the stochastic rounding
-  // the discretized fields get next (as the Python client, update_input.py's
-  // discretized_clip_margin: n s^2 / (8 C) + 3 s), so the server need not truncate it.
-  const double clip = spec.options().privacy->clip_norm;
-  double scale = 0, coordinates = 0;
+  const double factor = ClientClipFactor(spec, plain);
+  if (factor >= 1) return;
   for (size_t f = 0; f < fields.size(); ++f) {
-    if (!fields[f].value_encoding.discretized()) continue;
-    scale = std::max(scale, fields[f].value_encoding.scale);
-    coordinates += static_cast<double>(update.values_[f].size() / DTypeSize(fields[f].type.dtype));
-  }
-  const double bound = clip * (1 - 0x1p-20) - std::min(clip / 2, coordinates * scale * scale / (8 * clip) + 3 * scale);
-  if (std::sqrt(squares) <= bound) return;
-  for (size_t f = 0; f < fields.size(); ++f) {
-    ScaleFieldValues(plain[f], values[f], absl::MakeSpan(update.values_[f]), bound / std::sqrt(squares));
+    ScaleFieldValues(PlainFieldSpec(fields[f], fields[f].type.dtype), plain.fields[f], absl::MakeSpan(update.values_[f]),
+                     factor);
   }
 }
 

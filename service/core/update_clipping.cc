@@ -197,6 +197,30 @@ void ScaleFieldValues(const FieldSpec& field, const FieldValue& value, absl::Spa
   }
 }
 
+FieldSpec PlainFieldSpec(const FieldSpec& field, DType dtype) {
+  FieldSpec plain = field;
+  plain.type.dtype = dtype;
+  plain.value_encoding = ValueEncoding();
+  return plain;
+}
+
+double ClientClipFactor(const ReductionSpec& spec, const UpdateView& plain) {
+  const std::vector<FieldSpec>& fields = spec.fields();
+  const double clip = spec.options().privacy->clip_norm;
+  double squares = 0, scale = 0, coordinates = 0;
+  for (size_t f = 0; f < fields.size() && f < plain.fields.size(); ++f) {
+    const FieldValue& value = plain.fields[f];
+    squares += SquaredNorm(PlainFieldSpec(fields[f], value.dtype), value);
+    if (!fields[f].value_encoding.discretized()) continue;
+    scale = std::max(scale, fields[f].value_encoding.scale);
+    coordinates += static_cast<double>(value.values.size() / DTypeSize(value.dtype));
+  }
+  const double margin = std::min(clip / 2, coordinates * scale * scale / (8 * clip) + 3 * scale);
+  const double bound = clip * (1 - 0x1p-20) - margin;
+  const double norm = std::sqrt(squares);
+  return norm > bound ? bound / norm : 1.0;
+}
+
 double UpdateFieldNorm(const FieldSpec& field, const FieldValue& value) {
   return std::sqrt(SquaredNorm(field, value));
 }

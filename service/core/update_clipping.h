@@ -32,6 +32,18 @@ absl::StatusOr<bool> ClipUpdate(const ReductionSpec& spec, const UpdateView& upd
 // check): repeated sparse indices summed, encoded values decoded.
 double UpdateFieldNorm(const FieldSpec& field, const FieldValue& value);
 
+// What a client multiplies its update by before discretizing a private spec's discretized
+// fields (they are clipped by the client; the node refuses one beyond the bound by more
+// than the rounding's slack): `plain` holds every field in its declared form with plain
+// floating values of any dtype (each FieldValue's own), before any value encoding. The
+// factor takes the whole update's norm to the clip norm less a margin for the stochastic
+// rounding to come, n s^2 / (8 C) + 3 s for n discretized coordinates of scale s at most,
+// so that the rounded update is within the bound as a rule; 1 when it is within already.
+double ClientClipFactor(const ReductionSpec& spec, const UpdateView& plain);
+// The FieldSpec of `field` for its plain values of `dtype`: what ScaleFieldValues and
+// UpdateFieldNorm take for an update before it is encoded.
+FieldSpec PlainFieldSpec(const FieldSpec& field, DType dtype);
+
 // Multiplies what one field's `value` stands for by `factor` (in (0, 1)), in place in
 // `bytes` (its values' memory): floats scaled, a quantized field's block scales scaled, a
 // discretized field's integers truncated toward zero. What a client that clips does too.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "service/core/half_float.h"
+#include "service/core/update_clipping.h"
 #include "service/core/update_validator.h"
 
 namespace fedagg {
@@ -221,6 +222,36 @@ TEST(EncodingConversionTest, SparseFieldsSendTheirValuesEncodedAndTheirIndicesEx
   const absl::Status refused = ConvertedUpdate::Of(*spec, integers, 42).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.message(), HasSubstr("from floating-point values in the field's own form (row-sparse)"));
+}
+
+TEST(EncodingConversionTest, APrivateUpdateWithDiscretizedFieldsIsClippedBeforeItIsDiscretized) {
+  // Steps of 0.001 over 2000 coordinates and a plain float64 field, clip norm 1: the update
+  // (norm about 45) is scaled below the bound by the rounding's margin before the steps are
+  // drawn, so the node accepts it and finds it within the bound (or clips it by a hair).
+  FieldIntrinsic steps{Intrinsic::kFederatedSum};
+  steps.value_encoding = ValueEncoding::Discretized(16, 0.001);
+  ReductionOptions options;
+  options.privacy = PrivacySpec{1.0, 1.0, 10, std::nullopt};
+  std::shared_ptr<const ReductionSpec> spec =
+      ReductionSpec::Create(ValueType::Struct({{"w", ValueType::Tensor(DType::kFloat32, {2000})},
+                                               {"b", ValueType::Tensor(DType::kFloat64, {10})}}),
+                            {steps, {Intrinsic::kFederatedMean}}, options)
+          .value();
+  std::vector<float> w(2000);
+  std::vector<double> b(10);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(static_cast<float>(i));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(static_cast<double>(i));
+  UpdateView update;
+  update.fields = {FieldValue::Dense(absl::MakeConstSpan(w)), FieldValue::Dense(absl::MakeConstSpan(b))};
+  const ConvertedUpdate converted = ConvertedUpdate::Of(*spec, update, 7).value();
+  const double w_norm = UpdateFieldNorm(spec->fields()[0], converted.view().fields[0]);
+  const double b_norm = UpdateFieldNorm(spec->fields()[1], converted.view().fields[1]);
+  const double norm = std::sqrt(w_norm * w_norm + b_norm * b_norm);
+  EXPECT_LE(norm, 1.0 + 0.001 * std::sqrt(2000.0));  // what the node accepts
+  EXPECT_GT(norm, 0.98);
+  // The caller's values are left as they were.
+  EXPECT_EQ(w[1], std::sin(1.0f));
+  EXPECT_EQ(b[1], std::cos(1.0));
 }
 
 }  // namespace
