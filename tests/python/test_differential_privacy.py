@@ -97,3 +97,30 @@ def test_a_discretized_private_update_is_clipped_by_the_client_before_it_is_disc
     np.testing.assert_allclose(result["w"].values, expected_w, atol=2 * 3 * 0.001)
     np.testing.assert_allclose(result["b"].values, expected_b / 3, rtol=1e-3, atol=1e-6)
     assert conn.control.get("py-dp-discretized").privacy.clipped_updates <= 1  # the rounding rarely passes C
+
+
+# A trace of update norms, round by round (10 clients each): replayed through fedagg's
+# adaptive clipping here, and through Flower's on the same trace in test_flower.py.
+NORM_TRACE = [[0.5 * (1 + i) for i in range(10)], [2.0] * 10, [0.05 * (1 + i) for i in range(10)],
+              [1.0, 3.0] * 5, [10.0] * 10]
+
+
+def test_adaptive_clipping_on_a_replayed_norm_trace_follows_tffs_rule(conn):
+    """Each round's next bound is C exp(-lr (b - q)) of the unclipped fraction b the root
+    reports (to 1e-9 relative), b is the true unclipped fraction within the count noise's six
+    standard deviations, and the next round's spec carries the bound (DifferentialPrivacy.after)."""
+    privacy = fedagg.DifferentialPrivacy(clip_norm=1.0, noise_multiplier=1.0, expected_clients=10,
+                                         adaptive=fedagg.AdaptiveClipping(target_quantile=0.5, learning_rate=0.2,
+                                                                          count_stddev=0.6))
+    for r, norms in enumerate(NORM_TRACE):
+        unit = np.zeros(8, np.float64)
+        unit[0] = 1.0
+        _, status = run_round(conn, f"py-dp-trace-{r}", privacy, [np.float32(unit * n) for n in norms])
+        report = status.privacy
+        # A norm at the bound counts as clipped: the node clips from C (1 - 2^-24) up.
+        unclipped = sum(n <= privacy.clip_norm * (1 - 2 ** -24) for n in norms) / len(norms)
+        assert abs(report.unclipped_fraction - unclipped) <= 6 * 0.6 / 10 or report.unclipped_fraction in (0.0, 1.0)
+        expected = privacy.clip_norm * math.exp(-0.2 * (report.unclipped_fraction - 0.5))
+        assert report.next_clip_norm == pytest.approx(expected, rel=1e-9)
+        assert report.clipped_updates == round(len(norms) * (1 - unclipped))
+        privacy = privacy.after(report)

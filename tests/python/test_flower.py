@@ -294,3 +294,28 @@ def test_dp_needs_the_expected_clients_and_plain_arrays():
         fedagg.flower.FedaggFedAvg("127.0.0.1:1", encoding="quantized:8",
                                    privacy=fedagg.DifferentialPrivacy(clip_norm=1, noise_multiplier=1,
                                                                       expected_clients=4))
+
+
+def test_flowers_adaptive_clipping_against_tffs_rule_on_a_replayed_norm_trace():
+    """Flower's DifferentialPrivacyServerSideAdaptiveClipping, replayed on the norm trace
+    test_differential_privacy.py replays through fedagg, without count noise: its bound
+    follows exp(-lr (clipped fraction - target)), where TensorFlow Federated's (and fedagg's)
+    follows exp(-lr (unclipped fraction - target)), so on a round whose every update is
+    clipped Flower's bound shrinks and TFF's grows. (Its noise is also drawn after the
+    update, at the next round's bound: read in its aggregate_train, not replayed here.)"""
+    from flwr.serverapp.strategy import DifferentialPrivacyServerSideAdaptiveClipping, FedAvg
+    from test_differential_privacy import NORM_TRACE
+    flower = DifferentialPrivacyServerSideAdaptiveClipping(FedAvg(), noise_multiplier=0.0, num_sampled_clients=10,
+                                                           initial_clipping_norm=1.0, target_clipped_quantile=0.5,
+                                                           clip_norm_lr=0.2, clipped_count_stddev=0.0)
+    tff, diverged = 1.0, []
+    for norms in NORM_TRACE:
+        clipped = sum(n > flower.clipping_norm for n in norms)
+        flower._geometric_update(flower._noisy_fraction(clipped, len(norms)))
+        unclipped = sum(n <= tff for n in norms) / len(norms)
+        tff *= np.exp(-0.2 * (unclipped - 0.5))
+        diverged.append((flower.clipping_norm, tff))
+    all_clipped = [i for i, norms in enumerate(NORM_TRACE) if min(norms) > 1.5]
+    assert all_clipped, "the trace must hold a round of only large norms"
+    print("bound after each round (Flower, TFF):", diverged)
+    assert diverged[-1][0] < 1.0 < diverged[-1][1]
