@@ -1,11 +1,11 @@
-"""fedagg.privacy_accounting against dp-accounting itself, without a server: epsilon after
-each round with the RDP and PLD accountants, for Poisson and fixed-size sampling, equal to
+"""fedagg.privacy_accounting against dp-accounting itself: epsilon after each round with the RDP and PLD accountants, for Poisson and fixed-size sampling, equal to
 the library's own accountants composing the same events (built here, independently, for
 several inputs, and the plain Gaussian mechanism where every client takes part); epsilon
 grows with the rounds and the sampling rate and shrinks with the noise; the calibrated
 noise multiplier spends the target epsilon within 1%; refusals (ValueError, saying what
 to fix); `import fedagg` without the library; and the command line
-(python -m fedagg.privacy_accounting) run as a process.
+(python -m fedagg.privacy_accounting) run as a process; and the control API's
+privacy_spent over a sequence of private aggregations at a live root.
 privacy_accounting_test.sh runs this file in .venv-privacy (dp-accounting pinned by
 scripts/setup.sh) and sets FEDAGG_REQUIRE_DP_ACCOUNTING=1, so that a missing library fails
 there; elsewhere (python_client_test.sh's environment) the file is skipped, saying why."""
@@ -22,6 +22,7 @@ else:
     dp_accounting = pytest.importorskip(
         "dp_accounting", reason="dp-accounting is not installed (scripts/setup.sh installs it into .venv-privacy; "
                                 "tests/python/privacy_accounting_test.sh runs this file there)")
+import fedagg  # noqa: E402
 from fedagg import privacy_accounting as pa  # noqa: E402
 
 DELTA = 1e-5
@@ -224,3 +225,30 @@ def test_the_command_helps_and_refuses():
             full += ["--delta", "1e-5"]
         run = command(*full)
         assert run.returncode == 2 and message in run.stderr and run.stdout == "", (args, run.stderr)
+
+
+def test_the_control_api_accounts_a_sequence_of_private_aggregations(conn):
+    """ControlClient.privacy_spent: epsilon after each finalized private aggregation, with the
+    noise multiplier each spec declares (two rounds at z = 1, one at z = 2), the library's
+    own figure; an aggregation never finalized spends nothing; one without privacy is refused."""
+    import numpy as np
+    from conftest import finish
+    sampling, delta = pa.Sampling.poisson(0.05), 1e-5
+    ids = []
+    for i, z in enumerate([1.0, 1.0, 2.0]):
+        privacy = fedagg.DifferentialPrivacy(clip_norm=1.0, noise_multiplier=z, expected_clients=1)
+        status = conn.control.create(f"acct-{i}", fedagg.Field("float32", (4,), "federated_mean"), privacy=privacy)
+        conn.submit("c", status, np.float32([1, 0, 0, 0]))
+        finish(conn, status.aggregation_id)
+        ids.append(status.aggregation_id)
+    conn.control.create("acct-open", fedagg.Field("float32", (4,), "federated_mean"),
+                        privacy=fedagg.DifferentialPrivacy(clip_norm=1.0, noise_multiplier=1.0, expected_clients=1))
+    figures = conn.control.privacy_spent(ids[:2] + ["acct-open"] + ids[2:], sampling, delta)
+    reference = pa.PrivacyAccountant(1.0, sampling, delta)
+    expected = [reference.record_round(), reference.record_round(), reference.epsilon(),
+                reference.record_round(1, 2.0)]
+    assert figures == pytest.approx(expected, rel=1e-12)
+    assert figures[3] < pa.PrivacyAccountant(1.0, sampling, delta).record_round(3)  # z = 2 spends less
+    conn.control.create("acct-plain", fedagg.Field("float32", (4,), "federated_mean"))
+    with pytest.raises(fedagg.FedaggError, match="declares no differential privacy"):
+        conn.control.privacy_spent(["acct-plain"], sampling, delta)

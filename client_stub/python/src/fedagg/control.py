@@ -3,7 +3,7 @@ create from a Python description of the value type, get, list, seal, cancel, wat
 a final state, and fetch the result as NumPy arrays. Every failure raises FedaggError
 with the server's status code.
 """
-from typing import Any, Callable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import grpc
 
@@ -86,3 +86,28 @@ class ControlClient:
             return read_result(chunks)
         except grpc.RpcError as error:
             raise FedaggError.from_rpc_error(error) from None
+
+    def privacy_spent(self, aggregation_ids: Sequence[str], sampling, delta: float,
+                      accountant: str = "rdp") -> List[float]:
+        """The privacy the differentially private aggregations `aggregation_ids` spent, in
+        order, as rounds of `sampling` (fedagg.privacy_accounting.Sampling: how their clients
+        were chosen, which fedagg does not know): epsilon at `delta` after each, with the
+        noise multiplier each one's spec declares, by dp-accounting's `accountant` ("rdp" or
+        "pld"; the library is needed, fedagg.privacy_accounting says how to get it). An
+        aggregation that is not FINALIZED released nothing and spends nothing; one without
+        privacy raises FAILED_PRECONDITION (its result is not private at all)."""
+        from .privacy_accounting import PrivacyAccountant
+        spent, figures = None, []
+        for aggregation_id in aggregation_ids:
+            status = self.get(aggregation_id)
+            privacy = status.spec.proto.privacy
+            if not status.spec.proto.HasField("privacy"):
+                raise FedaggError(grpc.StatusCode.FAILED_PRECONDITION,
+                                  f"aggregation '{aggregation_id}' declares no differential privacy: its result "
+                                  "spends privacy without bound", local=True)
+            if spent is None:
+                spent = PrivacyAccountant(privacy.noise_multiplier, sampling, delta, accountant)
+            if status.state == "FINALIZED":
+                spent.record_round(1, privacy.noise_multiplier)
+            figures.append(spent.epsilon())
+        return figures

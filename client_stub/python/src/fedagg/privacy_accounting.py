@@ -192,11 +192,14 @@ class PrivacyAccountant:
         self._event = _round_event(self.noise_multiplier, sampling)
         self.rounds = 0
 
-    def record_round(self, count: int = 1) -> float:
-        """Adds `count` rounds; returns epsilon after them."""
+    def record_round(self, count: int = 1, noise_multiplier: Optional[float] = None) -> float:
+        """Adds `count` rounds (with `noise_multiplier` when given, the accountant's own
+        otherwise: rounds of a sequence may differ); returns epsilon after them."""
         count = _count("the number of rounds", count, 0)
         if count:
-            self._accountant.compose(self._event, count)
+            event = (self._event if noise_multiplier is None
+                     else _round_event(_check_noise_multiplier(noise_multiplier), self.sampling))
+            self._accountant.compose(event, count)
             self.rounds += count
         return self.epsilon()
 
