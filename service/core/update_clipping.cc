@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "service/core/cpu_kernels.h"
 #include "service/core/encoded_values.h"
 #include "service/core/half_float.h"
 #include "service/core/update_validator.h"
@@ -64,6 +65,21 @@ int64_t EntryCount(const FieldSpec& field, const FieldValue& value) {
 }
 int64_t EntryWidth(const FieldSpec& field) { return field.row_width; }
 
+// The sum of squares of n floats in double, eight lanes, compiled for AVX2 too (the
+// clipping of a large update is two passes over it on the receiving thread: docs/BENCHMARKS.md 8a).
+template <typename T>
+FEDAGG_VECTOR_CLONES double SquaresOfFloats(const T* __restrict v, int64_t n) {
+  double lanes[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int lane = 0; lane < 8; ++lane) lanes[lane] += static_cast<double>(v[i + lane]) * static_cast<double>(v[i + lane]);
+  }
+  for (; i < n; ++i) lanes[0] += static_cast<double>(v[i]) * static_cast<double>(v[i]);
+  double total = 0;
+  for (double lane : lanes) total += lane;
+  return total;
+}
+
 // The sum of squares of n values read by `read(i)` (widened to double), in eight lanes so
 // that the compiler may keep them in vector registers (and the rounding stays small).
 template <typename Read>
@@ -99,10 +115,8 @@ double SquaresOfValues(const FieldSpec& field, const FieldValue& value, int64_t 
     return steps * encoding.scale * encoding.scale;
   }
   switch (field.type.dtype) {
-    case DType::kFloat64: {
-      const double* v = reinterpret_cast<const double*>(p);
-      return SumOfSquares(elements, [v](int64_t i) { return v[i]; });
-    }
+    case DType::kFloat64:
+      return SquaresOfFloats(reinterpret_cast<const double*>(p), elements);
     case DType::kFloat16: {
       const Float16* v = reinterpret_cast<const Float16*>(p);
       return SumOfSquares(elements, [v](int64_t i) { return static_cast<double>(ToFloat(v[i])); });
@@ -111,10 +125,8 @@ double SquaresOfValues(const FieldSpec& field, const FieldValue& value, int64_t 
       const BFloat16* v = reinterpret_cast<const BFloat16*>(p);
       return SumOfSquares(elements, [v](int64_t i) { return static_cast<double>(ToFloat(v[i])); });
     }
-    default: {
-      const float* v = reinterpret_cast<const float*>(p);
-      return SumOfSquares(elements, [v](int64_t i) { return static_cast<double>(v[i]); });
-    }
+    default:
+      return SquaresOfFloats(reinterpret_cast<const float*>(p), elements);
   }
 }
 
@@ -150,11 +162,15 @@ double SquaredNorm(const FieldSpec& field, const FieldValue& value) {
   return total;
 }
 
+// Multiplies floats by `factor` in their own type (a float32 factor rounds by 2^-24 at
+// most, within the margin StoreRounding leaves), compiled for AVX2 too.
+template <typename T>
+FEDAGG_VECTOR_CLONES void ScaleInPlace(T* __restrict v, int64_t n, T factor) {
+  for (int64_t i = 0; i < n; ++i) v[i] *= factor;
+}
 template <typename T>
 void ScaleFloats(absl::Span<std::byte> bytes, double factor) {
-  T* v = reinterpret_cast<T*>(bytes.data());
-  const size_t n = bytes.size() / sizeof(T);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<T>(v[i] * factor);
+  ScaleInPlace(reinterpret_cast<T*>(bytes.data()), static_cast<int64_t>(bytes.size() / sizeof(T)), static_cast<T>(factor));
 }
 template <typename Half, Half (*kFromFloat)(float)>
 void ScaleHalves(absl::Span<std::byte> bytes, double factor) {
