@@ -67,7 +67,7 @@ absl::Status CheckValueEncoding(const LeafField& leaf, Intrinsic intrinsic, cons
 }
 
 // A differentially private aggregation's fields: float sums and means, dense or sparse,
-// plain or discretized; returns the intrinsic the accumulators run (a mean's sum).
+// plain or encoded; returns the intrinsic the accumulators run (a mean's sum).
 absl::StatusOr<Intrinsic> PrivateIntrinsic(const LeafField& leaf, const FieldIntrinsic& choice) {
   const auto refuse = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("field '", leaf.path, "' (", leaf.type.ToString(), ", ",
@@ -80,9 +80,6 @@ absl::StatusOr<Intrinsic> PrivateIntrinsic(const LeafField& leaf, const FieldInt
   if (choice.report_counts) {
     return refuse("per-coordinate counts would publish which coordinates each client touched, un-noised; "
                   "ask for no counts");
-  }
-  if (choice.value_encoding.quantized()) {
-    return refuse("quantized values are not clipped yet (not built); send them plain or discretized");
   }
   if (!std::isfinite(choice.clip_norm) || choice.clip_norm < 0) {
     return refuse(absl::StrCat("its clip_norm must be finite and >= 0 (0: none), not ", choice.clip_norm));

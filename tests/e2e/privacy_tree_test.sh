@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Differential privacy (docs/SEMANTICS.md section 12) through a root and two intermediate
 # aggregators on loopback:
-#  1. fedagg-loadgen sends a dense mean, a sparse sum and a discretized sum (clipped by its
-#     clients, as the protocol requires) through both intermediates, streams cut and acks
+#  1. fedagg-loadgen sends a dense mean, a sparse sum, a discretized sum (clipped by its
+#     clients, as the protocol requires) and a rotated quantized mean (clipped through its
+#     block scales) through both intermediates, streams cut and acks
 #     lost; its check clips the reference as the servers do, matches the root's clipped
 #     count, and holds each field's noise to mean 0 and the reported standard deviation
 #     (six standard errors): noise added once, at the root, whatever the retries;
@@ -21,8 +22,8 @@ e2e_start_tree "$SERVER"
 N=120
 "$LOADGEN" --json --control="127.0.0.1:$ROOT" --servers="127.0.0.1:$I1,127.0.0.1:$I2" \
     --clients=$N --concurrency=32 --channels=2 --chunk_kib=4 --density=0.05 \
-    --type='<w=float32[4000],s=float32[5000],d=float32[3000]>' \
-    --intrinsics='federated_mean,sparse_sum,federated_sum@discretized:16@0.001' \
+    --type='<w=float32[4000],s=float32[5000],d=float32[3000],q=float32[4096]>' \
+    --intrinsics='federated_mean,sparse_sum,federated_sum@discretized:16@0.001,federated_mean@quantized:8+rotation:1024' \
     --privacy='clip=2,z=1.5,clients=100' \
     --disconnect_fraction=0.1 --lost_ack_fraction=0.1 >"$E2E_DIR/run.json"
 cat "$E2E_DIR/run.json"

@@ -36,7 +36,8 @@ counts once, so each array's field is the unweighted mean of the clients' change
 global arrays (federated_mean, sparse_mean or row_sparse_mean of x_i - g), with no
 num_examples field; fedagg clips each client's whole change to the spec's clip norm and the
 root noises the sum and divides it by the expected clients; the new model is g + the
-result. Arrays travel plain (fedagg does not clip quantized values yet).
+result. Arrays travel plain (a quantized change is within a level of the client's, which
+DP-FedAvg's noise dwarfs, but the layout keeps its changes exact).
 """
 import re
 from dataclasses import dataclass
@@ -143,7 +144,7 @@ class ModelLayout:
         encoding = layout_encoding(encoding)
         if private and encoding.encoded:
             raise invalid_argument(f"encoding {encoding}: with differential privacy a model layout's arrays travel "
-                                   "plain (fedagg does not clip quantized values yet)")
+                                   "plain (its changes are sent exact)")
         keys = list(arrays.keys())
         if not keys:
             raise invalid_argument("the model has no arrays")
