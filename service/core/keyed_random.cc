@@ -73,6 +73,14 @@ bool KeyedRandom::NextBit() {
 }
 
 uint128 KeyedRandom::Below(uint128 bound) {
+  if (bound <= std::numeric_limits<uint64_t>::max()) {  // 64 bits: a cheaper division, fewer bits drawn
+    const uint64_t small = static_cast<uint64_t>(bound);
+    const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % small;
+    for (;;) {
+      const uint64_t draw = Next64();
+      if (draw < limit) return draw % small;
+    }
+  }
   // The largest multiple of `bound` that 128 bits hold: values at or above it are drawn again.
   const uint128 limit = std::numeric_limits<uint128>::max() - std::numeric_limits<uint128>::max() % bound;
   for (;;) {

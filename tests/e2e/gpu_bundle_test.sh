@@ -37,6 +37,6 @@ fi
 "$E2E_DIR/bundle/service-table.sh" "$E2E_DIR/bundle/bin" --backends=cpu --scale=0.01 >"$E2E_DIR/table.txt" 2>&1 ||
   { cat "$E2E_DIR/table.txt"; exit 1; }
 cat "$E2E_DIR/table.txt"
-[ "$(grep -c '^| .* MB/s\|^| .* upd/s' "$E2E_DIR/table.txt")" = 14 ]  # 7 rows, in both tables
+[ "$(grep -c '^| .* MB/s\|^| .* upd/s' "$E2E_DIR/table.txt")" = 16 ]  # 8 rows, in both tables
 grep -q '^first rounds' "$E2E_DIR/table.txt"
 echo "gpu bundle: ok (run.sh exit $rc)"
