@@ -124,3 +124,17 @@ def test_adaptive_clipping_on_a_replayed_norm_trace_follows_tffs_rule(conn):
         assert report.next_clip_norm == pytest.approx(expected, rel=1e-9)
         assert report.clipped_updates == round(len(norms) * (1 - unclipped))
         privacy = privacy.after(report)
+
+
+def test_a_fields_own_bound_is_applied_before_the_whole_updates(conn):
+    """Field(clip_norm=...): field a (own bound 0.5) of an update of norm 3 in a and 4 in b
+    is first held to 0.5, then the whole update (norm sqrt(0.25 + 16)) to the bound 2."""
+    privacy = fedagg.DifferentialPrivacy(clip_norm=2.0, noise_multiplier=0.0, expected_clients=1)
+    status = conn.control.create("py-dp-field-bound", {"a": F("float64", (2,), "federated_sum", clip_norm=0.5),
+                                                       "b": F("float64", (1,), "federated_sum")},
+                                 privacy=privacy, min_contributions=1)
+    conn.submit("c", status, {"a": np.float64([3, 0]), "b": np.float64([4])})
+    result = finish(conn, "py-dp-field-bound")
+    whole = 2.0 / math.sqrt(0.25 + 16)
+    np.testing.assert_allclose(result["a"].values, [0.5 * whole, 0], rtol=1e-6)
+    np.testing.assert_allclose(result["b"].values, [4 * whole], rtol=1e-6)

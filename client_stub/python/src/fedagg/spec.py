@@ -72,12 +72,15 @@ def intrinsic_name(number: int) -> str:
 class Field:
     """One tensor field of a value type and how it is reduced. `encoding`: how its
     values travel, a ValueEncoding or its spelling ("plain", "quantized:8",
-    "quantized:4/512", "discretized:16@0.001"; see fedagg.value_encoding)."""
+    "quantized:4/512", "discretized:16@0.001"; see fedagg.value_encoding). `clip_norm`:
+    with differential privacy, this field's own L2 bound, applied before the whole
+    update's (0: none; ignored without privacy)."""
     dtype: str
     shape: Sequence[int] = ()
     intrinsic: str = "federated_sum"
     report_counts: bool = False
     encoding: Union[str, ValueEncoding, None] = "plain"
+    clip_norm: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,7 @@ def _value_type_proto(description: Any, path: str, intrinsics: List[types_pb2.Fi
         value_type.tensor.dtype = DTYPES[field.dtype][0]
         value_type.tensor.shape.extend(int(d) for d in field.shape)
         intrinsic = types_pb2.FieldIntrinsic(intrinsic=types_pb2.Intrinsic.Value(field.intrinsic.upper()),
-                                             report_counts=field.report_counts)
+                                             report_counts=field.report_counts, clip_norm=field.clip_norm)
         if encoding.encoded:  # a plain field's intrinsic stays as clients before encodings wrote it
             intrinsic.encoding.CopyFrom(encoding.to_proto())
         intrinsics.append(intrinsic)
