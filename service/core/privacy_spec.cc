@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace fedagg {
 namespace {
@@ -51,12 +52,13 @@ double PrivacySpec::ValueNoiseMultiplier() const {
 }
 
 std::string PrivacySpec::Canonical() const {
-  std::string line = absl::StrCat("dp(C=", clip_norm, ",z=", noise_multiplier, ",n=", expected_clients);
+  // Every digit: specs that differ in any parameter must not merge their partials.
+  std::string line = absl::StrFormat("dp(C=%.17g,z=%.17g,n=%.17g", clip_norm, noise_multiplier, expected_clients);
   if (adaptive.has_value()) {
-    absl::StrAppend(&line, ",q=", adaptive->target_quantile, ",lr=", adaptive->learning_rate,
-                    ",count_stddev=", adaptive->count_stddev);
+    absl::StrAppendFormat(&line, ",q=%.17g,lr=%.17g,count_stddev=%.17g", adaptive->target_quantile,
+                          adaptive->learning_rate, adaptive->count_stddev);
   }
-  return absl::StrCat(line, ")");
+  return line + ")";
 }
 
 AdaptiveStep NextClipNorm(const PrivacySpec& spec, double noised_centred_unclipped) {

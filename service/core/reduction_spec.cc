@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "service/core/exact_sums.h"
 #include "service/core/status_macros.h"
@@ -183,7 +184,7 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
         IsWeighted(choice.intrinsic) && field.accumulation_dtype == DType::kFloat32;
     parts.push_back(absl::StrCat(leaf.path, ":", leaf.type.ToString(), ":",
                                  IntrinsicName(field.declared_intrinsic),
-                                 field.clip_norm > 0 ? absl::StrCat("/clip=", field.clip_norm) : "",
+                                 field.clip_norm > 0 ? absl::StrFormat("/clip=%.17g", field.clip_norm) : "",
                                  choice.report_counts ? "+counts" : "",
                                  field.value_encoding.encoded() ? "@" : "",
                                  field.value_encoding.encoded() ? field.value_encoding.ToString() : "",

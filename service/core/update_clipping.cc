@@ -246,7 +246,6 @@ absl::StatusOr<bool> ClipUpdate(const ReductionSpec& spec, const UpdateView& upd
   const double bound = spec.options().privacy->clip_norm;
   const std::vector<FieldSpec>& fields = spec.fields();
   std::vector<double> factors(fields.size(), 1.0);
-  std::vector<double> squares(fields.size());
   double total = 0;
   for (size_t f = 0; f < fields.size(); ++f) {
     const FieldSpec& field = fields[f];
@@ -261,7 +260,9 @@ absl::StatusOr<bool> ClipUpdate(const ReductionSpec& spec, const UpdateView& upd
           field.value_encoding.scale * std::sqrt(static_cast<double>(EntryCount(field, update.fields[f]) *
                                                                      EntryWidth(field)));
       if (norm > field_bound + slack) {
-        return FieldError(field, absl::StrCat("its discretized values' L2 norm ", norm, " exceeds the clipping bound ",
+        // The update's own norm stays out of the message (it may be logged); the bound
+        // and the slack are the spec's.
+        return FieldError(field, absl::StrCat("its discretized values' L2 norm exceeds the clipping bound ",
                                               field_bound, " by more than the rounding's slack ", slack,
                                               ": clip the update to the bound before discretizing it"));
       }
@@ -269,8 +270,7 @@ absl::StatusOr<bool> ClipUpdate(const ReductionSpec& spec, const UpdateView& upd
     if (field.clip_norm > 0 && norm > field.clip_norm * (1 - kNormSlack)) {
       factors[f] = field.clip_norm * (1 - kNormSlack) / norm;
     }
-    squares[f] = norm * norm * factors[f] * factors[f];
-    total += squares[f];
+    total += norm * norm * factors[f] * factors[f];
   }
   const double norm = std::sqrt(total);
   const bool clipped = norm > bound * (1 - kNormSlack);

@@ -6,8 +6,10 @@
 // 1e-6 for a random key (the false-alarm rate stated with each).
 #include <cmath>
 #include <map>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "service/core/discrete_gaussian.h"
 #include "service/core/keyed_random.h"
@@ -23,6 +25,33 @@ NoiseKey KeyOf(uint8_t seed) {
   NoiseKey key;
   for (size_t i = 0; i < key.bytes.size(); ++i) key.bytes[i] = static_cast<uint8_t>(seed + 7 * i);
   return key;
+}
+
+// The bytes of `words` 64-bit draws, in the order the keystream gave them.
+std::string KeystreamHex(KeyedRandom& random, int words) {
+  std::string hex;
+  for (int w = 0; w < words; ++w) {
+    const uint64_t word = random.Next64();
+    for (int b = 0; b < 8; ++b) hex += absl::StrFormat("%02x", (word >> (8 * b)) & 0xff);
+  }
+  return hex;
+}
+
+TEST(KeyedRandomTest, IsChaCha20AsRfc8439StatesIt) {
+  // RFC 8439 appendix A.1, test vectors 1 and 2: key and nonce all zero, blocks 0 and 1.
+  KeyedRandom zero(NoiseKey{}, 0, 0);
+  EXPECT_EQ(KeystreamHex(zero, 2), "76b8e0ada0f13d90405d6ae55386bd28");
+  KeystreamHex(zero, 6);  // the rest of block 0
+  EXPECT_EQ(KeystreamHex(zero, 1), "9f07e7be5551387a");
+  // Section 2.3.2: key 00..1f, nonce 00:00:00:09:00:00:00:4a:00:00:00:00 (our stream and
+  // substream, little-endian), block 1.
+  NoiseKey key;
+  for (size_t i = 0; i < key.bytes.size(); ++i) key.bytes[i] = static_cast<uint8_t>(i);
+  KeyedRandom random(key, 0x09000000u, 0x4a000000u);
+  KeystreamHex(random, 8);  // block 0
+  EXPECT_EQ(KeystreamHex(random, 8),
+            "10f1e7e4d13b5915500fdd1fa32071c4c7d1f4c733c068030422aa9ac3d46c4e"
+            "d2826446079faa0914c2d705d98b02a2b5129cd1de164eb9cbd083e8a2503c4e");
 }
 
 TEST(KeyedRandomTest, TheSameKeyAndStreamGiveTheSameBitsAndOthersDiffer) {

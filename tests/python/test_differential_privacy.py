@@ -119,7 +119,7 @@ def test_adaptive_clipping_on_a_replayed_norm_trace_follows_tffs_rule(conn):
         report = status.privacy
         # A norm at the bound counts as clipped: the node clips from C (1 - 2^-24) up.
         unclipped = sum(n <= privacy.clip_norm * (1 - 2 ** -24) for n in norms) / len(norms)
-        assert abs(report.unclipped_fraction - unclipped) <= 6 * 0.6 / 10 or report.unclipped_fraction in (0.0, 1.0)
+        assert abs(report.unclipped_fraction - unclipped) <= 6 * 0.6 / 10  # clamping to [0, 1] only moves it closer
         expected = privacy.clip_norm * math.exp(-0.2 * (report.unclipped_fraction - 0.5))
         assert report.next_clip_norm == pytest.approx(expected, rel=1e-9)
         assert report.clipped_updates == round(len(norms) * (1 - unclipped))

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/rounds/aggregation.h"
 #include "tests/rounds/rounds_test_util.h"
@@ -41,6 +42,22 @@ void Contribute(Aggregation& aggregation, const std::string& client_id) {
   ASSERT_TRUE(aggregation.BeginUpdate(client_id).ok());
   absl::StatusOr<int64_t> counted = aggregation.CommitUpdate(client_id, std::move(update));
   ASSERT_TRUE(counted.ok()) << counted.status();
+}
+
+AggregationOptions Checkpointed() {
+  AggregationOptions options;
+  options.checkpointed = true;
+  options.child_grace = absl::ZeroDuration();
+  return options;
+}
+
+// A root that writes checkpoints, sealed after the clients' updates: its noised result is
+// made and waits for a checkpoint to hold it.
+std::shared_ptr<Aggregation> SealedCheckpointedRoot(const AggregationOptions& options) {
+  auto root = std::make_shared<Aggregation>(PrivateConfig(), options);
+  for (int i = 0; i < kClients; ++i) Contribute(*root, absl::StrCat("client-", i));
+  EXPECT_TRUE(root->Seal().ok());
+  return root;
 }
 
 std::vector<double> ValuesOf(const AggregateResult& result) {
@@ -100,12 +117,8 @@ TEST(AggregationPrivacyTest, IntermediatesForwardClippedSumsAndTheRootNoisesOnce
 }
 
 TEST(AggregationPrivacyTest, ACheckpointedRootPublishesOnlyWhatACheckpointHoldsAndARestartTheSame) {
-  AggregationOptions options;
-  options.checkpointed = true;
-  options.child_grace = absl::ZeroDuration();
-  auto root = std::make_shared<Aggregation>(PrivateConfig(), options);
-  for (int i = 0; i < kClients; ++i) Contribute(*root, absl::StrCat("client-", i));
-  ASSERT_TRUE(root->Seal().ok());
+  const AggregationOptions options = Checkpointed();
+  std::shared_ptr<Aggregation> root = SealedCheckpointedRoot(options);
   // Made, not published: no result until a checkpoint holds it.
   EXPECT_EQ(root->state(), v1::SEALED);
   EXPECT_FALSE(root->Result().ok());
@@ -130,12 +143,8 @@ TEST(AggregationPrivacyTest, ACheckpointedRootPublishesOnlyWhatACheckpointHoldsA
 }
 
 TEST(AggregationPrivacyTest, AResultWaitingForItsCheckpointIsNeitherDrawnAgainNorChanged) {
-  AggregationOptions options;
-  options.checkpointed = true;
-  options.child_grace = absl::ZeroDuration();
-  auto root = std::make_shared<Aggregation>(PrivateConfig(), options);
-  for (int i = 0; i < kClients; ++i) Contribute(*root, absl::StrCat("client-", i));
-  ASSERT_TRUE(root->Seal().ok());
+  const AggregationOptions options = Checkpointed();
+  std::shared_ptr<Aggregation> root = SealedCheckpointedRoot(options);
   absl::StatusOr<std::optional<Aggregation::Snapshot>> first = root->TakeSnapshot();
   ASSERT_TRUE(first.ok() && first->has_value());
   // The ticker finds it sealed: no second finalization, so the same version and key.
@@ -151,6 +160,17 @@ TEST(AggregationPrivacyTest, AResultWaitingForItsCheckpointIsNeitherDrawnAgainNo
             absl::StatusCode::kFailedPrecondition);
   root->MarkDurable(**first);
   EXPECT_EQ(root->state(), v1::FINALIZED);
+}
+
+TEST(AggregationPrivacyTest, AResultNoCheckpointCanHoldIsNeverPublished) {
+  // Checkpoints stop (shutdown, a failed snapshot) while the noised result waits: FAILED,
+  // and no result, rather than a result a restart could draw again.
+  std::shared_ptr<Aggregation> root = SealedCheckpointedRoot(Checkpointed());
+  ASSERT_EQ(root->state(), v1::SEALED);
+  root->StopDurability();
+  EXPECT_EQ(root->state(), v1::FAILED);
+  EXPECT_THAT(std::string(root->Status().detail()), ::testing::HasSubstr("not published"));
+  EXPECT_FALSE(root->Result().ok());
 }
 
 TEST(AggregationPrivacyTest, AnUpdateThatCannotBeClippedIsRefusedAndNotCounted) {
