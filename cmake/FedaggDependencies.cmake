@@ -28,6 +28,17 @@ if(NOT OpenSSL_FOUND)
   message(FATAL_ERROR "OpenSSL's libcrypto >= 3.0 not found: install 'libssl-dev' (or run scripts/setup.sh).")
 endif()
 
+# cpp-httplib: the HTTP listener (metrics, and the HTTP path of clients without streams).
+# Debian builds it as a library with TLS; its pkg-config file carries the matching defines.
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(CppHttplib QUIET IMPORTED_TARGET cpp-httplib>=0.11)
+endif()
+if(NOT CppHttplib_FOUND)
+  message(FATAL_ERROR "cpp-httplib >= 0.11 not found: install 'libcpp-httplib-dev' and 'pkg-config' "
+                      "(or run scripts/setup.sh).")
+endif()
+
 if(FEDAGG_BUILD_TESTS)
   find_package(GTest 1.12 QUIET)
   if(NOT GTest_FOUND)

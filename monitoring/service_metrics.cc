@@ -48,7 +48,15 @@ ServiceMetrics::ServiceMetrics(MetricsRegistry& registry)
                                           {"reason"})),
       stalled_updates_evicted(registry.AddCounter("fedagg_stalled_updates_evicted_total",
                                                   "Updates discarded because their client sent nothing "
-                                                  "for --stall_timeout.").WithLabels({})) {}
+                                                  "for --stall_timeout.").WithLabels({})),
+      http_requests(registry.AddCounter("fedagg_http_requests_total",
+                                        "Requests of the HTTP path (--http_address), by route and HTTP status.",
+                                        {"route", "status"})),
+      http_upload_bytes(registry.AddCounter("fedagg_http_upload_bytes_total",
+                                            "Bytes of HTTP upload writes, by what became of them: appended "
+                                            "(committed), repeated (a re-sent committed range), discarded "
+                                            "(a checksum, a difference or a broken body).",
+                                            {"kind"})) {}
 
 double ProcessResidentBytes() {
   std::ifstream statm("/proc/self/statm");

@@ -28,6 +28,8 @@ struct ServiceMetrics {
   Histogram& checkpoint_write;          // one checkpoint snapshot, encoded and written, seconds
   Family<Counter>& streams_refused;     // update streams refused at the start, by reason
   Counter& stalled_updates_evicted;     // updates discarded after --stall_timeout
+  Family<Counter>& http_requests;       // HTTP path requests, by route and HTTP status
+  Family<Counter>& http_upload_bytes;   // HTTP upload bytes, by kind: appended, repeated, discarded
 };
 
 // Resident memory of this process, from /proc/self/statm (0 where unavailable).

@@ -13,7 +13,8 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  python3 openssl libssl-dev
+  python3 openssl libssl-dev libcpp-httplib-dev
+  chromium chromium-driver python3-selenium
   python3-venv python3-pip python3-setuptools python3-wheel
   python3-grpcio python3-protobuf python3-numpy python3-scipy python3-crc32c python3-pytest
   prometheus nginx curl google-perftools

@@ -79,6 +79,11 @@ int main(int argc, char** argv) {
     std::printf("fedagg-server metrics on port %d (--metrics_address=%s): /metrics, /healthz, /readyz\n",
                 (*server)->metrics_port(), config.metrics_address.c_str());
   }
+  if ((*server)->http_port() != 0) {
+    std::printf("fedagg-server HTTP path on port %d (--http_address=%s): /v1/tasks, /v1/uploads, /fedagg.mjs, "
+                "/examples/logistic-regression/\n",
+                (*server)->http_port(), config.http_address.c_str());
+  }
   std::printf("fedagg-server listening on port %d as %s (backend: %s)\n", (*server)->port(),
               config.parent_address.empty() ? "root" : ("intermediate under " + config.parent_address).c_str(),
               std::string(backend->backend->name()).c_str());

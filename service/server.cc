@@ -229,36 +229,68 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
     server->registry_->SetUpstream(server->parent_link_.get());
   }
   server->RegisterStateGauges();
-  if (!config.metrics_address.empty()) {
-    FedaggServer* raw = server.get();
-    std::map<std::string, HttpEndpoint::Handler> handlers = {
-        {"/metrics",
-         [raw] {
-           return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                               raw->metrics_registry_->Exposition()};
-         }},
-        {"/healthz", [] { return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}; }},
-        {"/readyz",
-         [raw] {
-           // An intermediate aggregator is ready once it reaches its parent.
-           if (raw->parent_link_ != nullptr && !raw->parent_link_->parent_reachable()) {
-             return HttpResponse{503, "text/plain; charset=utf-8", "parent aggregator not reachable\n"};
-           }
-           return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};
-         }},
-    };
-    const std::string metrics_address = MetricsAddress(config);
-    absl::StatusOr<std::unique_ptr<HttpEndpoint>> endpoint = HttpEndpoint::Start(metrics_address, std::move(handlers));
-    if (!endpoint.ok()) {
-      return absl::Status(endpoint.status().code(),
-                          absl::StrCat(endpoint.status().message(),
+  FEDAGG_RETURN_IF_ERROR(server->StartHttp(config));
+  return server;
+}
+
+absl::Status FedaggServer::StartHttp(const ServerConfig& config) {
+  const std::string metrics_address = config.metrics_address.empty() ? "" : MetricsAddress(config);
+  const bool shared = !config.http_address.empty() && config.http_address == metrics_address;
+  HttpServerOptions api_options;
+  api_options.threads = config.http_threads;
+  api_options.tls_cert = config.tls.cert;
+  api_options.tls_key = config.tls.key;
+  api_options.tls_client_ca = config.tls.ca;
+  if (!config.http_address.empty()) {
+    if (config.upload_idle_timeout <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("--upload_idle_timeout must be positive");
+    }
+    UploadStore::Options uploads;
+    uploads.idle_timeout = config.upload_idle_timeout;
+    http_api_ = std::make_unique<HttpApi>(*context_, uploads);
+    const HttpApi* api = http_api_.get();
+    metrics_registry_->AddGaugeCallback("fedagg_http_uploads", "Uploads of the HTTP path held (every state).", {},
+                                        [api] { return MetricsRegistry::GaugeSamples{{{}, static_cast<double>(api->uploads().size())}}; });
+  }
+  if (!metrics_address.empty()) {
+    HttpServerOptions options;
+    if (shared) options = api_options;  // one listener: the HTTP path's TLS
+    FEDAGG_ASSIGN_OR_RETURN(metrics_http_, HttpServer::Create(options));
+    httplib::Server& routes = metrics_http_->routes();
+    routes.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
+      response.set_content(metrics_registry_->Exposition(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    routes.Get("/healthz", [](const httplib::Request&, httplib::Response& response) {
+      response.set_content("ok\n", "text/plain; charset=utf-8");
+    });
+    routes.Get("/readyz", [this](const httplib::Request&, httplib::Response& response) {
+      // An intermediate aggregator is ready once it reaches its parent.
+      if (parent_link_ != nullptr && !parent_link_->parent_reachable()) {
+        response.status = 503;
+        response.set_content("parent aggregator not reachable\n", "text/plain; charset=utf-8");
+        return;
+      }
+      response.set_content("ready\n", "text/plain; charset=utf-8");
+    });
+    if (shared) http_api_->Register(routes);
+    if (absl::Status listening = metrics_http_->Listen(metrics_address); !listening.ok()) {
+      return absl::Status(listening.code(),
+                          absl::StrCat(listening.message(),
                                        "; give each server on a host its own --metrics_address port, leave it "
                                        "at 'auto' (the --listen host, a free port) or set it empty to serve no "
                                        "metrics"));
     }
-    server->metrics_endpoint_ = *std::move(endpoint);
   }
-  return server;
+  if (http_api_ != nullptr && !shared) {
+    FEDAGG_ASSIGN_OR_RETURN(api_http_, HttpServer::Create(api_options));
+    http_api_->Register(api_http_->routes());
+    if (absl::Status listening = api_http_->Listen(config.http_address); !listening.ok()) {
+      return absl::Status(listening.code(), absl::StrCat(listening.message(),
+                                                         "; give each server on a host its own --http_address port"));
+    }
+  }
+  if (http_api_ != nullptr) http_port_ = shared ? metrics_http_->port() : api_http_->port();
+  return absl::OkStatus();
 }
 
 void FedaggServer::RegisterStateGauges() {
@@ -469,7 +501,11 @@ void FedaggServer::RegisterPinningMetrics(std::shared_ptr<const MeasuredHostMemo
 void FedaggServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
-  metrics_endpoint_.reset();
+  // The HTTP listeners first: no request is in progress after this, and uploads not
+  // submitted are discarded (their client ids freed, nothing counted).
+  api_http_.reset();
+  metrics_http_.reset();
+  http_api_.reset();
   if (checkpointer_ != nullptr) checkpointer_->Stop();
   // Updates waiting for their place are refused, so their streams can end.
   if (ingest_window_ != nullptr) ingest_window_->Close();

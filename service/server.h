@@ -14,7 +14,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "monitoring/http_endpoint.h"
 #include "monitoring/metrics_registry.h"
 #include "monitoring/service_metrics.h"
 #include "service/core/accumulator_factory.h"
@@ -25,6 +24,8 @@
 #include "service/core/narrowed_partial.h"
 #include "service/core/thread_pool.h"
 #include "service/core/read_file.h"
+#include "service/http/http_api.h"
+#include "service/http/http_server.h"
 #include "service/rounds/aggregation_registry.h"
 #include "service/rounds/checkpointer.h"
 #include "service/rpc/aggregation_service.h"
@@ -109,6 +110,15 @@ struct ServerConfig {
   // servers on one host never clash, and metrics are not served on more interfaces than
   // gRPC is); metrics_port() tells which.
   std::string metrics_address = std::string(kMetricsAddressAuto);
+  // host:port of the HTTP path of clients without gRPC streams (docs/PROTOCOL.md 4a:
+  // tasks, resumable uploads, status, results, the JavaScript client); empty: none. The
+  // same address as metrics_address serves both on one listener. Over TLS with `tls`.
+  std::string http_address;
+  // An HTTP upload no request asked about for this long is discarded (WAITING, OPEN) or
+  // forgotten (its answer).
+  absl::Duration upload_idle_timeout = absl::Minutes(5);
+  // Requests the HTTP path serves at once (threads; each keep-alive connection holds one).
+  int http_threads = 32;
   // The reduction backend (service/backend/backend_choice.h); null: the CPU backend.
   // Must outlive the server.
   const AccumulatorFactory* backend = nullptr;
@@ -124,7 +134,9 @@ class FedaggServer {
   ~FedaggServer();
 
   int port() const { return port_; }
-  int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : 0; }
+  int metrics_port() const { return metrics_http_ ? metrics_http_->port() : 0; }
+  // The HTTP path's port; 0 without ServerConfig::http_address.
+  int http_port() const { return http_port_; }
   bool is_root() const { return parent_link_ == nullptr; }
   // Aggregations resumed from --checkpoint_dir at start.
   int restored_aggregations() const { return restored_aggregations_; }
@@ -142,6 +154,8 @@ class FedaggServer {
  private:
   FedaggServer() = default;
 
+  // The metrics listener and the HTTP path (ServerConfig::metrics_address, http_address).
+  absl::Status StartHttp(const ServerConfig& config);
   void RegisterStateGauges();
   // fedagg_gpu_memory_*: only for a backend that reduces on devices.
   void RegisterDeviceGauges(const DeviceMonitor& monitor);
@@ -186,8 +200,14 @@ class FedaggServer {
   std::unique_ptr<TierService> tier_service_;
   std::unique_ptr<ParentLink> parent_link_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<HttpEndpoint> metrics_endpoint_;
+  // The HTTP path; declared before the listeners, whose handlers use it.
+  std::unique_ptr<HttpApi> http_api_;
+  // The metrics listener (with the HTTP path when both share an address), and the HTTP
+  // path's own listener otherwise.
+  std::unique_ptr<HttpServer> metrics_http_;
+  std::unique_ptr<HttpServer> api_http_;
   int port_ = 0;
+  int http_port_ = 0;
   bool shut_down_ = false;
 };
 

@@ -1,4 +1,4 @@
-// fedagg-server's network flags: where it listens and serves metrics, TLS, who may call it
+// fedagg-server's network flags: where it listens and serves metrics and the HTTP path, TLS, who may call it
 // and how much each caller and stream may hold.
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
@@ -10,6 +10,16 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "address:port to serve gRPC on (
 ABSL_FLAG(std::string, metrics_address, std::string(fedagg::kMetricsAddressAuto),
           "host:port serving Prometheus /metrics, /healthz and /readyz over HTTP; 'auto': the "
           "--listen host on a free port (logged at start); empty: off");
+ABSL_FLAG(std::string, http_address, "",
+          "host:port serving the HTTP path of clients without gRPC streams (browsers): tasks, "
+          "resumable uploads, status, results, the JavaScript client at /fedagg.mjs "
+          "(docs/PROTOCOL.md 4a); over TLS with --tls_cert; the --metrics_address value "
+          "serves both on one listener; empty: off");
+ABSL_FLAG(absl::Duration, upload_idle_timeout, absl::Minutes(5),
+          "an HTTP upload that no request asks about for this long is discarded (nothing "
+          "counted, its memory and client id freed), and a finished one's answer forgotten");
+ABSL_FLAG(int, http_threads, 32,
+          "requests the HTTP path serves at once (each open keep-alive connection holds one)");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for the listener (enables TLS)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for the listener");
 ABSL_FLAG(std::string, tls_client_ca, "", "PEM CA that client certificates must chain to (mTLS)");
@@ -31,6 +41,10 @@ namespace fedagg {
 absl::Status ApplyNetworkFlags(ServerConfig& config) {
   config.listen_address = absl::GetFlag(FLAGS_listen);
   config.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  config.http_address = absl::GetFlag(FLAGS_http_address);
+  config.upload_idle_timeout = absl::GetFlag(FLAGS_upload_idle_timeout);
+  config.http_threads = absl::GetFlag(FLAGS_http_threads);
+  if (config.http_threads < 1) return absl::InvalidArgumentError("--http_threads must be at least 1");
   config.tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_client_ca)};
   FEDAGG_ASSIGN_OR_RETURN(config.auth_tokens, ReadTokenFile(absl::GetFlag(FLAGS_auth_tokens_file)));
   config.max_streams_per_identity = absl::GetFlag(FLAGS_max_streams_per_identity);

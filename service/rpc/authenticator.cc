@@ -9,20 +9,35 @@ Authenticator::Authenticator(const std::vector<std::string>& tokens) {
   for (const std::string& token : tokens) tokens_.emplace(token, static_cast<int>(tokens_.size()) + 1);
 }
 
-absl::StatusOr<int> Authenticator::TokenNumber(const grpc::CallbackServerContext& context) const {
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) {
-    return absl::UnauthenticatedError(
-        "missing 'authorization' metadata: send 'Bearer <token>' with a token this server accepts");
+absl::StatusOr<int> Authenticator::TokenNumber(std::optional<std::string_view> authorization,
+                                               std::string_view carrier) const {
+  if (!authorization.has_value()) {
+    return absl::UnauthenticatedError(absl::StrCat("missing 'authorization' ", std::string(carrier),
+                                                   ": send 'Bearer <token>' with a token this server accepts"));
   }
-  const std::string value(it->second.data(), it->second.size());
   constexpr std::string_view kPrefix = "Bearer ";
-  auto token = value.rfind(kPrefix, 0) == 0 ? tokens_.find(value.substr(kPrefix.size())) : tokens_.end();
+  auto token = authorization->substr(0, kPrefix.size()) == kPrefix
+                   ? tokens_.find(std::string(authorization->substr(kPrefix.size())))
+                   : tokens_.end();
   if (token == tokens_.end()) {
     return absl::UnauthenticatedError("the bearer token is not accepted by this server");
   }
   return token->second;
+}
+
+absl::StatusOr<int> Authenticator::TokenNumber(const grpc::CallbackServerContext& context) const {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return TokenNumber(std::nullopt, "metadata");
+  return TokenNumber(std::string_view(it->second.data(), it->second.size()), "metadata");
+}
+
+absl::StatusOr<std::string> Authenticator::IdentifyHttp(std::optional<std::string_view> authorization,
+                                                        std::string_view peer_address) const {
+  if (tokens_.empty()) return absl::StrCat("peer ", std::string(peer_address));
+  absl::StatusOr<int> number = TokenNumber(authorization, "header");
+  if (!number.ok()) return number.status();
+  return absl::StrCat("bearer token #", *number);
 }
 
 absl::Status Authenticator::Check(const grpc::CallbackServerContext& context) const {

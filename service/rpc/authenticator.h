@@ -8,7 +8,9 @@
 #include <grpcpp/server_context.h>
 
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,10 +30,17 @@ class Authenticator {
   // ("bearer token #<n>"; the token itself is never shown), else the peer's address
   // without its port ("peer ipv4:10.0.0.7").
   absl::StatusOr<std::string> Identify(const grpc::CallbackServerContext& context) const;
+  // The same for a request of the HTTP path: its Authorization header (nullopt: none)
+  // and the peer's address. The identity is the bearer token's line, else the peer.
+  absl::StatusOr<std::string> IdentifyHttp(std::optional<std::string_view> authorization,
+                                           std::string_view peer_address) const;
   bool enabled() const { return !tokens_.empty(); }
 
  private:
-  // The accepted token's position (1-based) in the tokens file, or UNAUTHENTICATED.
+  // The accepted token's position (1-based) in the tokens file, or UNAUTHENTICATED;
+  // `carrier` names where the value travels ("metadata", "header").
+  absl::StatusOr<int> TokenNumber(std::optional<std::string_view> authorization,
+                                  std::string_view carrier) const;
   absl::StatusOr<int> TokenNumber(const grpc::CallbackServerContext& context) const;
 
   std::map<std::string, int> tokens_;

@@ -10,8 +10,8 @@ ResultStream::ResultStream(std::shared_ptr<const AggregateResult> result,
                            v1::AggregationStatus status)
     : result_(std::move(result)), status_(std::move(status)) {}
 
-absl::Span<const std::byte> ResultStream::PartBytes(size_t field, int part) const {
-  const ReportedField& reported = result_->fields[field];
+absl::Span<const std::byte> ResultStream::PartBytes(const AggregateResult& result, size_t field, int part) {
+  const ReportedField& reported = result.fields[field];
   switch (part) {
     case v1::ResultChunk::VALUES:
       return absl::MakeConstSpan(reported.value.bytes);
@@ -41,7 +41,7 @@ std::optional<v1::ResultChunk> ResultStream::Next() {
   }
   // Skip to the next non-empty part.
   while (field_ < result_->fields.size()) {
-    absl::Span<const std::byte> bytes = PartBytes(field_, part_);
+    absl::Span<const std::byte> bytes = PartBytes(*result_, field_, part_);
     if (offset_ < bytes.size()) {
       const size_t n = std::min(kChunkBytes, bytes.size() - offset_);
       chunk.set_field(static_cast<uint32_t>(field_));

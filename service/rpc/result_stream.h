@@ -21,9 +21,10 @@ class ResultStream {
   // The next chunk, or nullopt after the last one.
   std::optional<v1::ResultChunk> Next();
 
+  // The bytes of one part (VALUES, INDICES, COUNTS) of one field of `result`.
+  static absl::Span<const std::byte> PartBytes(const AggregateResult& result, size_t field, int part);
+
  private:
-  // The bytes of one part of one field.
-  absl::Span<const std::byte> PartBytes(size_t field, int part) const;
 
   std::shared_ptr<const AggregateResult> result_;
   v1::AggregationStatus status_;

@@ -1,6 +1,7 @@
 // UpdateAssembler: header, chunks and end of one update, into a committed contribution.
 #include "service/rpc/update_assembler.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -167,6 +168,43 @@ absl::Status UpdateAssembler::AddChunkPayload(uint32_t field, int32_t section, u
   received += data_bytes;
   metrics_.payload_bytes.Increment(static_cast<double>(data_bytes));
   return absl::OkStatus();
+}
+
+uint64_t UpdateAssembler::total_bytes() {
+  uint64_t total = 0;
+  for (size_t ordinal = 0; ordinal < received_.size(); ++ordinal) total += SectionSize(ordinal);
+  return total;
+}
+
+uint64_t UpdateAssembler::committed_bytes() const {
+  uint64_t committed = 0;
+  for (uint64_t received : received_) committed += received;
+  return committed;
+}
+
+absl::Span<std::byte> UpdateAssembler::WirePiece(uint64_t offset) {
+  for (size_t ordinal = 0; ordinal < received_.size(); ++ordinal) {
+    const uint64_t size = SectionSize(ordinal);
+    if (offset < size) {
+      return buffer_->section(ordinal / 2, ordinal % 2 == 0 ? UpdateBuffer::Section::kIndices
+                                                            : UpdateBuffer::Section::kValues)
+          .subspan(offset);
+    }
+    offset -= size;
+  }
+  return {};
+}
+
+void UpdateAssembler::CommitThrough(uint64_t end) {
+  const uint64_t before = committed_bytes();
+  for (size_t ordinal = 0; ordinal < received_.size(); ++ordinal) {
+    const uint64_t size = SectionSize(ordinal);
+    received_[ordinal] = std::min(end, size);
+    end -= received_[ordinal];
+  }
+  // The pieces were checksummed as they arrived, each on its own: End checksums the whole.
+  crc_in_order_ = false;
+  metrics_.payload_bytes.Increment(static_cast<double>(committed_bytes() - before));
 }
 
 uint64_t UpdateAssembler::SectionSize(size_t ordinal) {

@@ -14,6 +14,8 @@
 //            RECEIVED, or DURABLE once a checkpoint holds the update when the header asked
 //            for it. The assembler is free for the next update as soon as End returns.
 // Any error abandons the update: nothing of it is counted, and the client id is free.
+// The HTTP path writes the update instead as one byte string in wire order, at offsets,
+// committing each piece once its checksum held (WirePiece, CommitThrough), then calls End.
 #ifndef FEDAGG_SERVICE_RPC_UPDATE_ASSEMBLER_H_
 #define FEDAGG_SERVICE_RPC_UPDATE_ASSEMBLER_H_
 
@@ -70,6 +72,18 @@ class UpdateAssembler {
   absl::Status End(const v1::UpdateEnd& end, std::function<void(absl::StatusOr<Counted>)> done);
   // Drops an update in progress (no-op when none).
   void Abandon();
+
+  // Resumable writes (the HTTP path, service/http/http_upload.h). The update's bytes are
+  // its sections back to back in wire order (field 0 indices, field 0 values, field 1
+  // ...), total_bytes() of them; the first committed_bytes() are in place. WirePiece is
+  // the update's memory from `offset` (< total_bytes()) to the end of that offset's
+  // section; a writer may fill it ahead of the committed bytes, and CommitThrough(end)
+  // then marks every byte before `end` received. Only while active(), between Begin's
+  // success and End.
+  uint64_t total_bytes();
+  uint64_t committed_bytes() const;
+  absl::Span<std::byte> WirePiece(uint64_t offset);
+  void CommitThrough(uint64_t end);
 
   bool active() const { return aggregation_ != nullptr; }
   const std::string& aggregation_id() const { return aggregation_id_; }
