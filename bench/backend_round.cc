@@ -18,7 +18,6 @@
 #include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "service/core/partial_aggregate.h"
@@ -114,7 +113,7 @@ absl::Status Run() {
 int main(int argc, char** argv) {
   fedagg::TurnOffAbseilDeadlockDetection();
   fedagg::SetProgramUsage("Weighted-mean rounds on fedagg's CPU backend over an update file (bench/peers_bench.py).");
-  absl::ParseCommandLine(argc, argv);
+  fedagg::ParseProgramCommandLine(argc, argv);
   if (absl::Status status = fedagg::Run(); !status.ok()) {
     std::fprintf(stderr, "fedagg-backend-round: %s\n", status.ToString().c_str());
     return 1;

@@ -14,7 +14,6 @@
 #include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "fedagg/v1/aggregation.grpc.pb.h"
 #include "service/core/mutex.h"
 
@@ -99,7 +98,7 @@ class SinkService final : public v1::Aggregation::CallbackService {
 int main(int argc, char** argv) {
   fedagg::TurnOffAbseilDeadlockDetection();
   fedagg::SetProgramUsage("A bare Contribute sink: the baseline of fedagg's ingest benchmark.");
-  absl::ParseCommandLine(argc, argv);
+  fedagg::ParseProgramCommandLine(argc, argv);
   fedagg::SinkService service;
   grpc::ServerBuilder builder;
   int port = 0;

@@ -12,7 +12,6 @@
 #include <string>
 #include <thread>
 
-#include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "service/core/abseil_deadlock_detection.h"
@@ -38,7 +37,7 @@ int main(int argc, char** argv) {
       "the aggregation tier for federated computation.\n"
       "  root:          fedagg-server --listen=0.0.0.0:50051\n"
       "  intermediate:  fedagg-server --listen=0.0.0.0:50052 --parent=root-host:50051");
-  absl::ParseCommandLine(argc, argv);
+  fedagg::ParseProgramCommandLine(argc, argv);
   // Before any thread starts: threads are given their arena at their first allocation.
   absl::StatusOr<int> heap_arenas = fedagg::HeapArenasFlag();
   if (!heap_arenas.ok()) return Refuse(heap_arenas.status());

@@ -273,7 +273,7 @@ absl::Status FedaggServer::StartHttp(const ServerConfig& config) {
       response.set_content("ready\n", "text/plain; charset=utf-8");
     });
     if (shared) http_api_->Register(routes);
-    if (absl::Status listening = metrics_http_->Listen(metrics_address); !listening.ok()) {
+    if (absl::Status listening = metrics_http_->Listen(metrics_address, "metrics"); !listening.ok()) {
       return absl::Status(listening.code(),
                           absl::StrCat(listening.message(),
                                        "; give each server on a host its own --metrics_address port, leave it "
@@ -284,7 +284,7 @@ absl::Status FedaggServer::StartHttp(const ServerConfig& config) {
   if (http_api_ != nullptr && !shared) {
     FEDAGG_ASSIGN_OR_RETURN(api_http_, HttpServer::Create(api_options));
     http_api_->Register(api_http_->routes());
-    if (absl::Status listening = api_http_->Listen(config.http_address); !listening.ok()) {
+    if (absl::Status listening = api_http_->Listen(config.http_address, "the HTTP path"); !listening.ok()) {
       return absl::Status(listening.code(), absl::StrCat(listening.message(),
                                                          "; give each server on a host its own --http_address port"));
     }

@@ -20,7 +20,6 @@
 #include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
@@ -427,7 +426,7 @@ int main(int argc, char** argv) {
       "  result ID --out=DIR        (writes DIR/FIELD.npy, FIELD.indices.npy, FIELD.counts.npy)\n"
       "  result ID --out=FILE.npz   (one archive, members FIELD, FIELD.indices, FIELD.counts)\n"
       "Exit codes: 0 success, 1 refused by or unreachable server, 2 usage or local input error.");
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> positional = fedagg::ParseProgramCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   return fedagg::Run(args);
 }

@@ -14,7 +14,6 @@
 #include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -254,6 +253,6 @@ int main(int argc, char** argv) {
   fedagg::SetProgramUsage(
       "Runs N logical clients against a running fedagg tree and checks the result.\n"
       "  fedagg-loadgen --control=ROOT:PORT [--servers=A:PORT,B:PORT] --clients=N [flags]");
-  absl::ParseCommandLine(argc, argv);
+  fedagg::ParseProgramCommandLine(argc, argv);
   return fedagg::loadgen::Run();
 }

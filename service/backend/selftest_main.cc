@@ -10,7 +10,6 @@
 #include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_join.h"
 #include "service/backend/backend_check.h"
 #include "service/backend/backend_choice.h"
@@ -33,7 +32,7 @@ int main(int argc, char** argv) {
   fedagg::SetProgramUsage(
       "fedagg-selftest --backend=cpu|thrust-omp|cuda [--devices=all|0,1,...] [--cuda_plugin=PATH]: "
       "every intrinsic of one backend against the float64 reference, as a pass/fail table");
-  absl::ParseCommandLine(argc, argv);
+  fedagg::ParseProgramCommandLine(argc, argv);
   const std::string name = absl::GetFlag(FLAGS_backend);
   if (name == "auto") {
     std::fprintf(stderr, "fedagg-selftest: name a backend (%s), not auto\n",

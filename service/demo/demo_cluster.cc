@@ -14,7 +14,6 @@
 #include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -124,6 +123,6 @@ int Run() {
 int main(int argc, char** argv) {
   fedagg::TurnOffAbseilDeadlockDetection();
   fedagg::SetProgramUsage("Runs simulated clients through a running fedagg tree and checks the result.");
-  absl::ParseCommandLine(argc, argv);
+  fedagg::ParseProgramCommandLine(argc, argv);
   return fedagg::Run();
 }

@@ -10,7 +10,6 @@
 #include "service/core/abseil_deadlock_detection.h"
 #include "service/core/program_usage.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -101,6 +100,6 @@ int main(int argc, char** argv) {
   fedagg::SetProgramUsage(
       "Aggregates simulated client updates in-process through two simulated intermediate "
       "aggregators and a root, and checks the result against the reference.");
-  absl::ParseCommandLine(argc, argv);
+  fedagg::ParseProgramCommandLine(argc, argv);
   return fedagg::Run();
 }

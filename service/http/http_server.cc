@@ -1,6 +1,8 @@
 // The HTTP listener: cpp-httplib's server, plain or TLS, on a thread of its own.
 #include "service/http/http_server.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 
 #include "absl/strings/numbers.h"
@@ -31,17 +33,23 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const HttpServerO
   // library's default closes it after 5 requests); an idle one still goes after 5 s, as
   // it holds a thread meanwhile.
   http->server_->set_keep_alive_max_count(1000);
+  // SO_REUSEADDR only: the library's default adds SO_REUSEPORT, with which a second server
+  // on a port already in use would start and share it instead of failing.
+  http->server_->set_socket_options([](socket_t socket) {
+    const int yes = 1;
+    ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   const int threads = std::max(options.threads, 1);
   http->server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   return http;
 }
 
-absl::Status HttpServer::Listen(const std::string& address) {
+absl::Status HttpServer::Listen(const std::string& address, const std::string& what) {
   const size_t colon = address.rfind(':');
   int port = -1;
   if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 ||
       port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("HTTP address '", address, "' is not host:port"));
+    return absl::InvalidArgumentError(absl::StrCat("the address for ", what, " '", address, "' is not host:port"));
   }
   std::string host = address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
@@ -53,7 +61,7 @@ absl::Status HttpServer::Listen(const std::string& address) {
   }
   if (port_ <= 0) {
     port_ = 0;
-    return absl::UnavailableError(absl::StrCat("cannot listen for HTTP on '", address,
+    return absl::UnavailableError(absl::StrCat("cannot listen for ", what, " on '", address,
                                                "' (address in use, or not an address of this host?)"));
   }
   thread_ = std::thread([server = server_.get()] { server->listen_after_bind(); });
@@ -61,7 +69,7 @@ absl::Status HttpServer::Listen(const std::string& address) {
   // and the destructor's join would wait forever.
   const absl::Time give_up = absl::Now() + absl::Seconds(10);
   while (!server_->is_running()) {
-    if (absl::Now() > give_up) return absl::InternalError(absl::StrCat("the HTTP listener on '", address, "' did not start"));
+    if (absl::Now() > give_up) return absl::InternalError(absl::StrCat("the listener for ", what, " on '", address, "' did not start"));
     absl::SleepFor(absl::Milliseconds(1));
   }
   return absl::OkStatus();

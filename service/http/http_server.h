@@ -32,8 +32,9 @@ class HttpServer {
   ~HttpServer();  // stops serving and joins the threads
 
   httplib::Server& routes() { return *server_; }
-  // Listens on "host:port" (port 0 picks one) and serves on a thread of its own.
-  absl::Status Listen(const std::string& address);
+  // Listens on "host:port" (port 0 picks one) and serves on a thread of its own; `what`
+  // names the listener in a refusal ("metrics", "the HTTP path").
+  absl::Status Listen(const std::string& address, const std::string& what);
   int port() const { return port_; }
 
  private:

@@ -3,7 +3,8 @@
 # default: for every source file that defines a program's flags (fedagg-server's are
 # grouped by concern in service/flags/), --help has a group named after the file, and every
 # flag the file defines (read from the source, so a flag added later is checked too)
-# appears as "--name (...); default: ...".
+# appears as "--name (...); default: ...". A help that worked exits 0; an unknown flag
+# still fails.
 # Usage: help_test.sh SOURCE_DIR FEDAGG_SERVER FEDAGG_CLIENT FEDAGG_LOADGEN
 set -euo pipefail
 SOURCE=$1
@@ -11,7 +12,12 @@ declare -A SOURCES=([$2]="$(cd "$SOURCE" && echo service/flags/*_flags.cc)"
                     [$3]=client_stub/cli/fedagg_client_main.cc [$4]=client_stub/loadgen/loadgen_main.cc)
 failed=0
 for program in "$2" "$3" "$4"; do
-  help=$("$program" --help 2>&1 || true)
+  rc=0
+  help=$("$program" --help 2>&1) || rc=$?
+  [ "$rc" -eq 0 ] || { echo "$(basename "$program") --help exited $rc, not 0" >&2; failed=1; }
+  rc=0
+  "$program" --no_such_flag_at_all >/dev/null 2>&1 || rc=$?
+  [ "$rc" -ne 0 ] || { echo "$(basename "$program") --no_such_flag_at_all exited 0" >&2; failed=1; }
   # Each flag's entry, joined across its wrapped lines, ends with its default.
   entries=$(awk '/^    --[a-z_0-9]+ / { if (entry) print entry; entry = "" }
                  { sub(/^ +/, ""); entry = entry (entry ? " " : "") $0 }
