@@ -4,24 +4,35 @@
 # .venv-frameworks for the framework adapters' tests, kubernetes-validate into
 # .venv-tools for the Kubernetes manifests' test (tests/deploy), and dp-accounting into
 # .venv-privacy for fedagg.privacy_accounting's test (tests/python).
+# With --demo (scripts/demo.sh) only what building and running the demo needs: the
+# build's packages, none of the test tools, browsers or framework environments.
 # Idempotent: installs nothing when everything is present. Needs root (or sudo).
 # The CUDA toolkit is optional and not installed here: with nvcc on PATH the CUDA backend
 # is built as well (see docs/DEPENDENCIES.md).
 set -euo pipefail
 
-PACKAGES=(
+# What the build (the default preset: programs, tests and benchmarks) needs.
+BUILD_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  python3 openssl libssl-dev libcpp-httplib-dev
-  chromium chromium-driver python3-selenium
-  python3-venv python3-pip python3-setuptools python3-wheel
+  openssl libssl-dev libcpp-httplib-dev curl
+)
+# What the tests run: Python and its packages, Prometheus's promtool, nginx, the
+# sanitizer and fuzzing toolchain, and a browser with its WebDriver (tests/browser).
+TEST_PACKAGES=(
+  python3 python3-venv python3-pip python3-setuptools python3-wheel
   python3-grpcio python3-protobuf python3-numpy python3-scipy python3-crc32c python3-pytest
-  prometheus nginx curl google-perftools
+  prometheus nginx google-perftools
   clang libclang-rt-14-dev
+  chromium chromium-driver python3-selenium
 )
 
-"$(dirname "$0")/install_packages.sh" setup "${PACKAGES[@]}"
+if [ "${1:-}" = "--demo" ]; then
+  "$(dirname "$0")/install_packages.sh" setup "${BUILD_PACKAGES[@]}"
+  exit 0
+fi
+"$(dirname "$0")/install_packages.sh" setup "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
 
 # Flower and NVIDIA FLARE for the framework adapters' tests (pinned, from the package index).
 "$(dirname "$0")/setup_frameworks.sh"

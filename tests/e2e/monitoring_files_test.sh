@@ -11,7 +11,7 @@ trap 'rm -rf "$work"' EXIT
 sed "s#/etc/prometheus/alerts.yml#$dir/alerts.yml#" "$docker/prometheus.yml" > "$work/prometheus.yml"
 promtool check config "$work/prometheus.yml"
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-sed 's/intermediate-[ab]:50051/127.0.0.1:50051/' "$docker/nginx.conf" > "$work/nginx.conf"
+sed -E 's/(intermediate-[ab]|root):(50051|8080)/127.0.0.1:\2/' "$docker/nginx.conf" > "$work/nginx.conf"
 "$NGINX" -t -q -c "$work/nginx.conf" -g "pid $work/nginx.pid;"
 echo "docker/nginx.conf: nginx -t passed"
 command -v promtool >/dev/null || { echo "promtool is not installed (scripts/setup.sh installs prometheus)"; exit 1; }
