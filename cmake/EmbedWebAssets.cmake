@@ -1,6 +1,7 @@
 # Writes a C++ source that holds files as byte arrays, for service/http/web_assets.h.
-# Run as a script: cmake -DOUTPUT=<file.cc> -DASSETS=<url>|<content type>|<file>;... -P EmbedWebAssets.cmake
+# Run as a script: cmake -DOUTPUT=<file.cc> -DASSETS=<url>|<content type>|<file>,... -P EmbedWebAssets.cmake
 # (text files: each is served with "; charset=utf-8" after its type).
+string(REPLACE "," ";" ASSETS "${ASSETS}")
 set(_entries "")
 set(_arrays "")
 set(_index 0)

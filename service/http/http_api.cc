@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -92,10 +93,11 @@ void HttpApi::Register(httplib::Server& routes) {
     response.set_redirect("/examples/logistic-regression/", 301);
   });
   // Known paths asked with another method: 405, saying which are allowed.
-  const std::pair<const char*, const char*> kAllowed[] = {
+  std::vector<std::pair<std::string, std::string>> allowed_methods = {
       {"/v1/tasks", "GET"}, {"/v1/uploads", "GET, POST, PATCH, DELETE"}, {"/v1/uploads:submit", "POST"},
       {"/v1/aggregations", "GET"}, {"/v1/results", "GET"}};
-  for (const auto& [path, allowed] : kAllowed) {
+  for (const WebAsset& asset : WebAssets()) allowed_methods.emplace_back(std::string(asset.path), "GET");
+  for (const auto& [path, allowed] : allowed_methods) {
     auto refuse = [path = std::string(path), allowed = std::string(allowed)](const httplib::Request& request,
                                                                              httplib::Response& response) {
       response.set_header("Allow", allowed);
@@ -180,7 +182,15 @@ void HttpApi::StartUpload(const httplib::Request& request, httplib::Response& re
   bool created = false;
   absl::StatusOr<UploadStore::Lease> upload = uploads_.FindOrStart(header, *identity, created);
   if (!upload.ok()) {
-    AnswerError(response, upload.status());
+    // A conflict with the upload open for the pair: say how far that one got.
+    std::optional<uint64_t> committed;
+    if (upload.status().code() == absl::StatusCode::kAlreadyExists) {
+      if (absl::StatusOr<UploadStore::Lease> open = uploads_.Find(header.aggregation_id(), header.client_id());
+          open.ok()) {
+        committed = (*open)->CommittedSize();
+      }
+    }
+    AnswerError(response, upload.status(), committed);
     return;
   }
   absl::StatusOr<v1::UploadStatus> started = (*upload)->AwaitStarted(absl::Now() + kAnswerWait);

@@ -72,8 +72,21 @@ absl::StatusOr<v1::UploadStatus> HttpUpload::Write(uint64_t offset, uint32_t crc
       return absl::FailedPreconditionError(
           "the upload is waiting for room in the server's ingest window; repeat the start (POST) until it is OPEN");
     case v1::UploadStatus::COUNTING:
-    case v1::UploadStatus::COUNTED:
-      return absl::FailedPreconditionError("the upload was submitted; its bytes can no longer change");
+    case v1::UploadStatus::COUNTED: {
+      // A write re-sent after the submit (a browser repeats a request whose connection
+      // dropped): nothing can change any more, so it is read, dropped and answered with
+      // the upload's state.
+      if (length > total_size_ || offset > total_size_ - length) {
+        return absl::FailedPreconditionError("the upload was submitted; its bytes can no longer change");
+      }
+      uint64_t received = 0;
+      read([&received](const char*, size_t size) {
+        received += size;
+        return true;
+      });
+      metrics_.http_upload_bytes.WithLabels({"repeated"}).Increment(static_cast<double>(received));
+      return StatusLocked();
+    }
     default:
       return absl::FailedPreconditionError(absl::StrCat("the upload is ", v1::UploadStatus::State_Name(state()),
                                                         "; start it again (POST) to send the update"));

@@ -35,6 +35,11 @@ absl::StatusOr<UploadStore::Lease> UploadStore::FindOrStart(const v1::UpdateHead
     auto it = uploads_.find(key);
     if (it != uploads_.end() && !it->second.upload->finished_without_count()) {
       if (!it->second.upload->SameUpdate(header)) {
+        const v1::UploadStatus::State state = it->second.upload->state();
+        if (state == v1::UploadStatus::COUNTING || state == v1::UploadStatus::COUNTED) {
+          return absl::AlreadyExistsError(absl::StrCat("client '", key.second, "' already submitted its update to aggregation '",
+                                                       key.first, "'; it is counted once"));
+        }
         return absl::AlreadyExistsError(absl::StrCat(
             "client '", key.second, "' has an upload to aggregation '", key.first,
             "' open with another header (weight, field sizes or ack level); delete it (DELETE) to start "

@@ -23,7 +23,7 @@ inline std::string HttpGet(int port, const std::string& path) {
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string response;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    const std::string request = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
     (void)::send(fd, request.data(), request.size(), 0);
     char buffer[4096];
     ssize_t n;
