@@ -524,7 +524,8 @@ export class FedaggClient {
     return encodeUpdate(spec, fields, options);
   }
 
-  // Uploads an encoded update ({header, bytes}, from encodeUpdate) as client `clientId` of
+  // Uploads an encoded update ({header, bytes[, crc32c]}, from encodeUpdate; the whole
+  // update's checksum is computed here when crc32c is not given) as client `clientId` of
   // aggregation `aggregationId`, and answers the server's ack (JSON: aggregationId,
   // contributions, level) once it is counted. Chunks of `chunkBytes` (at most the server's
   // maxChunkBytes); a failed or cut request is tried again, maxRetries times in a row at
@@ -532,8 +533,9 @@ export class FedaggClient {
   // in onProgress({sent, committed, total}) counts every chunk body sent, in full, retries
   // included. `signal` (an AbortSignal) stops it (the upload stays on the server until it
   // expires; abortUpload removes it).
-  async upload(aggregationId, clientId, {header, bytes}, {chunkBytes = 1 << 20, onProgress, maxRetries = 8,
+  async upload(aggregationId, clientId, update, {chunkBytes = 1 << 20, onProgress, maxRetries = 8,
                                                           signal, backoffBaseMs = 200, backoffMaxMs = 5000} = {}) {
+    const {header, bytes} = update ?? {};
     if (!clientId) throw localError('upload: a client id is needed');
     if (!(bytes instanceof Uint8Array)) throw localError('upload: bytes must be a Uint8Array (from encodeUpdate)');
     if (header?.aggregationId && header.aggregationId !== aggregationId) {
@@ -542,7 +544,7 @@ export class FedaggClient {
     if (!(chunkBytes >= 1)) throw localError(`upload: chunkBytes ${chunkBytes} must be at least 1`);
     const query = {aggregation_id: aggregationId, client_id: clientId};
     const total = bytes.length;
-    const wholeCrc = crc32c(bytes);
+    const wholeCrc = update.crc32c ?? crc32c(bytes);
     const body = {...header, aggregationId, clientId};
     let sent = 0;
     let committed = 0;
@@ -642,8 +644,12 @@ export class FedaggClient {
             chunk = Math.max(65536, Math.floor(chunk / 2));  // a proxy with a smaller body limit
           } else {
             await giveUpOr(e, `writing bytes ${committed}..${end}`);
-            status = await resync();
-            if (status.state === 'COUNTED') return status.ack;
+            if (e instanceof FedaggError && e.committedSize !== undefined) {
+              committed = e.committedSize;  // the server answered (DATA_LOSS, ...) and said where it stands
+            } else {
+              status = await resync();  // no answer: ask where it stands
+              if (status.state === 'COUNTED') return status.ack;
+            }
           }
         }
         progress();

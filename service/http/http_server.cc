@@ -33,6 +33,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const HttpServerO
   // library's default closes it after 5 requests); an idle one still goes after 5 s, as
   // it holds a thread meanwhile.
   http->server_->set_keep_alive_max_count(1000);
+  // Without it an answer on a reused connection waits for the client's delayed ACK (Nagle):
+  // about 40 ms a request, which made a 16 MiB upload in 1 MiB chunks 6x slower.
+  http->server_->set_tcp_nodelay(true);
   // SO_REUSEADDR only: the library's default adds SO_REUSEPORT, with which a second server
   // on a port already in use would start and share it instead of failing.
   http->server_->set_socket_options([](socket_t socket) {

@@ -557,6 +557,10 @@ v1::AggregationState Aggregation::state() const {
 
 absl::StatusOr<std::shared_ptr<const AggregateResult>> Aggregation::Result() const {
   MutexLock lock(&mu_);
+  if (state_ == v1::FINALIZED && result_ == nullptr && options_.forwarding) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "aggregation '", id(), "' was forwarded to the parent aggregator, which holds its result: ask the root"));
+  }
   if (state_ != v1::FINALIZED || result_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "aggregation '", id(), "' is ", v1::AggregationState_Name(state_),
