@@ -91,13 +91,18 @@ def line(label, rows):
     rates = [r["bytes"] / s / 1e6 for r, s in zip(rows, seconds)]
     print(f"  {label:<44} {statistics.median(seconds):6.3f} s [{min(seconds):.3f}-{max(seconds):.3f}]"
           f"   {statistics.median(rates):7.1f} MB/s [{min(rates):.1f}-{max(rates):.1f}]")
+    return statistics.median(seconds)
 
+median = {}
 for mode in ("chunked", "whole"):
     rows = [r for r in records if r.get("kind") == "upload" and r["mode"] == mode]
     assert len(rows) == runs, f"{len(rows)} {mode} runs reported, expected {runs}"
     assert all(r["sent"] == r["bytes"] for r in rows), f"{mode}: bytes sent twice: {rows}"
-    line(f"browser, {rows[0]['label']} ({rows[0]['writes']} writes)", rows)
-line("gRPC Submit (fedagg-client, whole process)", [r for r in records if r.get("kind") == "grpc"])
+    median[mode] = line(f"browser, {rows[0]['label']} ({rows[0]['writes']} writes)", rows)
+median["grpc"] = line("gRPC Submit (fedagg-client, whole process)", [r for r in records if r.get("kind") == "grpc"])
+print(f"  chunking costs {median['chunked'] / median['whole']:.2f}x one request (goal <= 2x); "
+      f"the chunked browser upload runs at {median['grpc'] / median['chunked']:.0%} of gRPC Submit's rate "
+      f"(goal >= 25%); medians")
 assert counted == 3 * runs, f"the server counted {counted} updates, expected {3 * runs}"
 print(f"  the server counted all {counted} updates")
 PY

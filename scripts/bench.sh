@@ -30,6 +30,9 @@
 #   6. DP-FedAvg's model quality (bench/dp_fedavg_quality.sh): digits, 100 clients, epsilon 8,
 #      through fedagg beside NumPy with TFF's formulas and Flower's DP wrapper's code, 10 seeds
 #      (about a minute); its row in the summary.
+#   7. the HTTP path from a browser (bench/browser_upload_bench.sh): a 16 MiB update from
+#      headless Chromium through nginx in 1 MiB chunks and in one request, beside
+#      fedagg-client's gRPC Submit; its lines after the summary (a few seconds).
 #   scripts/bench.sh [--repeat=N] [--benchmark_filter=REGEX ...]  [--updates_1m=N --memory_updates=100,1000,10000 ...]
 # Options starting with --benchmark_ go to the core benchmark, --peers_service_* (without
 # the prefix, e.g. --peers_service_quick, --peers_service_clients=100,1000) to the peers
@@ -97,4 +100,6 @@ echo "peers as services (bench/peers_service_bench.sh):"
 sed -n '/^| contender/,$p' "$OUT/peers_service.log"
 echo
 cat "$OUT/encoding.log"
+echo "the HTTP path from a browser (bench/browser_upload_bench.sh):"
+./bench/browser_upload_bench.sh build | tee "$OUT/browser_upload.log"
 echo "raw outputs: $OUT"
