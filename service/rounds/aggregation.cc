@@ -223,7 +223,11 @@ absl::StatusOr<int64_t> Aggregation::CountUpdate(const std::string& client_id, V
     weight_sum_ += update.view().weight.value_or(1.0);
     batches_->Add(std::move(update));  // under mu_: what is counted is pending, queued or reduced
     contributions = ++contributions_;
-    if (config_.max_contributions > 0 && contributions_ >= config_.max_contributions) {
+    // The root seals when max_contributions is reached across the tree. A mirror that
+    // reached it with its own clients refuses more (BeginUpdate) but stays OPEN, so its
+    // next push delivers them and the root seals (a sealed mirror would wait for the
+    // root's SEAL, which would never come).
+    if (!options_.forwarding && config_.max_contributions > 0 && contributions_ >= config_.max_contributions) {
       SealLocked(&to_notify);
       sealed_now = true;
     }

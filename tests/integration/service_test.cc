@@ -379,6 +379,36 @@ TEST(ServiceTest, KilledIntermediateLosesOnlyWhatItHadNotForwarded) {
 namespace fedagg::testing {
 namespace {
 
+TEST(TierTest, MaxContributionsReachedThroughAnIntermediateSealsTheRoot) {
+  // All of max_contributions counted at one intermediate: its mirror refuses more and
+  // pushes them, and the root, which decides, seals and finalizes with no one sealing it.
+  auto cluster = Cluster::Start(1);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  v1::AggregationSpec spec = MakeSpec("full", {{"w", "int64[2]", Intrinsic::kFederatedSum}});
+  spec.set_max_contributions(2);
+  ASSERT_TRUE(control.Create(spec).ok());
+  auto stream = ContributeStream::Open(Connect(cluster->intermediates[0]->port()), "a");
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  ASSERT_TRUE((*stream)->Contribute(spec, UpdateView{{FieldValue::Dense<int64_t>({1, 2})}, std::nullopt}).ok());
+  auto second = ContributeStream::Open(Connect(cluster->intermediates[0]->port()), "b");
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE((*second)->Contribute(spec, UpdateView{{FieldValue::Dense<int64_t>({10, 20})}, std::nullopt}).ok());
+  auto third = ContributeStream::Open(Connect(cluster->intermediates[0]->port()), "c");
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ((*third)->Contribute(spec, UpdateView{{FieldValue::Dense<int64_t>({5, 5})}, std::nullopt}).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<v1::AggregationStatus> status = control.Get("full");
+    return status.ok() && status->state() == v1::FINALIZED;
+  })) << control.Get("full")->ShortDebugString();
+  absl::StatusOr<AggregateResult> result = control.GetResult("full");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->contributions, 2);
+  EXPECT_EQ(result->fields[0].value.values<int64_t>()[0], 11);
+  EXPECT_EQ(result->fields[0].value.values<int64_t>()[1], 22);
+}
+
 // The first update an intermediate sees for a new aggregation makes it learn and join the
 // aggregation; the update waits for that join instead of being refused. Raw streams:
 // nothing retries, so a refusal would show.
