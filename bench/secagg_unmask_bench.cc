@@ -7,7 +7,7 @@
 // Shamir, expanding and removing a mask of --coordinates words per client on every core).
 // Prints each run's seconds and the median [min-max].
 //   fedagg-secagg-unmask-bench [--clients=1000] [--coordinates=1048576] [--dropout=0.3]
-//                              [--degree=72] [--threshold=24] [--repeat=3]
+//                              [--degree=72] [--threshold=24] [--repeat=3] [--masks=cpu|thrust-omp|cuda]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +15,12 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#ifdef FEDAGG_BENCH_THRUST_OMP
+#include "portable/omp_mask_accumulator.h"
+#endif
+#ifdef FEDAGG_BENCH_CUDA
+#include "cuda/device_masks.h"
+#endif
 #include "service/core/machine_resources.h"
 #include "service/core/program_usage.h"
 #include "service/secagg/secagg_client.h"
@@ -29,6 +35,9 @@ ABSL_FLAG(double, dropout_before_masking, 0.0,
 ABSL_FLAG(int, degree, 72, "neighbours of each client (SecAgg+'s graph)");
 ABSL_FLAG(int, threshold, 24, "shares needed to recover a secret");
 ABSL_FLAG(int, repeat, 3, "timed unmaskings");
+ABSL_FLAG(std::string, masks, "cpu",
+          "where the masks are expanded: cpu (OpenSSL on every core), thrust-omp (the portable code a GPU runs, "
+          "on the CPU's cores), cuda (the device; with the copies of the sum to it and back)");
 
 namespace fedagg {
 namespace {
@@ -95,19 +104,47 @@ int Main() {
               n, cohort.graph.degree(), cohort.threshold, dropped_before, dropped, setup);
   cohort.field_sizes = {static_cast<size_t>(absl::GetFlag(FLAGS_coordinates))};
   ThreadPool pool(std::max(1, ReadMachineResources().cores));
+  SecAggUnmasker::MaskAdder add_masks;  // null: the CPU's MaskAccumulator
+  const std::string where = absl::GetFlag(FLAGS_masks);
+#ifdef FEDAGG_BENCH_THRUST_OMP
+  if (where == "thrust-omp") {
+    add_masks = [](absl::Span<const SignedMaskSeed> seeds, uint32_t field, absl::Span<uint32_t> sum) {
+      AddMasksOnThrustOmp(seeds, field, sum);
+      return absl::OkStatus();
+    };
+  }
+#endif
+#ifdef FEDAGG_BENCH_CUDA
+  if (where == "cuda") add_masks = cuda::AddMasksOnDevice;
+#endif
+  if (where != "cpu" && add_masks == nullptr) {
+    std::fprintf(stderr, "--masks=%s is not built here (cpu%s%s)\n", where.c_str(),
+#ifdef FEDAGG_BENCH_THRUST_OMP
+                 ", thrust-omp",
+#else
+                 "",
+#endif
+#ifdef FEDAGG_BENCH_CUDA
+                 ", cuda");
+#else
+                 "");
+#endif
+    return 2;
+  }
   std::vector<double> seconds;
   for (int run = 0; run < absl::GetFlag(FLAGS_repeat); ++run) {
     std::vector<std::vector<uint32_t>> sum = {std::vector<uint32_t>(cohort.field_sizes[0], 0)};
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<std::vector<std::vector<uint32_t>>> unmasked =
-        root->Unmask(cohort, std::vector<bool>(static_cast<size_t>(n), true), masked, responses, std::move(sum), &pool);
+        root->Unmask(cohort, std::vector<bool>(static_cast<size_t>(n), true), masked, responses, std::move(sum), &pool,
+                     add_masks);
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (!unmasked.ok()) {
       std::fprintf(stderr, "unmasking failed: %s\n", unmasked.status().ToString().c_str());
       return 1;
     }
-    std::printf("run %d: unmasked %zu coordinates of %d clients in %.2f s on %d threads\n", run + 1,
-                cohort.field_sizes[0], n, seconds.back(), pool.threads());
+    std::printf("run %d: unmasked %zu coordinates of %d clients in %.2f s (masks: %s; %d host threads)\n", run + 1,
+                cohort.field_sizes[0], n, seconds.back(), where.c_str(), pool.threads());
   }
   std::sort(seconds.begin(), seconds.end());
   std::printf("unmasking: %.2f s median [%.2f-%.2f] (goal <= 10 s on 2 cores)\n", seconds[seconds.size() / 2],

@@ -21,7 +21,6 @@ namespace fedagg {
 
 struct MaskSeed {
   std::array<uint8_t, 32> bytes{};
-  bool operator==(const MaskSeed&) const = default;
 };
 
 // A seed whose mask is added (+1) or subtracted (-1).

@@ -20,8 +20,8 @@ absl::StatusOr<SecAggUnmasker> SecAggUnmasker::Create() {
 
 absl::StatusOr<std::vector<std::vector<uint32_t>>> SecAggUnmasker::Unmask(
     const SecAggCohort& cohort, const std::vector<bool>& shared, const std::vector<bool>& masked,
-    absl::Span<const UnmaskingShares> responses, std::vector<std::vector<uint32_t>> masked_sum,
-    ThreadPool* pool) const {
+    absl::Span<const UnmaskingShares> responses, std::vector<std::vector<uint32_t>> masked_sum, ThreadPool* pool,
+    const MaskAdder& add_masks) const {
   const int n = cohort.clients();
   if (shared.size() != static_cast<size_t>(n) || masked.size() != static_cast<size_t>(n) ||
       masked_sum.size() != cohort.field_sizes.size()) {
@@ -104,13 +104,20 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> SecAggUnmasker::Unmask(
     }
   }
   const uint32_t modulus_mask = cohort.bits >= 32 ? 0xffffffffu : (uint32_t{1} << cohort.bits) - 1;
-  MaskAccumulator masks(pool);
+  const MaskAccumulator masks(pool);
   for (size_t field = 0; field < masked_sum.size(); ++field) {
     if (masked_sum[field].size() != cohort.field_sizes[field]) {
       return absl::InvalidArgumentError(absl::StrCat("the masked sum of field ", field, " has ", masked_sum[field].size(),
                                                      " values; the spec declares ", cohort.field_sizes[field]));
     }
-    masks.Add(seeds, static_cast<uint32_t>(field), absl::MakeSpan(masked_sum[field]));
+    if (add_masks != nullptr) {
+      if (absl::Status added = add_masks(seeds, static_cast<uint32_t>(field), absl::MakeSpan(masked_sum[field]));
+          !added.ok()) {
+        return added;
+      }
+    } else {
+      masks.Add(seeds, static_cast<uint32_t>(field), absl::MakeSpan(masked_sum[field]));
+    }
     for (uint32_t& value : masked_sum[field]) value &= modulus_mask;
   }
   return masked_sum;

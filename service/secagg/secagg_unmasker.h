@@ -11,18 +11,25 @@
 #ifndef FEDAGG_SERVICE_SECAGG_SECAGG_UNMASKER_H_
 #define FEDAGG_SERVICE_SECAGG_SECAGG_UNMASKER_H_
 
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "service/core/thread_pool.h"
 #include "service/secagg/key_agreement.h"
+#include "service/secagg/mask_expansion.h"
 #include "service/secagg/secagg_cohort.h"
 
 namespace fedagg {
 
 class SecAggUnmasker {
  public:
+  // Adds the signed masks of seeds into one field's sum: MaskAccumulator on the host's
+  // cores by default; a device's (cuda/device_masks.h) gives the same words.
+  using MaskAdder =
+      std::function<absl::Status(absl::Span<const SignedMaskSeed> seeds, uint32_t field, absl::Span<uint32_t> sum)>;
+
   static absl::StatusOr<SecAggUnmasker> Create();
 
   const Key32& public_key() const { return key_.public_key(); }
@@ -34,7 +41,8 @@ class SecAggUnmasker {
                                                             const std::vector<bool>& masked,
                                                             absl::Span<const UnmaskingShares> responses,
                                                             std::vector<std::vector<uint32_t>> masked_sum,
-                                                            ThreadPool* pool = nullptr) const;
+                                                            ThreadPool* pool = nullptr,
+                                                            const MaskAdder& add_masks = nullptr) const;
 
  private:
   explicit SecAggUnmasker(X25519KeyPair key) : key_(std::move(key)) {}
