@@ -5,7 +5,10 @@
 #   1. every program finds its libraries (the bundle's lib/, then CUDA's own);
 #   2. fedagg-selftest --backend=cuda: every intrinsic and dtype against the reference;
 #   3. the cuda-labelled test binaries (fedagg_cuda_test, fedagg_cuda_conformance_test);
-#   4. fedagg_gpu_bench: bandwidth figures against the device's own copies;
+#   4. fedagg_gpu_bench: bandwidth figures against the device's own copies; then secure
+#      aggregation's unmasking of 1,000 clients over 1M coordinates (30% dropped after
+#      their masked input) with the masks expanded on the device, and on the host's cores
+#      beside it (fedagg-secagg-unmask-bench, issue 49's goal: <= 1 s on the device);
 #   5. a service round on the cuda plugin: a root with --backend=cuda and an intermediate
 #      with --backend=auto (which must find the device and load the plugin), fedagg-demo's
 #      clients through the intermediate, the result checked against the float64 reference.
@@ -85,6 +88,9 @@ step cuda_conformance_test "$DIR/bin/fedagg_cuda_conformance_test"
 # 4. The GPU benchmark: its figures go in the report.
 step gpu_bench "$DIR/bin/fedagg_gpu_bench"
 grep -E "GB/s|%|BM_| ms|indices|pinned" "$LOGS/gpu_bench.log" | sed 's/^/    /' >>"$REPORT"
+step secagg_unmask_cuda "$DIR/bin/fedagg-secagg-unmask-bench" --masks=cuda
+step secagg_unmask_cpu "$DIR/bin/fedagg-secagg-unmask-bench" --masks=cpu
+grep -h "^cohort\|^unmasking" "$LOGS/secagg_unmask_cuda.log" "$LOGS/secagg_unmask_cpu.log" | sed 's/^/    /' >>"$REPORT"
 
 # 5. A service round on the cuda backend, checked against the reference by fedagg-demo.
 service_round() {

@@ -33,7 +33,7 @@ if ! grep -q '^FEDAGG_WITH_CUDA:BOOL=ON' "$BUILD_DIR/CMakeCache.txt"; then
   echo "gpu-bundle: $BUILD_DIR is built without the CUDA backend (FEDAGG_WITH_CUDA is off: no nvcc?)" >&2
   exit 1
 fi
-TARGETS=(fedagg-server fedagg-demo fedagg-selftest fedagg_gpu_bench fedagg_cuda_test fedagg_cuda_conformance_test
+TARGETS=(fedagg-server fedagg-demo fedagg-selftest fedagg_gpu_bench fedagg-secagg-unmask-bench fedagg_cuda_test fedagg_cuda_conformance_test
          fedagg-loadgen fedagg-raw-sink)
 cmake --build "$BUILD_DIR" --target "${TARGETS[@]}" fedagg_backend_cuda
 
