@@ -17,7 +17,7 @@ rc=$?
 set -e
 cat "$E2E_DIR/report.txt"
 grep -q "^PASS libraries: every program finds its libraries, the bundle's from the bundle$" "$E2E_DIR/report.txt"
-[ "$(ls "$E2E_DIR/bundle/bin" | wc -l)" = 9 ]  # eight programs and the cuda plugin
+[ "$(ls "$E2E_DIR/bundle/bin" | wc -l)" = 10 ]  # nine programs and the cuda plugin
 if [ "$rc" = 77 ]; then
   grep -q "^NO DEVICE: fedagg-selftest: SKIPPED: --backend=cuda: no usable CUDA device" "$E2E_DIR/report.txt"
   grep -q "^RESULT: NO DEVICE" "$E2E_DIR/report.txt"
