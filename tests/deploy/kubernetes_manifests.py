@@ -157,6 +157,16 @@ def check(docs, image_uid):
                     problems.append(f"Service/{name}: targetPort {target} is no port of its pods")
         if kind == "PodDisruptionBudget" and ("minAvailable" in d["spec"]) == ("maxUnavailable" in d["spec"]):
             problems.append(f"PodDisruptionBudget/{name}: needs exactly one of minAvailable, maxUnavailable")
+        if kind == "Ingress":
+            for rule in d["spec"].get("rules", []):
+                for path in rule.get("http", {}).get("paths", []):
+                    service = path["backend"]["service"]
+                    port = service["port"].get("name", service["port"].get("number"))
+                    target = services.get(service["name"])
+                    if target is None or port not in [q.get("name", q["port"]) for q in target["spec"]["ports"]] + \
+                            [q["port"] for q in target["spec"]["ports"]]:
+                        problems.append(f"Ingress/{name}: {path['path']} goes to {service['name']}:{port}, "
+                                        "no Service port here")
         if kind == "StatefulSet":
             governing = services.get(d["spec"].get("serviceName"))
             if governing is None or governing["spec"].get("clusterIP") != "None":
@@ -212,7 +222,7 @@ def main():
         if problems:
             sys.exit("\n".join(problems))
     elif command in ("unknown-field", "wrong-type", "unknown-kind", "repeated-key", "unknown-flag",
-                     "no-selection"):  # IN OUT: a broken copy of IN
+                     "no-selection", "ingress-to-nothing"):  # IN OUT: a broken copy of IN
         text = open(paths[0]).read()
         docs = load(paths[0])
         workload = next(d for d in docs if d["kind"] in ("Deployment", "StatefulSet"))
@@ -229,6 +239,9 @@ def main():
             for d in docs:
                 if d["kind"] == "Service":
                     d["spec"]["selector"] = {"app.kubernetes.io/name": "nothing"}
+        elif command == "ingress-to-nothing":
+            ingress = next(d for d in docs if d["kind"] == "Ingress")
+            ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] = "fedagg-nothing"
         if command == "repeated-key":
             out = text.replace("\nkind: ", "\nkind: Secret\nkind: ", 1)
             assert out != text

@@ -11,12 +11,13 @@
 #     selectors match the pods' labels, Services' target ports and probes' ports are named
 #     container ports, --parent names the root's Service and port, --checkpoint_dir is the
 #     root's PersistentVolumeClaim mount, $(VAR) in args is defined, scrape annotations
-#     name the metrics port, probes are /readyz and /healthz, the pods run as the image's
+#     name the metrics port, Ingresses go to Services' ports, probes are /readyz and /healthz, the pods run as the image's
 #     user (docker/Dockerfile.cpu), requests <= limits, --memory_budget_bytes is below the
 #     memory limit, and intermediates-cpu.yaml and intermediates-gpu.yaml differ only in the
 #     image, --backend, the nvidia.com/gpu limit and the GPU toleration;
 #  4. the checks are live: broken copies (an unknown field, a wrong type, an unknown kind, a
-#     repeated key, an unknown flag, a Service selecting nothing) must each fail.
+#     repeated key, an unknown flag, a Service selecting nothing, an Ingress to no Service)
+#     must each fail.
 # kubernetes-validate comes from .venv-tools (scripts/setup.sh; it carries the schemas and
 # downloads nothing: here it runs without a network where user namespaces allow).
 # Exits 77 (ctest: skipped) when that environment is missing.
@@ -135,6 +136,7 @@ expect_failure "an unknown kind" schema unknown-kind "$MANIFESTS/intermediates-g
 expect_failure "a repeated key" schema repeated-key "$MANIFESTS/fedagg.yaml"
 expect_failure "an unknown flag" flags unknown-flag "$MANIFESTS/intermediates-cpu.yaml"
 expect_failure "Services selecting no pod" refs no-selection "$MANIFESTS/fedagg.yaml"
+expect_failure "an Ingress to no Service" refs ingress-to-nothing "$MANIFESTS/fedagg.yaml"
 
 [ "$failed" = 0 ] && echo "PASSED: docker/kubernetes/*.yaml"
 exit "$failed"
