@@ -3,8 +3,8 @@
 // repeated, one upload written and submitted from several threads at once, an idle upload
 // that expires and gives back its client id, window place and memory, a refusal of the
 // memory budget that holds nothing, and an upload through an intermediate aggregator
-// counted at the root. (tests/http checks every rule of the path over a real process;
-// tests/browser drives it from Chromium.)
+// counted at the root, an encoded update as its encoding's bytes. (tests/http checks every
+// rule of the path over a real process; tests/browser drives it from Chromium.)
 #include <google/protobuf/util/json_util.h>
 #include <httplib.h>
 
@@ -242,6 +242,33 @@ TEST(HttpUploadTest, AStartTheMemoryBudgetRefusesHoldsNothing) {
   }
   EXPECT_EQ(cluster->root->memory_budget().used(), 40000);  // the accumulator alone
   EXPECT_EQ(ControlClient(Connect(cluster->root->port())).Get("small")->contributions(), 0);
+}
+
+TEST(HttpUploadTest, AnEncodedUpdateTravelsAsItsBytes) {
+  // A discretized field (16-bit integers at a scale of 0.25): the upload's bytes are the
+  // encoding's, and the result is the integers' exact sum times the scale.
+  std::unique_ptr<Cluster> cluster = Cluster::Start(0, HttpConfig());
+  ASSERT_NE(cluster, nullptr);
+  v1::AggregationSpec spec = MakeSpec("encoded", {{"w", "float32[1000]", Intrinsic::kFederatedSum}});
+  v1::FieldEncoding* encoding = spec.mutable_intrinsics(0)->mutable_encoding();
+  encoding->set_kind(v1::FieldEncoding::DISCRETIZED);
+  encoding->set_bits(16);
+  encoding->set_scale(0.25);
+  {
+    absl::StatusOr<v1::AggregationStatus> created = ControlClient(Connect(cluster->root->port())).Create(spec);
+    ASSERT_TRUE(created.ok()) << created.status();
+  }
+  std::vector<int64_t> sum(1000, 0);
+  for (int c = 0; c < 3; ++c) {
+    std::vector<int16_t> codes(1000);
+    for (int i = 0; i < 1000; ++i) codes[i] = static_cast<int16_t>((i * 37 + c * 1001) % 2001 - 1000);
+    for (int i = 0; i < 1000; ++i) sum[i] += codes[i];
+    Upload upload(cluster->root->http_port(), "encoded", absl::StrCat("client-", c));
+    UploadWithRepeats(upload, std::string(reinterpret_cast<const char*>(codes.data()), codes.size() * 2), 700);
+  }
+  const std::vector<float> result = ResultOf(*cluster->root, "encoded");
+  ASSERT_EQ(result.size(), 1000u);
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(result[i], static_cast<float>(sum[i] * 0.25)) << "coordinate " << i;
 }
 
 TEST(HttpUploadTest, AnUploadThroughAnIntermediateIsCountedAtTheRoot) {
