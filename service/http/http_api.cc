@@ -134,6 +134,13 @@ void HttpApi::Register(httplib::Server& routes) {
   }));
 }
 
+absl::StatusOr<std::shared_ptr<Aggregation>> HttpApi::FindAggregation(const httplib::Request& request) const {
+  if (absl::StatusOr<std::string> identity = Admit(request); !identity.ok()) return identity.status();
+  absl::StatusOr<std::string> id = RequiredParam(request, "aggregation_id");
+  if (!id.ok()) return id.status();
+  return service_.registry.Find(*id);
+}
+
 void HttpApi::GetTasks(const httplib::Request& request, httplib::Response& response) {
   if (absl::StatusOr<std::string> identity = Admit(request); !identity.ok()) {
     AnswerError(response, identity.status());
@@ -296,14 +303,7 @@ void HttpApi::AbortUpload(const httplib::Request& request, httplib::Response& re
 }
 
 void HttpApi::GetAggregation(const httplib::Request& request, httplib::Response& response) {
-  absl::StatusOr<std::shared_ptr<Aggregation>> found = absl::InternalError("unset");
-  if (absl::StatusOr<std::string> identity = Admit(request); !identity.ok()) {
-    found = identity.status();
-  } else if (absl::StatusOr<std::string> id = RequiredParam(request, "aggregation_id"); !id.ok()) {
-    found = id.status();
-  } else {
-    found = service_.registry.Find(*id);
-  }
+  absl::StatusOr<std::shared_ptr<Aggregation>> found = FindAggregation(request);
   if (!found.ok()) {
     AnswerError(response, found.status());
     return;
@@ -312,14 +312,7 @@ void HttpApi::GetAggregation(const httplib::Request& request, httplib::Response&
 }
 
 void HttpApi::GetResult(const httplib::Request& request, httplib::Response& response) {
-  absl::StatusOr<std::shared_ptr<Aggregation>> found = absl::InternalError("unset");
-  if (absl::StatusOr<std::string> identity = Admit(request); !identity.ok()) {
-    found = identity.status();
-  } else if (absl::StatusOr<std::string> id = RequiredParam(request, "aggregation_id"); !id.ok()) {
-    found = id.status();
-  } else {
-    found = service_.registry.Find(*id);
-  }
+  absl::StatusOr<std::shared_ptr<Aggregation>> found = FindAggregation(request);
   absl::StatusOr<std::shared_ptr<const AggregateResult>> result =
       found.ok() ? (*found)->Result() : absl::StatusOr<std::shared_ptr<const AggregateResult>>(found.status());
   if (!result.ok()) {

@@ -29,6 +29,8 @@ class HttpApi {
   absl::StatusOr<std::string> Admit(const httplib::Request& request) const;
   // The upload a request names in its query (aggregation_id, client_id).
   absl::StatusOr<UploadStore::Lease> FindUpload(const httplib::Request& request);
+  // The aggregation a request names in its query (aggregation_id), held here.
+  absl::StatusOr<std::shared_ptr<Aggregation>> FindAggregation(const httplib::Request& request) const;
 
   void GetTasks(const httplib::Request& request, httplib::Response& response);
   void StartUpload(const httplib::Request& request, httplib::Response& response);
