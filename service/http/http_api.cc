@@ -50,8 +50,8 @@ HttpApi::HttpApi(ServiceContext& service, UploadStore::Options uploads)
     : service_(service), uploads_(service, uploads) {}
 
 absl::StatusOr<std::string> HttpApi::Admit(const httplib::Request& request) const {
-  std::optional<std::string_view> authorization;
-  if (request.has_header("Authorization")) authorization = request.get_header_value("Authorization");
+  if (!request.has_header("Authorization")) return service_.authenticator.IdentifyHttp(std::nullopt, request.remote_addr);
+  const std::string authorization = request.get_header_value("Authorization");  // a copy: the view below reads it
   return service_.authenticator.IdentifyHttp(authorization, request.remote_addr);
 }
 
