@@ -39,7 +39,8 @@ ABSL_FLAG(std::string, token_file, "", "file holding a bearer token for the serv
 ABSL_FLAG(bool, json, false, "print machine-readable JSON instead of text");
 ABSL_FLAG(std::string, type, "", "create: the value type, e.g. '<w=float32[10,5],b=float32[5]>'");
 ABSL_FLAG(std::string, intrinsics, "",
-          "create: one intrinsic per leaf field, comma-separated, e.g. federated_mean,sparse_sum+counts");
+          "create: one intrinsic per leaf field, comma-separated, e.g. federated_mean,sparse_sum+counts; "
+          "+clip=C gives a field its own L2 bound under --privacy (federated_mean+clip=0.5)");
 ABSL_FLAG(std::string, encoding, "",
           "create: the value encoding of every linear field (all but federated_max/min) that names none in "
           "--intrinsics (quantized:BITS[/BLOCK], discretized:BITS@SCALE; a field's own: INTRINSIC@ENCODING); "

@@ -40,7 +40,8 @@ ABSL_FLAG(int, concurrency, 256, "clients in flight at most");
 ABSL_FLAG(std::string, type, "<w=float32[1024]>",
           "value type of a created aggregation, e.g. '<dense=float32[256,64],emb=float32[10000,32],tok=int64[50000]>'");
 ABSL_FLAG(std::string, intrinsics, "federated_sum",
-          "one intrinsic per leaf field, e.g. federated_mean,row_sparse_sum,sparse_sum+counts");
+          "one intrinsic per leaf field, e.g. federated_mean,row_sparse_sum,sparse_sum+counts; +clip=C gives a "
+          "field its own L2 bound under --privacy (federated_mean+clip=0.5)");
 ABSL_FLAG(std::string, density, "0.01",
           "sparse and row-sparse fields: fraction of coordinates / rows an update touches; one value, or one per field");
 ABSL_FLAG(std::string, encoding, "",

@@ -2,7 +2,9 @@
 #include "service/rounds/spec_conversion.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -232,11 +234,22 @@ absl::StatusOr<std::vector<v1::FieldIntrinsic>> ParseIntrinsicList(absl::string_
       FEDAGG_ASSIGN_OR_RETURN(encoding, ParseValueEncoding(name.substr(at + 1)));
       name = name.substr(0, at);
     }
-    const bool counts = absl::ConsumeSuffix(&name, "+counts");
-    FEDAGG_ASSIGN_OR_RETURN(Intrinsic intrinsic, ParseIntrinsic(name));
+    std::vector<absl::string_view> parts = absl::StrSplit(name, '+');
+    FEDAGG_ASSIGN_OR_RETURN(Intrinsic intrinsic, ParseIntrinsic(parts[0]));
     v1::FieldIntrinsic& field = out.emplace_back();
     field.set_intrinsic(static_cast<v1::Intrinsic>(static_cast<int>(intrinsic)));
-    field.set_report_counts(counts);
+    for (size_t m = 1; m < parts.size(); ++m) {
+      double clip = 0;
+      if (parts[m] == "counts") {
+        field.set_report_counts(true);
+      } else if (absl::StartsWith(parts[m], "clip=") && absl::SimpleAtod(parts[m].substr(5), &clip) &&
+                 std::isfinite(clip) && clip > 0) {
+        field.set_clip_norm(clip);
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("'", parts[m], "' in '", name,
+                                                       "' is not a field modifier: +counts, or +clip=C with C > 0"));
+      }
+    }
     if (encoding.encoded()) *field.mutable_encoding() = ValueEncodingToProto(encoding);
   }
   return out;

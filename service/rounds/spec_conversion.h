@@ -39,9 +39,10 @@ absl::StatusOr<ValueEncoding> ValueEncodingFromProto(const v1::FieldEncoding& pr
 v1::FieldEncoding ValueEncodingToProto(const ValueEncoding& encoding);
 
 // Intrinsics as a person writes them on a command line: comma-separated names, each with
-// an optional "+counts" suffix asking for per-coordinate counts and an optional
-// "@ENCODING" (ParseValueEncoding's spelling), e.g.
-// "federated_mean@quantized:8,sparse_sum+counts". INVALID_ARGUMENT for an unknown name.
+// optional "+counts" (per-coordinate counts), "+clip=C" (the field's own L2 bound under
+// differential privacy, FieldIntrinsic.clip_norm) and a last "@ENCODING"
+// (ParseValueEncoding's spelling), e.g. "federated_mean+clip=0.5@quantized:8,sparse_sum+counts".
+// INVALID_ARGUMENT for an unknown name or modifier.
 absl::StatusOr<std::vector<v1::FieldIntrinsic>> ParseIntrinsicList(absl::string_view list);
 
 // A command line's --encoding: `encoding` (ParseValueEncoding's spelling; empty or
