@@ -171,6 +171,10 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config.listen_address, credentials, &server->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxReceivedMessageBytes));
+  // Without SO_REUSEPORT (gRPC sets it by default) a second server started on a port in
+  // use fails instead of sharing it: two processes on one port would split the clients
+  // between two unrelated aggregation states.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Children ping their parent while a Join stream is idle (ServerConfig::parent_keepalive);
   // gRPC's default answers pings more often than every 5 minutes with GOAWAY.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,

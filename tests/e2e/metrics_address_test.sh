@@ -2,7 +2,8 @@
 # --metrics_address defaults to 'auto': two servers on one host, started as the README
 # starts them (no --metrics_address), both come up, each serves /metrics on the host of its
 # --listen at a port of its own (printed at start), and not on another interface. An
-# explicit port already in use fails the start with a message saying what to do.
+# explicit port already in use fails the start with a message saying what to do, and so
+# does a gRPC port in use.
 # Usage: metrics_address_test.sh FEDAGG_SERVER
 set -euo pipefail
 source "$(dirname "$0")/e2e_lib.sh"
@@ -41,4 +42,10 @@ if "$SERVER" --listen="127.0.0.1:0" --metrics_address="127.0.0.1:$root_metrics" 
 fi
 cat "$E2E_DIR/clash.log"
 grep -q "cannot listen for metrics on '127.0.0.1:$root_metrics'.*give each server on a host its own --metrics_address port" "$E2E_DIR/clash.log"
+# The same for the gRPC port: a second server on it fails rather than share it (one that
+# keeps running is stopped after 10 s, and has no refusal to show).
+if timeout 10 "$SERVER" --listen="127.0.0.1:$ROOT" --metrics_address= >"$E2E_DIR/grpc-clash.log" 2>&1; then
+  echo "a server started on a gRPC port already in use" >&2; exit 1
+fi
+grep -q "cannot listen on '127.0.0.1:$ROOT'" "$E2E_DIR/grpc-clash.log"
 echo "metrics address: ok"
