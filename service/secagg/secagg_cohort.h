@@ -55,7 +55,6 @@ struct UnmaskingShares {
 inline constexpr char kShareChannelContext[] = "fedagg secagg share channel";
 inline constexpr char kRootChannelContext[] = "fedagg secagg root channel";
 inline constexpr char kPairwiseMaskContext[] = "fedagg secagg pairwise mask";
-inline constexpr char kSelfMaskContext[] = "fedagg secagg self mask";
 
 }  // namespace fedagg
 
