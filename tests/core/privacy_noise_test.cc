@@ -75,6 +75,37 @@ TEST(KeyedRandomTest, BelowIsUniform) {
   for (int count : counts) EXPECT_NEAR(count, 10000, 6 * 91.3);
 }
 
+TEST(KeyedRandomTest, BelowIsUniformForBoundsOfMoreThan64Bits) {
+  // The 128-bit path (bounds above 2^64, as the sampler's rationals reach): 60,000 draws
+  // below 3 * 2^100, each cell of the top (draw >> 100: 0, 1 or 2) and of the lowest bit
+  // binomial (sd 115 and 122); 6 sd: false alarm < 1e-8 per cell.
+  KeyedRandom random(KeyOf(9), 0, 0);
+  const uint128 bound = static_cast<uint128>(3) << 100;
+  std::vector<int> thirds(3), parity(2);
+  for (int i = 0; i < 60000; ++i) {
+    const uint128 draw = random.Below(bound);
+    ASSERT_LT(draw, bound);
+    ++thirds[static_cast<size_t>(draw >> 100)];
+    ++parity[static_cast<size_t>(draw & 1)];
+  }
+  for (int count : thirds) EXPECT_NEAR(count, 20000, 6 * 115.5);
+  for (int count : parity) EXPECT_NEAR(count, 30000, 6 * 122.5);
+}
+
+TEST(DiscreteGaussianTest, BernoulliExpKeepsItsProbabilityWithRationalsOf128Bits) {
+  // The same probabilities with numerator and denominator times 2^100 (the acceptance
+  // test's rationals are that wide for variances near 2^54): 100,000 trials each, sd at
+  // most 0.0016; 6 sd: false alarm < 1e-8.
+  KeyedRandom random(KeyOf(10), 0, 0);
+  const uint128 wide = static_cast<uint128>(1) << 100;
+  for (auto [numerator, denominator] : std::vector<std::pair<int, int>>{{1, 2}, {1, 1}, {5, 2}, {7, 3}}) {
+    int heads = 0;
+    for (int i = 0; i < 100000; ++i) heads += DiscreteGaussian::BernoulliExp(random, numerator * wide, denominator * wide);
+    EXPECT_NEAR(heads / 1e5, std::exp(-static_cast<double>(numerator) / denominator), 6 * 0.0016)
+        << numerator << "/" << denominator << " times 2^100";
+  }
+}
+
 TEST(DiscreteGaussianTest, BernoulliExpHasProbabilityExpMinusGamma) {
   // 100,000 trials each: the frequency's sd is at most 0.0016; 6 sd: false alarm < 1e-8.
   KeyedRandom random(KeyOf(4), 0, 0);
