@@ -14,19 +14,21 @@ if(FEDAGG_WITH_CUDA)  # the cuda backend's plugin, beside the server that looks 
 endif()
 
 # fedagg::client and what it links: the update validation and spec conversion of
-# fedagg::rounds and fedagg::core, and the generated messages and stubs of fedagg::proto.
+# fedagg::rounds and fedagg::core, secure aggregation's client side in fedagg::secagg, and
+# the generated messages and stubs of fedagg::proto.
 set_target_properties(fedagg_client PROPERTIES EXPORT_NAME client)
 set_target_properties(fedagg_rounds PROPERTIES EXPORT_NAME rounds)
 set_target_properties(fedagg_core PROPERTIES EXPORT_NAME core)
 set_target_properties(fedagg_proto PROPERTIES EXPORT_NAME proto)
-install(TARGETS fedagg_client fedagg_rounds fedagg_core fedagg_proto
+set_target_properties(fedagg_secagg PROPERTIES EXPORT_NAME secagg)
+install(TARGETS fedagg_client fedagg_rounds fedagg_secagg fedagg_core fedagg_proto
         EXPORT fedaggTargets
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
         LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}")
 
 install(FILES client_stub/client.h client_stub/encoding_conversion.h client_stub/update_encoder.h
         DESTINATION "${FEDAGG_INSTALL_INCLUDEDIR}/client_stub")
-foreach(dir service/core service/rounds)
+foreach(dir service/core service/rounds service/secagg)
   install(DIRECTORY "${dir}/" DESTINATION "${FEDAGG_INSTALL_INCLUDEDIR}/${dir}" FILES_MATCHING PATTERN "*.h")
 endforeach()
 install(DIRECTORY "${PROJECT_BINARY_DIR}/proto/fedagg/v1/" DESTINATION "${FEDAGG_INSTALL_INCLUDEDIR}/fedagg/v1"

@@ -133,6 +133,7 @@ struct ResultRequest {
   double scalar = 0;  // kByScalar
   Type type = Type::kState;
   double step = 0;  // an integer state's discretized steps: kNone or kByScalar only
+  int modulus_bits = 0;  // with `step`: the steps are the state's low bits, signed (secure aggregation)
   int64_t rotation = 0;        // a power of two, or 0: not rotated
   uint64_t rotation_seed = 0;  // draws the rotation's signs
   void* values = nullptr;

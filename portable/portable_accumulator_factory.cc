@@ -125,6 +125,7 @@ class PortableAccumulator final : public FieldAccumulator {
           request.type = field_.result_dtype == DType::kFloat64 ? portable::ResultRequest::Type::kFloat64
                                                                 : portable::ResultRequest::Type::kFloat32;
           request.step = field_.value_encoding.scale;
+          request.modulus_bits = field_.modulus_bits;
         } else if (field_.result_dtype == DType::kFloat64 && field_.accumulation_dtype != DType::kFloat64) {
           request.type = portable::ResultRequest::Type::kFloat64;  // an integer state's mean
         }

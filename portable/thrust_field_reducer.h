@@ -591,7 +591,8 @@ class ThrustFieldReducer final : public StagedFieldReducer<Acc> {
     if (request.step != 0) {
       thrust::transform(System::policy(), acc_.begin(), acc_.end(), result.begin(),
                         functors::StepsResult<Acc, Out>{request.step,
-                                                        request.divide == Divide::kByScalar ? request.scalar : 1.0});
+                                                        request.divide == Divide::kByScalar ? request.scalar : 1.0,
+                                                        request.modulus_bits});
       System::ToHost(request.values, Raw(result), acc_.size() * sizeof(Out));
       return Outcome{};
     }

@@ -59,13 +59,21 @@ struct DivideResult {
   FEDAGG_HOST_DEVICE Out operator()(Acc a) const { return static_cast<Out>(static_cast<DivisorOf<Acc>>(a) / divisor); }
 };
 // A discretized field's result from its integer steps: float64(steps) times the step,
-// divided by the divisor (1 for a sum), written as Out; service/core/field_report.cc's
-// ReportDense computes the same.
+// divided by the divisor (1 for a sum), written as Out; with `modulus_bits` (a secure
+// aggregation's sum modulo 2^b) the steps are the state's low b bits read as a signed
+// integer. service/core/field_report.cc's ReportDense computes the same.
 template <typename Acc, typename Out>
 struct StepsResult {
   double step;
   double divisor;
-  FEDAGG_HOST_DEVICE Out operator()(Acc a) const { return static_cast<Out>(static_cast<double>(a) * step / divisor); }
+  int modulus_bits;
+  FEDAGG_HOST_DEVICE Out operator()(Acc a) const {
+    if (modulus_bits > 0) {
+      const int shift = 64 - modulus_bits;
+      a = static_cast<Acc>(static_cast<int64_t>(static_cast<uint64_t>(a) << shift) >> shift);
+    }
+    return static_cast<Out>(static_cast<double>(a) * step / divisor);
+  }
 };
 // The result of element i of a [rows, width] table: divided by its row's count or weight
 // sum; a row whose divisor is 0 (nobody touched it) reports 0.

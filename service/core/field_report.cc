@@ -62,7 +62,13 @@ ReportedField ReportDense(const FieldSpec& field, absl::Span<const Acc> acc, int
     if (field.value_encoding.discretized()) {  // integer steps times the scale, in float64
       const double scale = field.value_encoding.scale;
       const double d = division.by == ResultDivision::By::kNothing ? 1.0 : division.scalar;
-      for (size_t i = 0; i < acc.size(); ++i) dst[i] = static_cast<Out>(static_cast<double>(acc[i]) * scale / d);
+      const int shift = 64 - field.modulus_bits;  // a secure sum: the low modulus_bits bits, signed
+      for (size_t i = 0; i < acc.size(); ++i) {
+        const int64_t steps = field.modulus_bits == 0
+                                  ? static_cast<int64_t>(acc[i])
+                                  : static_cast<int64_t>(static_cast<uint64_t>(acc[i]) << shift) >> shift;
+        dst[i] = static_cast<Out>(static_cast<double>(steps) * scale / d);
+      }
     } else if (division.by == ResultDivision::By::kNothing) {
       for (size_t i = 0; i < acc.size(); ++i) dst[i] = static_cast<Out>(acc[i]);
     } else {

@@ -55,6 +55,16 @@ absl::Status PartialAggregate::AccumulateValidatedBatch(absl::Span<const UpdateV
   return absl::OkStatus();
 }
 
+absl::Status PartialAggregate::AddUncounted(const UpdateView& correction) {
+  FEDAGG_RETURN_IF_ERROR(CheckNotReleased());
+  const double weight = 1.0;
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    const FieldValue* value = &correction.fields[f];
+    FEDAGG_RETURN_IF_ERROR(fields_[f]->AccumulateBatch({&value, 1}, {&weight, 1}));
+  }
+  return absl::OkStatus();
+}
+
 void PartialAggregate::AddWeights(absl::Span<const double> weights) {
   if (exact_weight_sum_.size() == 0) {
     for (double w : weights) weight_sum_ += w;
@@ -87,6 +97,7 @@ absl::Status PartialAggregate::MergeWith(const PartialAggregate& other) {
   }
   contributions_ += other.contributions_;
   clipped_updates_ += other.clipped_updates_;
+  secure_cohorts_.insert(secure_cohorts_.end(), other.secure_cohorts_.begin(), other.secure_cohorts_.end());
   if (exact_weight_sum_.size() == 0) {
     weight_sum_ += other.weight_sum_;
   } else {
@@ -110,6 +121,10 @@ absl::StatusOr<std::string> PartialAggregate::Serialize(PartialPrecision precisi
   out.Put<double>(weight_sum_);
   if (format_version() == kExactFormatVersion) exact_weight_sum_.SerializeTo(out);
   if (spec_->options().privacy.has_value()) out.Put<int64_t>(clipped_updates_);
+  if (spec_->options().secure) {
+    out.Put<uint32_t>(static_cast<uint32_t>(secure_cohorts_.size()));
+    for (const std::string& record : secure_cohorts_) out.PutString(record);
+  }
   out.Put<uint32_t>(static_cast<uint32_t>(fields_.size()));
   for (size_t f = 0; f < fields_.size(); ++f) {
     out.Put<uint8_t>(static_cast<uint8_t>(spec_->fields()[f].intrinsic));
@@ -173,6 +188,17 @@ absl::StatusOr<PartialAggregate> PartialAggregate::Deserialize(
       return absl::DataLossError(absl::StrCat("partial aggregate counts ", partial.clipped_updates_,
                                               " clipped updates of ", partial.contributions_));
     }
+  }
+  if (partial.spec_->options().secure) {
+    uint32_t cohorts = 0;
+    FEDAGG_RETURN_IF_ERROR(in.Get(&cohorts));
+    // Each cohort recorded holds at least one masked input.
+    if (cohorts > static_cast<uint64_t>(std::max<int64_t>(partial.contributions_, 0))) {
+      return absl::DataLossError(absl::StrCat("partial aggregate records ", cohorts, " secure cohorts for ",
+                                              partial.contributions_, " contributions"));
+    }
+    partial.secure_cohorts_.resize(cohorts);
+    for (std::string& record : partial.secure_cohorts_) FEDAGG_RETURN_IF_ERROR(in.GetString(&record));
   }
   // Unweighted updates weigh 1 each; weighted ones are > 0 each.
   const bool weighted = partial.spec_->has_weighted_field();

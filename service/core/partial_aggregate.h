@@ -65,6 +65,17 @@ class PartialAggregate {
   // backend; nothing changes then. Backend failures as for AccumulateBatch.
   absl::Status MergeWith(const PartialAggregate& other);
 
+  // Secure aggregation (the spec's options().secure): what the root needs to unmask the
+  // sum, one opaque record per cohort whose masked inputs this partial holds (a
+  // serialized v1::CohortRecord; service/rounds reads them). Merged partials keep both
+  // lists; the records travel with the sums they belong to.
+  void AddSecureCohort(std::string record) { secure_cohorts_.push_back(std::move(record)); }
+  const std::vector<std::string>& secure_cohorts() const { return secure_cohorts_; }
+  // Secure aggregation at the root: adds `correction` (validated, one value per field, as
+  // an update of this spec) to the sums without counting it as a contribution — the
+  // masks' removal, modulo 2^b like the masked inputs. Backend failures as above.
+  absl::Status AddUncounted(const UpdateView& correction);
+
   // The same bytes whatever the backend; fails only when a device backend cannot copy
   // its state back.
   // `precision` other than kFull: the sums of the fields narrowed_partial.h may narrow
@@ -114,6 +125,7 @@ class PartialAggregate {
   int64_t contributions_ = 0;
   double weight_sum_ = 0;
   int64_t clipped_updates_ = 0;
+  std::vector<std::string> secure_cohorts_;
   // A deterministic aggregation with a weighted field: the weights' exact sum, which
   // weight_sum_ is rounded from (one sum on the float64 grid); empty otherwise.
   ExactSums exact_weight_sum_;

@@ -105,6 +105,26 @@ absl::StatusOr<Intrinsic> PrivateIntrinsic(const LeafField& leaf, const FieldInt
   }
 }
 
+// A secure aggregation's field: a dense sum or mean of discretized values, whose masked
+// integers the nodes add modulo 2^bits without reading them.
+absl::Status CheckSecureField(const LeafField& leaf, const FieldIntrinsic& choice) {
+  const auto refuse = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("field '", leaf.path, "' (", leaf.type.ToString(), ", ",
+                                                   IntrinsicName(choice.intrinsic),
+                                                   ") in a secure aggregation: ", why));
+  };
+  if (choice.intrinsic != Intrinsic::kFederatedSum && choice.intrinsic != Intrinsic::kFederatedMean) {
+    return refuse("clients mask dense integer vectors, and the nodes add them without reading them; declare "
+                  "federated_sum or federated_mean (a sparse update's indices would show what it touched, "
+                  "a weight or a maximum cannot be taken of masked values)");
+  }
+  if (!choice.value_encoding.discretized()) {
+    return refuse("masks are added to integers modulo 2^b; declare the field DISCRETIZED (its bits are b, "
+                  "its scale the value of one step)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
@@ -117,6 +137,11 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
                      intrinsics.size(), " intrinsics were given; name one per field"));
   }
   if (options.privacy.has_value()) FEDAGG_RETURN_IF_ERROR(options.privacy->Check());
+  if (options.secure && options.privacy.has_value()) {
+    return absl::InvalidArgumentError(
+        "secure aggregation with differential privacy is not built yet (the nodes cannot check the norm of "
+        "a masked update): declare one or the other");
+  }
   std::shared_ptr<ReductionSpec> spec(new ReductionSpec());
   spec->options_ = options;
   std::vector<std::string> parts;
@@ -135,6 +160,16 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
         return absl::InvalidArgumentError(absl::StrCat(
             "field '", leaf.path, "' is a mean in an aggregation with differential privacy, which divides the "
             "noised sum by the expected number of clients: declare expected_clients (> 0)"));
+      }
+    }
+    if (options.secure) {
+      FEDAGG_RETURN_IF_ERROR(CheckSecureField(leaf, choice));
+      field.modulus_bits = choice.value_encoding.bits;
+      if (!spec->fields_.empty() && spec->fields_.front().modulus_bits != field.modulus_bits) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "field '", leaf.path, "' is discretized to ", field.modulus_bits, " bits and field '",
+            spec->fields_.front().path, "' to ", spec->fields_.front().modulus_bits,
+            ": a secure aggregation masks every field modulo one 2^b; give them one bit width"));
       }
     }
     field.intrinsic = choice.intrinsic;
@@ -196,7 +231,8 @@ absl::StatusOr<std::shared_ptr<const ReductionSpec>> ReductionSpec::Create(
   spec->canonical_ = absl::StrCat(
       type.ToString(), "|", absl::StrJoin(parts, ";"), "|finite=", options.require_finite ? 1 : 0,
       ",f64=", options.float64_accumulation ? 1 : 0, options.deterministic ? ",deterministic=1" : "",
-      options.privacy.has_value() ? absl::StrCat(",", options.privacy->Canonical()) : "");
+      options.privacy.has_value() ? absl::StrCat(",", options.privacy->Canonical()) : "",
+      options.secure ? ",secure=1" : "");
   spec->value_type_ = std::move(type);
   return std::shared_ptr<const ReductionSpec>(std::move(spec));
 }

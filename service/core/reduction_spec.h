@@ -43,6 +43,11 @@ struct ReductionOptions {
   // the root noises the sum. Its fields are float sums and means; a mean is accumulated
   // as its sum (FieldSpec::private_mean) and divided by the expected clients once noised.
   std::optional<PrivacySpec> privacy;
+  // Secure aggregation (docs/SEMANTICS.md 13): every field is a dense sum or mean of
+  // discretized values of one bit width b, masked by the clients; the partial sums
+  // modulo 2^b (in the low bits of its int64 state), and the root reads the unmasked sum
+  // as a b-bit signed integer (FieldSpec::modulus_bits).
+  bool secure = false;
 };
 
 // Everything the reduction needs to know about one leaf field, derived once.
@@ -71,6 +76,9 @@ struct FieldSpec {
   bool private_mean = false;
   // The intrinsic the spec declared: `intrinsic`, but for a private mean.
   Intrinsic declared_intrinsic = Intrinsic::kFederatedSum;
+  // Secure aggregation: the sum is taken modulo 2^modulus_bits, and its report reads the
+  // low modulus_bits bits of the int64 state as a signed integer (0: the whole state).
+  int modulus_bits = 0;
 };
 
 class ReductionSpec {

@@ -104,6 +104,53 @@ v1::PrivacyReport PrivacyReportToProto(const PrivacyReport& report) {
   return proto;
 }
 
+absl::Status CheckSecureAggregation(const v1::SecureAggregation& secure) {
+  const auto refuse = [](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("secure aggregation: ", why));
+  };
+  const SecureCohortOptions options = SecureCohortOptionsFromProto(secure);
+  if (options.min_cohort < 2) return refuse("min_cohort must be >= 2 (0: 3): a cohort of one is its own sum");
+  if (options.max_cohort < options.min_cohort || options.max_cohort > SecureCohortOptions::kMaxCohort) {
+    return refuse(absl::StrCat("max_cohort (", options.max_cohort, ") must be in [min_cohort (", options.min_cohort,
+                               "), ", SecureCohortOptions::kMaxCohort, "] (0: 1000)"));
+  }
+  if (secure.degree() != 0 && (secure.degree() < 2 || secure.degree() % 2 != 0)) {
+    return refuse(absl::StrCat("degree ", secure.degree(), " must be even and >= 2 (0: chosen)"));
+  }
+  if (secure.threshold() != 0) {
+    if (secure.degree() == 0) return refuse("a threshold needs its degree: declare both, or neither");
+    if (secure.threshold() > secure.degree() || 2 * secure.threshold() <= secure.degree()) {
+      return refuse(absl::StrCat("threshold ", secure.threshold(), " must be in (degree / 2, degree] = (",
+                                 secure.degree() / 2, ", ", secure.degree(),
+                                 "]: more than half the neighbours, so that no two disjoint halves "
+                                 "can each recover a secret"));
+    }
+    if (options.min_cohort <= static_cast<int>(secure.threshold())) {
+      return refuse(absl::StrCat("min_cohort (", options.min_cohort, ") must exceed the threshold (",
+                                 secure.threshold(), "): a smaller cohort gives its clients fewer neighbours"));
+    }
+  }
+  if (secure.root_public_key().size() != 0 && secure.root_public_key().size() != 32) {
+    return refuse("root_public_key is the root's X25519 key of 32 bytes, set by the root (leave it empty)");
+  }
+  return absl::OkStatus();
+}
+
+SecureCohortOptions SecureCohortOptionsFromProto(const v1::SecureAggregation& proto) {
+  SecureCohortOptions options;
+  if (proto.min_cohort() != 0) options.min_cohort = static_cast<int>(std::min<uint32_t>(proto.min_cohort(), 1u << 30));
+  if (proto.max_cohort() != 0) options.max_cohort = static_cast<int>(std::min<uint32_t>(proto.max_cohort(), 1u << 30));
+  options.degree = static_cast<int>(std::min<uint32_t>(proto.degree(), 1u << 30));
+  options.threshold = static_cast<int>(std::min<uint32_t>(proto.threshold(), 1u << 30));
+  if (proto.stage_timeout_ms() != 0) options.stage_timeout = absl::Milliseconds(proto.stage_timeout_ms());
+  return options;
+}
+
+int SecureCohortOptions::Degree() const { return degree == 0 ? kDefaultDegree : degree; }
+int SecureCohortOptions::ThresholdFor(int clients) const {
+  return threshold != 0 ? threshold : std::min(Degree(), clients - 1) / 2 + 1;
+}
+
 absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& proto) {
   AggregationConfig config;
   config.id = proto.aggregation_id();
@@ -124,6 +171,8 @@ absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& pro
   }
   ReductionOptions options{proto.require_finite(), proto.float64_accumulation(), proto.deterministic()};
   if (proto.has_privacy()) options.privacy = PrivacySpecFromProto(proto.privacy());
+  options.secure = proto.has_secure();
+  if (options.secure) FEDAGG_RETURN_IF_ERROR(CheckSecureAggregation(proto.secure()));
   FEDAGG_ASSIGN_OR_RETURN(config.reduction, ReductionSpec::Create(std::move(type), std::move(intrinsics), options));
   if (proto.min_contributions() < 0 || proto.max_contributions() < 0) {
     return absl::InvalidArgumentError("min_contributions and max_contributions must be >= 0");

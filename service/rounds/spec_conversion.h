@@ -20,6 +20,27 @@
 namespace fedagg {
 
 // An aggregation's spec, checked and converted once at creation.
+// A secure aggregation's cohorts (v1::SecureAggregation with its defaults filled in).
+struct SecureCohortOptions {
+  static constexpr int kMaxCohort = 10000;
+  static constexpr int kDefaultDegree = 64;
+  int min_cohort = 3;
+  int max_cohort = 1000;
+  int degree = 0;     // 0: kDefaultDegree
+  int threshold = 0;  // 0: half the cohort's degree, plus one
+  absl::Duration stage_timeout = absl::Seconds(30);
+
+  // The neighbour graph's degree (even; a cohort of n clients gives each min(degree, n - 1)
+  // neighbours: the complete graph when it is small), and the shares that recover a
+  // secret in a cohort of `clients`.
+  int Degree() const;
+  int ThresholdFor(int clients) const;
+};
+SecureCohortOptions SecureCohortOptionsFromProto(const v1::SecureAggregation& proto);
+// INVALID_ARGUMENT, saying which value and why, for cohort bounds, degree or threshold out
+// of range (docs/SEMANTICS.md 13 says how they are chosen).
+absl::Status CheckSecureAggregation(const v1::SecureAggregation& secure);
+
 struct AggregationConfig {
   std::string id;
   std::shared_ptr<const ReductionSpec> reduction;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -283,6 +284,54 @@ TYPED_TEST(BackendConformanceTest, EncodedFieldsMatchTheReferenceDecoderAndTheCp
       if (encoding.discretized()) {
         EXPECT_EQ(mine.fields[0].value.bytes, cpu.fields[0].value.bytes);
       }
+    }
+  }
+}
+
+// A secure aggregation's sums (its masked inputs look uniform over all 2^b integers, so
+// their int64 sum leaves b bits): every backend reports the low b bits of the exact sum,
+// read as a signed integer, times the scale — what the root's unmasked sum needs — the
+// cpu backend's bytes to the bit, through a partial merged on the cpu backend too.
+TYPED_TEST(BackendConformanceTest, SecureSumsReportTheirLowBitsAsSignedIntegers) {
+  using ::fedagg::testing::Update;
+  const uint64_t seed = Seed();
+  std::mt19937_64 random(seed);
+  constexpr int64_t kWidth = 1000;
+  for (int bits : {8, 16, 32}) {
+    for (Intrinsic intrinsic : {Intrinsic::kFederatedSum, Intrinsic::kFederatedMean}) {
+      SCOPED_TRACE(absl::StrCat(bits, " bits ", IntrinsicName(intrinsic), " (replay with FEDAGG_CONFORMANCE_SEED=",
+                                seed, ")"));
+      const double step = 0.25;
+      std::shared_ptr<const ReductionSpec> spec = *ReductionSpec::Create(
+          ValueType::Tensor(DType::kFloat64, {kWidth}),
+          {FieldIntrinsic{intrinsic, false, ValueEncoding::Discretized(bits, step)}}, ReductionOptions{.secure = true});
+      const size_t width = static_cast<size_t>(bits / 8);
+      std::vector<Update> updates(9);
+      std::vector<int64_t> sums(kWidth, 0);
+      for (Update& update : updates) {
+        std::vector<std::byte> bytes(static_cast<size_t>(kWidth) * width);
+        for (int64_t i = 0; i < kWidth; ++i) {
+          const uint32_t word = static_cast<uint32_t>(random());
+          std::memcpy(bytes.data() + static_cast<size_t>(i) * width, &word, width);
+          int64_t value = 0;  // the b-bit two's-complement integer the bytes hold
+          if (bits == 8) value = static_cast<int8_t>(word);
+          if (bits == 16) value = static_cast<int16_t>(word);
+          if (bits == 32) value = static_cast<int32_t>(word);
+          sums[static_cast<size_t>(i)] += value;
+        }
+        update.Raw(Encoding::kDense, DType::kFloat64, {}, std::move(bytes));
+      }
+      ThreeReports reports;
+      ASSERT_NO_FATAL_FAILURE(ReportThreeWays(spec, ::fedagg::testing::Views(updates), *this->backend_, &reports));
+      const double divisor = intrinsic == Intrinsic::kFederatedMean ? 9.0 : 1.0;
+      const int shift = 64 - bits;
+      for (size_t i = 0; i < static_cast<size_t>(kWidth); ++i) {
+        const int64_t low = static_cast<int64_t>(static_cast<uint64_t>(sums[i]) << shift) >> shift;
+        ASSERT_EQ(reports.backend.fields[0].value.ValueAsDouble(i), static_cast<double>(low) * step / divisor)
+            << "coordinate " << i << " (exact sum " << sums[i] << ")";
+      }
+      EXPECT_EQ(reports.backend.fields[0].value.bytes, reports.cpu.fields[0].value.bytes);
+      EXPECT_EQ(reports.merged.fields[0].value.bytes, reports.cpu.fields[0].value.bytes);
     }
   }
 }

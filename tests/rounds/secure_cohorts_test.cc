@@ -1,0 +1,444 @@
+// A secure aggregation through its relays and its root, in one process: clients
+// (SecAggClient) run the protocol's messages against the SecureCohorts of two leaf nodes,
+// whose partials hold the masked updates and the cohorts' records; the leaves' partials
+// merge as they would at an intermediate, and the root's UnmaskSecureSum makes the
+// report the plain sum of exactly the clients counted — with dropouts at every stage,
+// stage timeouts, a seal, refusals of messages out of turn, and a clean failure below
+// the threshold.
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+
+#include "gtest/gtest.h"
+#include "service/core/partial_aggregate.h"
+#include "service/rounds/secure_cohorts.h"
+#include "service/rounds/secure_unmasking.h"
+#include "service/secagg/secagg_client.h"
+
+namespace fedagg {
+namespace {
+
+constexpr int64_t kSecureCoordinates = 300;
+constexpr double kSecureStep = 0.5;
+
+// What one client's stream received.
+class RecordingMember : public SecureCohorts::Member {
+ public:
+  void Send(const v1::CohortResponse& response) override { responses.push_back(response); }
+  void Finish(const absl::Status& status) override { finished = status; }
+  std::vector<v1::CohortResponse> responses;
+  std::optional<absl::Status> finished;
+};
+
+std::shared_ptr<const ReductionSpec> SecureSpec(int bits) {
+  return *ReductionSpec::Create(
+      ValueType::Tensor(DType::kFloat32, {kSecureCoordinates}),
+      {FieldIntrinsic{Intrinsic::kFederatedSum, false, ValueEncoding::Discretized(bits, kSecureStep), 0}},
+      ReductionOptions{.secure = true});
+}
+
+struct SimulatedClient {
+  std::string id;
+  SecAggClient secagg;
+  std::shared_ptr<RecordingMember> member = std::make_shared<RecordingMember>();
+  std::vector<int32_t> input;
+  std::optional<SecAggCohort> cohort;
+};
+
+// One leaf node's cohorts and its partial of the masked updates.
+class Leaf {
+ public:
+  Leaf(std::shared_ptr<const ReductionSpec> spec, const CohortFrame& frame, SecureCohortOptions options,
+       const Key32& root_key)
+      : spec_(spec), frame_(frame), cohorts_(frame, options, root_key), partial_(spec) {}
+
+  SecureCohorts& cohorts() { return cohorts_; }
+  PartialAggregate& partial() { return partial_; }
+
+  void Advertise(SimulatedClient& client, absl::Time now) {
+    v1::AdvertiseKeys keys;
+    keys.set_aggregation_id(frame_.aggregation_id);
+    keys.set_client_id(client.id);
+    keys.set_channel_public_key(BytesOf(client.secagg.keys().channel_public_key));
+    keys.set_mask_public_key(BytesOf(client.secagg.keys().mask_public_key));
+    ASSERT_TRUE(cohorts_.Advertise(client.id, keys, client.member, now).ok());
+  }
+
+  // Stage 1 from the roster the client got.
+  void Share(SimulatedClient& client, absl::Time now) {
+    ASSERT_FALSE(client.member->responses.empty());
+    const v1::Roster& roster = client.member->responses.back().roster();
+    absl::StatusOr<SecAggCohort> cohort = CohortOf(frame_, roster);
+    ASSERT_TRUE(cohort.ok()) << cohort.status();
+    client.cohort = *cohort;
+    absl::StatusOr<std::vector<SharedKeys>> shares =
+        client.secagg.ShareKeys(*client.cohort, static_cast<int>(roster.index()));
+    ASSERT_TRUE(shares.ok()) << shares.status();
+    v1::ShareKeys message;
+    for (const SharedKeys& share : *shares) {
+      v1::SealedShare& out = *message.add_shares();
+      out.set_peer(static_cast<uint32_t>(share.to));
+      out.set_sealed(share.sealed);
+    }
+    ASSERT_TRUE(cohorts_.ShareKeys(client.id, message, now).ok());
+  }
+
+  // Stage 2: the masked update, counted as an ordinary update is.
+  void SendMaskedInput(SimulatedClient& client, absl::Time now) {
+    ASSERT_TRUE(client.member->responses.back().has_shared_keys());
+    std::vector<SharedKeys> received;
+    const int index = IndexOf(client);
+    for (const v1::SealedShare& share : client.member->responses.back().shared_keys().shares()) {
+      received.push_back(SharedKeys{static_cast<int>(share.peer()), index, share.sealed()});
+    }
+    std::vector<uint32_t> plain(client.input.begin(), client.input.end());
+    absl::StatusOr<std::vector<std::vector<uint32_t>>> masked =
+        client.secagg.MaskInput(*client.cohort, received, {plain});
+    ASSERT_TRUE(masked.ok()) << masked.status();
+    const size_t width = static_cast<size_t>(frame_.bits / 8);
+    std::vector<std::byte> bytes((*masked)[0].size() * width);
+    for (size_t i = 0; i < (*masked)[0].size(); ++i) std::memcpy(bytes.data() + i * width, &(*masked)[0][i], width);
+    ASSERT_TRUE(cohorts_.BeginInput(client.id).ok());
+    UpdateView update;
+    update.fields.push_back(FieldValue{Encoding::kDense, DType::kFloat32, {}, absl::MakeConstSpan(bytes)});
+    const absl::Status added = partial_.AccumulateValidatedBatch({update});
+    cohorts_.EndInput(client.id, added.ok(), now);
+    ASSERT_TRUE(added.ok()) << added;
+  }
+
+  // Stage 3.
+  void Unmask(SimulatedClient& client, absl::Time now) {
+    ASSERT_TRUE(client.member->responses.back().has_survivors());
+    const auto& flags = client.member->responses.back().survivors().masked();
+    absl::StatusOr<UnmaskingShares> shares = client.secagg.Unmask(*client.cohort, {flags.begin(), flags.end()});
+    ASSERT_TRUE(shares.ok()) << shares.status();
+    v1::UnmaskingShares message;
+    message.set_sealed(shares->sealed);
+    ASSERT_TRUE(cohorts_.Unmasking(client.id, message, now).ok());
+  }
+
+  // The records go into the partial, as a node does before its final push.
+  void Record() {
+    for (std::string& record : cohorts_.TakeRecords()) partial_.AddSecureCohort(std::move(record));
+  }
+
+  static int IndexOf(const SimulatedClient& client) {
+    for (const v1::CohortResponse& response : client.member->responses) {
+      if (response.has_roster()) return static_cast<int>(response.roster().index());
+    }
+    return -1;
+  }
+
+ private:
+  std::shared_ptr<const ReductionSpec> spec_;
+  CohortFrame frame_;
+  SecureCohorts cohorts_;
+  PartialAggregate partial_;
+};
+
+std::vector<SimulatedClient> MakeClients(int n, const std::string& prefix, std::mt19937_64& rng, int bits) {
+  std::vector<SimulatedClient> clients;
+  // Inputs small enough that the sum of all of them fits in b signed bits.
+  const int32_t limit = bits == 8 ? 3 : 1000;
+  std::uniform_int_distribution<int32_t> value(-limit, limit);
+  for (int c = 0; c < n; ++c) {
+    SimulatedClient client{prefix + std::to_string(c), *SecAggClient::Create()};
+    for (int64_t i = 0; i < kSecureCoordinates; ++i) client.input.push_back(value(rng));
+    clients.push_back(std::move(client));
+  }
+  return clients;
+}
+
+struct Dropouts {
+  std::set<int> before_sharing, before_input, before_unmasking;
+};
+
+// Runs one leaf's cohort of `clients` (which forms it: max_cohort of them) through every
+// stage; those in `dropouts` leave at that stage, which then ends at its timeout.
+void RunLeaf(Leaf& leaf, std::vector<SimulatedClient>& clients, const Dropouts& dropouts, absl::Time& now,
+             absl::Duration timeout) {
+  const auto end_stage_by_timeout = [&](const std::set<int>& dropped) {
+    if (dropped.empty()) return;  // everyone answered: the stage ended already
+    now += timeout;
+    leaf.cohorts().Tick(now);
+  };
+  for (SimulatedClient& client : clients) leaf.Advertise(client, now);
+  std::set<int> out;
+  for (size_t c = 0; c < clients.size(); ++c) {
+    if (!dropouts.before_sharing.count(static_cast<int>(c))) leaf.Share(clients[c], now);
+  }
+  end_stage_by_timeout(dropouts.before_sharing);
+  out.insert(dropouts.before_sharing.begin(), dropouts.before_sharing.end());
+  for (size_t c = 0; c < clients.size(); ++c) {
+    if (!out.count(static_cast<int>(c)) && !dropouts.before_input.count(static_cast<int>(c))) {
+      leaf.SendMaskedInput(clients[c], now);
+    }
+  }
+  end_stage_by_timeout(dropouts.before_input);
+  out.insert(dropouts.before_input.begin(), dropouts.before_input.end());
+  for (size_t c = 0; c < clients.size(); ++c) {
+    if (!out.count(static_cast<int>(c)) && !dropouts.before_unmasking.count(static_cast<int>(c))) {
+      leaf.Unmask(clients[c], now);
+    }
+  }
+  end_stage_by_timeout(dropouts.before_unmasking);
+  EXPECT_TRUE(leaf.cohorts().Complete());
+  leaf.Record();
+}
+
+class SecureCohortsTest : public ::testing::TestWithParam<int> {
+ protected:
+  int bits() const { return GetParam(); }
+  std::shared_ptr<const ReductionSpec> spec_ = SecureSpec(GetParam());
+  CohortFrame frame_ = CohortFrameOf(*spec_, "secure-round", "incarnation-1");
+  SecAggUnmasker root_ = *SecAggUnmasker::Create();
+  // Degree 16: even the client whose neighbours hold all six who do not answer the last
+  // stage keeps enough answering neighbours (threshold 9), whatever the graph.
+  SecureCohortOptions options_{.min_cohort = 3, .max_cohort = 1000, .degree = 16, .threshold = 0,
+                               .stage_timeout = absl::Seconds(30)};
+  absl::Time now_ = absl::FromUnixSeconds(1000000);
+  std::mt19937_64 rng_{7};
+};
+
+TEST_P(SecureCohortsTest, TwoLeavesWithDropoutsAtEveryStageGiveThePlainSumAtTheRoot) {
+  Leaf first(spec_, frame_, options_, root_.public_key());
+  Leaf second(spec_, frame_, options_, root_.public_key());
+  std::vector<SimulatedClient> a = MakeClients(20, "a", rng_, bits());
+  std::vector<SimulatedClient> b = MakeClients(15, "b", rng_, bits());
+  // The cohorts form at the advertise stage's timeout (fewer than max_cohort came).
+  for (SimulatedClient& client : a) first.Advertise(client, now_);
+  for (SimulatedClient& client : b) second.Advertise(client, now_);
+  EXPECT_TRUE(a[0].member->responses.empty());
+  now_ += options_.stage_timeout;
+  first.cohorts().Tick(now_);
+  second.cohorts().Tick(now_);
+  ASSERT_EQ(a[0].member->responses.size(), 1u);
+  EXPECT_EQ(a[0].member->responses[0].roster().members_size(), 20);
+  EXPECT_EQ(a[0].member->responses[0].roster().threshold(), 9u);  // degree 16: 16 / 2 + 1
+
+  // A client in a cohort already cannot advertise again.
+  v1::AdvertiseKeys again;
+  again.set_channel_public_key(std::string(32, 'k'));
+  again.set_mask_public_key(std::string(32, 'k'));
+  EXPECT_EQ(first.cohorts().Advertise(a[0].id, again, a[0].member, now_).code(), absl::StatusCode::kAlreadyExists);
+
+  // Both cohorts through their stages.
+  const Dropouts drop_a{{1, 2}, {3, 4}, {5, 6}};  // 10% at each stage
+  const Dropouts drop_b{{0}, {7}, {14}};
+  std::vector<int64_t> expected(kSecureCoordinates, 0);
+  for (auto [leaf, clients, dropouts] : {std::tuple{&first, &a, &drop_a}, std::tuple{&second, &b, &drop_b}}) {
+    for (size_t c = 0; c < clients->size(); ++c) {
+      if (!dropouts->before_sharing.count(static_cast<int>(c))) leaf->Share((*clients)[c], now_);
+    }
+    // A masked update before the shares are handed out is refused.
+    EXPECT_EQ(leaf->cohorts().BeginInput((*clients)[10].id).code(), absl::StatusCode::kFailedPrecondition);
+  }
+  now_ += options_.stage_timeout;
+  first.cohorts().Tick(now_);
+  second.cohorts().Tick(now_);
+  EXPECT_EQ(a[1].member->finished->code(), absl::StatusCode::kDeadlineExceeded);  // never shared
+  for (auto [leaf, clients, dropouts] : {std::tuple{&first, &a, &drop_a}, std::tuple{&second, &b, &drop_b}}) {
+    for (size_t c = 0; c < clients->size(); ++c) {
+      const int i = static_cast<int>(c);
+      if (dropouts->before_sharing.count(i) || dropouts->before_input.count(i)) continue;
+      leaf->SendMaskedInput((*clients)[c], now_);
+      for (int64_t k = 0; k < kSecureCoordinates; ++k) expected[k] += (*clients)[c].input[k];
+    }
+    // The same client's update twice, and an unknown client's, are refused.
+    EXPECT_EQ(leaf->cohorts().BeginInput((*clients)[10].id).code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(leaf->cohorts().BeginInput("stranger").code(), absl::StatusCode::kFailedPrecondition);
+  }
+  now_ += options_.stage_timeout;
+  first.cohorts().Tick(now_);
+  second.cohorts().Tick(now_);
+  for (auto [leaf, clients, dropouts] : {std::tuple{&first, &a, &drop_a}, std::tuple{&second, &b, &drop_b}}) {
+    for (size_t c = 0; c < clients->size(); ++c) {
+      const int i = static_cast<int>(c);
+      if (dropouts->before_sharing.count(i) || dropouts->before_input.count(i) || dropouts->before_unmasking.count(i)) {
+        continue;
+      }
+      leaf->Unmask((*clients)[c], now_);
+    }
+  }
+  now_ += options_.stage_timeout;
+  first.cohorts().Tick(now_);
+  second.cohorts().Tick(now_);
+  ASSERT_TRUE(first.cohorts().Complete());
+  ASSERT_TRUE(second.cohorts().Complete());
+  EXPECT_TRUE(a[0].member->finished->ok());
+  EXPECT_EQ(a[5].member->finished->code(), absl::StatusCode::kDeadlineExceeded);  // did not unmask
+  first.Record();
+  second.Record();
+
+  // An intermediate merges the two leaves' partials; the root unmasks the merged one.
+  PartialAggregate merged(spec_);
+  ASSERT_TRUE(merged.MergeWith(first.partial()).ok());
+  ASSERT_TRUE(merged.MergeWith(second.partial()).ok());
+  absl::StatusOr<std::string> wire = merged.Serialize();
+  ASSERT_TRUE(wire.ok());
+  absl::StatusOr<PartialAggregate> at_root = PartialAggregate::Deserialize(spec_, *wire);
+  ASSERT_TRUE(at_root.ok()) << at_root.status();
+  EXPECT_EQ(at_root->secure_cohorts().size(), 2u);
+  ASSERT_TRUE(UnmaskSecureSum(frame_, root_, *at_root).ok());
+  absl::StatusOr<AggregateResult> result = at_root->Report();
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->contributions, 20 - 4 + 15 - 2);
+  const absl::Span<const float> values = result->fields[0].value.values<float>();
+  for (int64_t i = 0; i < kSecureCoordinates; ++i) {
+    ASSERT_EQ(values[i], static_cast<float>(static_cast<double>(expected[i]) * kSecureStep)) << "coordinate " << i;
+  }
+}
+
+TEST_P(SecureCohortsTest, TooFewAnswersAtTheLastStageFailTheUnmaskingNamingTheCohort) {
+  Leaf leaf(spec_, frame_, SecureCohortOptions{.min_cohort = 4, .max_cohort = 6, .degree = 4, .threshold = 3},
+            root_.public_key());
+  std::vector<SimulatedClient> clients = MakeClients(6, "c", rng_, bits());
+  RunLeaf(leaf, clients, Dropouts{{}, {}, {0, 1, 2, 3}}, now_, absl::Seconds(30));
+  absl::Status unmasked = UnmaskSecureSum(frame_, root_, leaf.partial());
+  EXPECT_EQ(unmasked.code(), absl::StatusCode::kFailedPrecondition) << unmasked;
+  EXPECT_NE(unmasked.message().find("secure cohort"), std::string::npos) << unmasked;
+}
+
+TEST_P(SecureCohortsTest, TooFewSharesEndTheCohortBeforeAnythingIsCounted) {
+  Leaf leaf(spec_, frame_, SecureCohortOptions{.min_cohort = 4, .max_cohort = 5, .degree = 4, .threshold = 3},
+            root_.public_key());
+  std::vector<SimulatedClient> clients = MakeClients(5, "c", rng_, bits());
+  for (SimulatedClient& client : clients) leaf.Advertise(client, now_);  // the fifth forms it
+  leaf.Share(clients[0], now_);
+  leaf.Share(clients[1], now_);
+  leaf.Share(clients[2], now_);  // three shared: the threshold, no more
+  now_ += absl::Seconds(30);
+  leaf.cohorts().Tick(now_);
+  for (SimulatedClient& client : clients) {
+    ASSERT_TRUE(client.member->finished.has_value());
+    EXPECT_EQ(client.member->finished->code(), absl::StatusCode::kUnavailable);
+  }
+  EXPECT_TRUE(leaf.cohorts().Complete());
+  EXPECT_TRUE(leaf.cohorts().TakeRecords().empty());
+  // Nothing was counted; the clients may join again (a new cohort).
+  leaf.Advertise(clients[0], now_);
+}
+
+TEST_P(SecureCohortsTest, ASealClosesTheMaskingStageAndDropsCohortsNotFormed) {
+  Leaf leaf(spec_, frame_, SecureCohortOptions{.min_cohort = 3, .max_cohort = 4, .degree = 4, .threshold = 0},
+            root_.public_key());
+  std::vector<SimulatedClient> clients = MakeClients(6, "c", rng_, bits());
+  for (int c = 0; c < 4; ++c) leaf.Advertise(clients[c], now_);  // forms at max_cohort
+  for (int c = 0; c < 4; ++c) leaf.Share(clients[c], now_);       // all shared: stage 2 at once
+  leaf.Advertise(clients[4], now_);                                // waits for a cohort
+  for (int c = 0; c < 3; ++c) leaf.SendMaskedInput(clients[c], now_);
+  ASSERT_TRUE(leaf.cohorts().BeginInput(clients[3].id).ok());      // being counted when the seal comes
+  leaf.cohorts().Seal(now_);
+  EXPECT_EQ(clients[4].member->finished->code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(clients[0].member->responses.back().has_survivors());  // waits for the input in flight
+  leaf.cohorts().EndInput(clients[3].id, /*counted=*/false, now_);
+  ASSERT_TRUE(clients[0].member->responses.back().has_survivors());
+  EXPECT_FALSE(clients[0].member->responses.back().survivors().masked(3));
+  v1::AdvertiseKeys late;
+  late.set_channel_public_key(std::string(32, 'k'));
+  late.set_mask_public_key(std::string(32, 'k'));
+  EXPECT_EQ(leaf.cohorts().Advertise(clients[5].id, late, clients[5].member, now_).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_P(SecureCohortsTest, MessagesOutOfTurnOrToStrangersAreRefused) {
+  Leaf leaf(spec_, frame_, SecureCohortOptions{.min_cohort = 3, .max_cohort = 5, .degree = 2, .threshold = 0},
+            root_.public_key());
+  std::vector<SimulatedClient> clients = MakeClients(5, "c", rng_, bits());
+  v1::UnmaskingShares early;
+  early.set_sealed("x");
+  for (SimulatedClient& client : clients) leaf.Advertise(client, now_);
+  EXPECT_EQ(leaf.cohorts().Unmasking(clients[0].id, early, now_).code(), absl::StatusCode::kFailedPrecondition);
+  const v1::Roster& roster = clients[0].member->responses.back().roster();
+  absl::StatusOr<SecAggCohort> cohort = CohortOf(frame_, roster);
+  ASSERT_TRUE(cohort.ok());
+  // Degree 2: a share to a member that is not a neighbour, and a missing one.
+  int stranger = -1;
+  for (int m = 0; m < 5; ++m) {
+    if (m != static_cast<int>(roster.index()) && !cohort->graph.AreNeighbours(m, static_cast<int>(roster.index()))) {
+      stranger = m;
+    }
+  }
+  ASSERT_GE(stranger, 0);
+  v1::ShareKeys wrong;
+  wrong.add_shares()->set_peer(static_cast<uint32_t>(stranger));
+  EXPECT_EQ(leaf.cohorts().ShareKeys(clients[0].id, wrong, now_).code(), absl::StatusCode::kInvalidArgument);
+  v1::ShareKeys too_few;
+  too_few.add_shares()->set_peer(
+      static_cast<uint32_t>(cohort->graph.NeighboursOf(static_cast<int>(roster.index()))[0]));
+  EXPECT_EQ(leaf.cohorts().ShareKeys(clients[0].id, too_few, now_).code(), absl::StatusCode::kInvalidArgument);
+  leaf.Share(clients[0], now_);
+  EXPECT_EQ(leaf.cohorts().ShareKeys(clients[0].id, too_few, now_).code(), absl::StatusCode::kFailedPrecondition);
+  v1::AdvertiseKeys short_keys;
+  short_keys.set_channel_public_key("short");
+  EXPECT_EQ(leaf.cohorts().Advertise("new", short_keys, clients[0].member, now_).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Two float32[4] fields, discretized to `bits` each unless told otherwise.
+v1::AggregationSpec SecureSpecProto(int bits_a = 16, int bits_b = 16) {
+  v1::AggregationSpec spec;
+  spec.set_aggregation_id("secure");
+  *spec.mutable_value_type() = ValueTypeToProto(ValueType::Struct(
+      {{"a", ValueType::Tensor(DType::kFloat32, {4})}, {"b", ValueType::Tensor(DType::kFloat32, {4})}}));
+  for (int bits : {bits_a, bits_b}) {
+    v1::FieldIntrinsic& field = *spec.add_intrinsics();
+    field.set_intrinsic(v1::FEDERATED_SUM);
+    field.mutable_encoding()->set_kind(v1::FieldEncoding::DISCRETIZED);
+    field.mutable_encoding()->set_bits(static_cast<uint32_t>(bits));
+    field.mutable_encoding()->set_scale(0.01);
+  }
+  spec.mutable_secure();
+  return spec;
+}
+
+TEST(SecureSpecTest, BadSecureSpecsAreRefusedSayingWhy) {
+  const auto refusal = [](const v1::AggregationSpec& spec) {
+    absl::StatusOr<AggregationConfig> config = ConfigFromProto(spec);
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(config.status().message());
+  };
+  absl::StatusOr<AggregationConfig> good = ConfigFromProto(SecureSpecProto());
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_TRUE(good->reduction->options().secure);
+  EXPECT_EQ(good->reduction->fields()[1].modulus_bits, 16);
+
+  v1::AggregationSpec plain = SecureSpecProto();
+  plain.mutable_intrinsics(0)->clear_encoding();
+  EXPECT_NE(refusal(plain).find("DISCRETIZED"), std::string::npos);
+  v1::AggregationSpec sparse = SecureSpecProto();
+  sparse.mutable_intrinsics(1)->set_intrinsic(v1::SPARSE_SUM);
+  EXPECT_NE(refusal(sparse).find("federated_sum or federated_mean"), std::string::npos);
+  EXPECT_NE(refusal(SecureSpecProto(16, 32)).find("one bit width"), std::string::npos);
+  v1::AggregationSpec private_too = SecureSpecProto();
+  private_too.mutable_privacy()->set_clip_norm(1);
+  EXPECT_NE(refusal(private_too).find("differential privacy"), std::string::npos);
+  v1::AggregationSpec odd = SecureSpecProto();
+  odd.mutable_secure()->set_degree(5);
+  EXPECT_NE(refusal(odd).find("even"), std::string::npos);
+  v1::AggregationSpec threshold_alone = SecureSpecProto();
+  threshold_alone.mutable_secure()->set_threshold(3);
+  EXPECT_NE(refusal(threshold_alone).find("declare both"), std::string::npos);
+  v1::AggregationSpec half = SecureSpecProto();
+  half.mutable_secure()->set_degree(8);
+  half.mutable_secure()->set_threshold(4);
+  EXPECT_NE(refusal(half).find("(degree / 2, degree]"), std::string::npos);
+  v1::AggregationSpec small = SecureSpecProto();
+  small.mutable_secure()->set_degree(8);
+  small.mutable_secure()->set_threshold(5);
+  small.mutable_secure()->set_min_cohort(5);
+  EXPECT_NE(refusal(small).find("must exceed the threshold"), std::string::npos);
+  small.mutable_secure()->set_min_cohort(6);
+  EXPECT_TRUE(ConfigFromProto(small).ok());
+  v1::AggregationSpec bounds = SecureSpecProto();
+  bounds.mutable_secure()->set_min_cohort(10);
+  bounds.mutable_secure()->set_max_cohort(5);
+  EXPECT_NE(refusal(bounds).find("max_cohort"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Bits, SecureCohortsTest, ::testing::Values(8, 16, 32),
+                         [](const ::testing::TestParamInfo<int>& info) { return absl::StrCat(info.param, "Bits"); });
+
+}  // namespace
+}  // namespace fedagg
