@@ -83,6 +83,14 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(
   absl::BitGen random;
   AssignRotationSeeds(accepted, [&] { return absl::Uniform<uint64_t>(random); });
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(accepted));
+  if (accepted.has_secure()) {
+    // The spec checks, the relays' stages and the root's unmasking exist (SecureCohorts,
+    // UnmaskSecureSum), but no node serves the stages yet: summing such updates unmasked
+    // would promise what is not done (docs/ARCHITECTURE.md, "Not built yet").
+    return absl::UnimplementedError(
+        "secure aggregation is not served yet: its stages are not on the wire (docs/SEMANTICS.md 13); create "
+        "the aggregation without `secure`");
+  }
   if (MutexLock lock(&mu_); by_id_.contains(config.id) || creating_.contains(config.id)) {
     // Answered before the accumulators are made (and checked again below, after).
     return AlreadyExists(config.id);

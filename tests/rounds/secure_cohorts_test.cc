@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "service/core/partial_aggregate.h"
+#include "service/rounds/aggregation_registry.h"
 #include "service/rounds/secure_cohorts.h"
 #include "service/rounds/secure_unmasking.h"
 #include "service/secagg/secagg_client.h"
@@ -435,6 +436,12 @@ TEST(SecureSpecTest, BadSecureSpecsAreRefusedSayingWhy) {
   bounds.mutable_secure()->set_min_cohort(10);
   bounds.mutable_secure()->set_max_cohort(5);
   EXPECT_NE(refusal(bounds).find("max_cohort"), std::string::npos);
+}
+
+TEST(SecureSpecTest, ARootRefusesToCreateOneUntilTheStagesAreServed) {
+  // Summing such updates without the protocol would promise what is not done.
+  AggregationRegistry registry(AggregationOptions{});
+  EXPECT_EQ(registry.Create(SecureSpecProto()).status().code(), absl::StatusCode::kUnimplemented);
 }
 
 INSTANTIATE_TEST_SUITE_P(Bits, SecureCohortsTest, ::testing::Values(8, 16, 32),
