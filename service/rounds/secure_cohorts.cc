@@ -188,7 +188,8 @@ absl::Status SecureCohorts::BeginInput(const std::string& client_id) {
         "(Cohorts.JoinCohort) first, on the same channel as the update"));
   }
   Client& client = cohort->clients[index];
-  if (cohort->stage != Stage::kMasking || !client.shared || client.masked || client.in_flight) {
+  if (cohort->stage != Stage::kMasking || cohort->masking_closing || !client.shared || client.masked ||
+      client.in_flight) {
     return absl::FailedPreconditionError(
         "a masked update is taken once, after the cohort's shares were handed out and before its masking stage "
         "ended");
@@ -274,6 +275,7 @@ void SecureCohorts::EndSharingLocked(Cohort& cohort, absl::Time now, Replies& re
 }
 
 void SecureCohorts::EndMaskingLocked(Cohort& cohort, absl::Time now, Replies& replies) {
+  cohort.masking_closing = true;
   if (cohort.in_flight > 0) return;  // EndInput comes back here
   cohort.stage = Stage::kUnmasking;
   cohort.stage_began = now;

@@ -105,6 +105,9 @@ class SecureCohorts {
     std::string graph_seed;
     NeighbourGraph graph;
     int in_flight = 0;
+    // Stage 2 was told to end (timeout or seal) while inputs were being counted: it takes
+    // no new one, and ends once those are counted or abandoned.
+    bool masking_closing = false;
   };
   // What to tell a member once the lock is released.
   struct Reply {

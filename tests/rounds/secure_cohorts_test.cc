@@ -328,14 +328,18 @@ TEST_P(SecureCohortsTest, ASealClosesTheMaskingStageAndDropsCohortsNotFormed) {
   for (int c = 0; c < 4; ++c) leaf.Advertise(clients[c], now_);  // forms at max_cohort
   for (int c = 0; c < 4; ++c) leaf.Share(clients[c], now_);       // all shared: stage 2 at once
   leaf.Advertise(clients[4], now_);                                // waits for a cohort
-  for (int c = 0; c < 3; ++c) leaf.SendMaskedInput(clients[c], now_);
-  ASSERT_TRUE(leaf.cohorts().BeginInput(clients[3].id).ok());      // being counted when the seal comes
+  for (int c = 0; c < 2; ++c) leaf.SendMaskedInput(clients[c], now_);
+  ASSERT_TRUE(leaf.cohorts().BeginInput(clients[2].id).ok());      // being counted when the seal comes
   leaf.cohorts().Seal(now_);
   EXPECT_EQ(clients[4].member->finished->code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(clients[0].member->responses.back().has_survivors());  // waits for the input in flight
-  leaf.cohorts().EndInput(clients[3].id, /*counted=*/false, now_);
+  // Closing, the stage takes no new input meanwhile.
+  EXPECT_EQ(leaf.cohorts().BeginInput(clients[3].id).code(), absl::StatusCode::kFailedPrecondition);
+  leaf.cohorts().EndInput(clients[2].id, /*counted=*/false, now_);
   ASSERT_TRUE(clients[0].member->responses.back().has_survivors());
-  EXPECT_FALSE(clients[0].member->responses.back().survivors().masked(3));
+  const auto& masked = clients[0].member->responses.back().survivors().masked();
+  EXPECT_EQ(std::vector<bool>(masked.begin(), masked.end()), (std::vector<bool>{true, true, false, false}));
+  EXPECT_EQ(clients[3].member->finished->code(), absl::StatusCode::kDeadlineExceeded);
   v1::AdvertiseKeys late;
   late.set_channel_public_key(std::string(32, 'k'));
   late.set_mask_public_key(std::string(32, 'k'));
