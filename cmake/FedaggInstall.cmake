@@ -26,7 +26,8 @@ install(TARGETS fedagg_client fedagg_rounds fedagg_secagg fedagg_core fedagg_pro
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
         LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}")
 
-install(FILES client_stub/client.h client_stub/encoding_conversion.h client_stub/update_encoder.h
+install(FILES client_stub/client.h client_stub/encoding_conversion.h client_stub/secure_contribution.h
+              client_stub/update_encoder.h
         DESTINATION "${FEDAGG_INSTALL_INCLUDEDIR}/client_stub")
 foreach(dir service/core service/rounds service/secagg)
   install(DIRECTORY "${dir}/" DESTINATION "${FEDAGG_INSTALL_INCLUDEDIR}/${dir}" FILES_MATCHING PATTERN "*.h")

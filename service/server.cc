@@ -163,6 +163,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   server->aggregation_service_ = std::make_unique<AggregationService>(*server->context_);
   server->control_service_ = std::make_unique<ControlService>(*server->context_);
   server->tier_service_ = std::make_unique<TierService>(*server->context_);
+  server->cohort_service_ = std::make_unique<CohortService>(*server->context_);
 
   FEDAGG_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                           ServerCredentials(config.tls));
@@ -196,6 +197,7 @@ absl::StatusOr<std::unique_ptr<FedaggServer>> FedaggServer::Start(const ServerCo
   builder.RegisterService(server->aggregation_service_.get());
   builder.RegisterService(server->control_service_.get());
   builder.RegisterService(server->tier_service_.get());
+  builder.RegisterService(server->cohort_service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on '", config.listen_address,

@@ -33,6 +33,7 @@
 #include "service/rpc/control_service.h"
 #include "service/rpc/stall_sweeper.h"
 #include "service/rpc/stream_limiter.h"
+#include "service/rpc/cohort_service.h"
 #include "service/rpc/tier_service.h"
 #include "service/tier/parent_link.h"
 
@@ -198,6 +199,7 @@ class FedaggServer {
   std::unique_ptr<AggregationService> aggregation_service_;
   std::unique_ptr<ControlService> control_service_;
   std::unique_ptr<TierService> tier_service_;
+  std::unique_ptr<CohortService> cohort_service_;
   std::unique_ptr<ParentLink> parent_link_;
   std::unique_ptr<grpc::Server> server_;
   // The HTTP path; declared before the listeners, whose handlers use it.

@@ -8,8 +8,23 @@
 #include "service/core/cpu_accumulator_factory.h"
 #include "service/core/status_macros.h"
 #include "service/core/update_validator.h"
+#include "service/rounds/secure_unmasking.h"
 
 namespace fedagg {
+namespace {
+
+// A secure aggregation's cohorts at this node; null for any other aggregation.
+std::unique_ptr<SecureCohorts> SecureCohortsOf(const AggregationConfig& config) {
+  if (!config.reduction->options().secure) return nullptr;
+  const absl::StatusOr<Key32> root_key = Key32Of(config.proto.secure().root_public_key(), "the root's key");
+  // Without the root's key (a spec no root made) every advertise is refused, saying so.
+  return std::make_unique<SecureCohorts>(CohortFrameOf(*config.reduction, config.id, config.proto.incarnation()),
+                                         SecureCohortOptionsFromProto(config.proto.secure()),
+                                         root_key.ok() ? *root_key : Key32{});
+}
+
+}  // namespace
+
 const AccumulatorFactory& BackendOf(const AggregationOptions& options) {
   return options.backend != nullptr ? *options.backend : CpuAccumulatorFactory::Default();
 }
@@ -20,11 +35,14 @@ Aggregation::Aggregation(AggregationConfig config, AggregationOptions options)
       children_(config_.id),
       durable_(options_.checkpointed),
       finalization_(config_, BackendOf(options_)),
+      secure_(SecureCohortsOf(config_)),
       batches_(BatchReducer::Create(config_.reduction, BackendOf(options_), options_.batching)) {}
 
 Aggregation::~Aggregation() { StopDurability(); }
 
-absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
+absl::Status Aggregation::BeginUpdate(const std::string& client_id) { return Reserve(client_id, /*own=*/true); }
+
+absl::Status Aggregation::Reserve(const std::string& client_id, bool own) {
   MutexLock lock(&mu_);
   if (state_ != v1::OPEN) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -45,6 +63,8 @@ absl::Status Aggregation::BeginUpdate(const std::string& client_id) {
         "aggregation '", id(), "' has all ", config_.max_contributions,
         " contributions it accepts (counted, in flight, or acknowledged by child aggregators)"));
   }
+  // A child's client ran its cohort there: only this node's own clients are expected here.
+  if (secure_ != nullptr && own) FEDAGG_RETURN_IF_ERROR(secure_->BeginInput(client_id));
   in_flight_.insert(client_id);
   return absl::OkStatus();
 }
@@ -65,8 +85,11 @@ absl::Status Aggregation::CountedRefusalLocked(const std::string& client_id) con
 }
 
 void Aggregation::AbandonUpdate(const std::string& client_id) {
-  MutexLock lock(&mu_);
-  in_flight_.erase(client_id);
+  {
+    MutexLock lock(&mu_);
+    in_flight_.erase(client_id);
+  }
+  if (secure_ != nullptr) secure_->EndInput(client_id, /*counted=*/false, absl::Now());
 }
 
 absl::StatusOr<Aggregation::ValidatedUpdate> Aggregation::Validate(UpdateBuffer update) const {
@@ -119,7 +142,7 @@ void Aggregation::ClaimForChild(const std::string& child_id, const std::string& 
     MutexLock lock(&mu_);
     begun = children_.CheckNotGivenUp(child_id);
   }
-  if (begun.ok()) begun = BeginUpdate(client_id);
+  if (begun.ok()) begun = Reserve(client_id, /*own=*/false);
   if (!begun.ok()) {
     done(begun);
     return;
@@ -215,29 +238,38 @@ absl::StatusOr<int64_t> Aggregation::CountUpdate(const std::string& client_id, V
   int64_t contributions = 0;
   bool sealed_now = false;
   std::vector<ChildNotifier> to_notify;
+  absl::Status counted;
   {
     MutexLock lock(&mu_);
-    FEDAGG_RETURN_IF_ERROR(CountClientLocked(client_id));
-    durable_.Changed();
-    if (options_.forwarding) upstream_.AddUndelivered(client_id);
-    weight_sum_ += update.view().weight.value_or(1.0);
-    batches_->Add(std::move(update));  // under mu_: what is counted is pending, queued or reduced
-    contributions = ++contributions_;
-    // The root seals when max_contributions is reached across the tree. A mirror that
-    // reached it with its own clients refuses more (BeginUpdate) but stays OPEN, so its
-    // next push delivers them and the root seals (a sealed mirror would wait for the
-    // root's SEAL, which would never come).
-    if (!options_.forwarding && config_.max_contributions > 0 && contributions_ >= config_.max_contributions) {
-      SealLocked(&to_notify);
-      sealed_now = true;
-    }
+    counted = CountClientLocked(client_id);
+    if (counted.ok()) contributions = AddCountedLocked(client_id, std::move(update), &to_notify, &sealed_now);
   }
+  if (secure_ != nullptr) secure_->EndInput(client_id, counted.ok(), absl::Now());
+  FEDAGG_RETURN_IF_ERROR(counted);
   if (sealed_now) {
     for (const ChildNotifier& notify : to_notify) notify(ChildCommand::kSeal);
     NotifyWatchers();
   }
   *completed = sealed_now;
   return contributions;
+}
+
+int64_t Aggregation::AddCountedLocked(const std::string& client_id, UpdateBuffer update,
+                                      std::vector<ChildNotifier>* to_notify, bool* sealed_now) {
+  durable_.Changed();
+  if (options_.forwarding) upstream_.AddUndelivered(client_id);
+  weight_sum_ += update.view().weight.value_or(1.0);
+  batches_->Add(std::move(update));  // under mu_: what is counted is pending, queued or reduced
+  ++contributions_;
+  // The root seals when max_contributions is reached across the tree. A mirror that
+  // reached it with its own clients refuses more (BeginUpdate) but stays OPEN, so its
+  // next push delivers them and the root seals (a sealed mirror would wait for the
+  // root's SEAL, which would never come).
+  if (!options_.forwarding && config_.max_contributions > 0 && contributions_ >= config_.max_contributions) {
+    SealLocked(to_notify);
+    *sealed_now = true;
+  }
+  return contributions_;
 }
 
 void Aggregation::FlushPending() { batches_->QueuePending(); }
@@ -328,6 +360,7 @@ void Aggregation::SealLocked(std::vector<ChildNotifier>* to_notify) {
   durable_.Changed();
   sealed_at_ = absl::Now();
   *to_notify = children_.JoinedNotifiers();
+  if (secure_ != nullptr) secure_->Seal(sealed_at_);  // calls nothing of this aggregation
 }
 
 absl::Status Aggregation::Seal(std::function<void()> settled) {
@@ -375,9 +408,17 @@ absl::Status Aggregation::Cancel(const std::string& reason) {
 }
 
 bool Aggregation::FinalizeDueLocked(absl::Time now) const {
+  // A secure aggregation's children push their finals once their cohorts finished the
+  // stages the seal closed (at most two stage timeouts), and its own cohorts must have.
+  const absl::Duration grace =
+      options_.child_grace + (secure_ != nullptr ? 2 * secure_->options().stage_timeout : absl::ZeroDuration());
   // A noised result made and waiting for its checkpoint is the outcome: never drawn again.
   return !options_.forwarding && state_ == v1::SEALED && !unpublished_.has_value() &&
-         (children_.AllDone() || now >= sealed_at_ + options_.child_grace);
+         (secure_ == nullptr || secure_->Complete()) && (children_.AllDone() || now >= sealed_at_ + grace);
+}
+
+bool Aggregation::AwaitSecureCohorts() {
+  return secure_ == nullptr || secure_->AwaitComplete(absl::Now() + 3 * secure_->options().stage_timeout);
 }
 
 void Aggregation::FinalizeSoon(std::function<void()> then) {
@@ -402,6 +443,10 @@ void Aggregation::MaybeFinalize() {
       if (!FinalizeDueLocked(absl::Now())) return;
       waiting = hold.TakeWaiting();
       contributions = contributions_;
+    }
+    // This node's own cohorts' records join its children's in the partial it unmasks.
+    if (secure_ != nullptr) {
+      for (std::string& record : secure_->TakeRecords()) hold.partial().AddSecureCohort(std::move(record));
     }
     // Sealed, the aggregation counts no more updates, and child partials merge only under
     // the hold: what is reduced and reported stays what was counted, and it happens
@@ -484,6 +529,7 @@ void Aggregation::ReleaseFinishedAccumulatorsSoon() {
 }
 
 void Aggregation::Tick(absl::Time now) {
+  if (secure_ != nullptr) secure_->Tick(now);  // forms cohorts, ends stages at their timeouts
   bool flush = false;
   bool sealed_now = false;
   bool finalize = false;

@@ -23,6 +23,12 @@
 // delta carries the version it holds, and the parent link reports it with MarkDurable
 // once the parent says a checkpoint holds the delta.
 //
+// Secure aggregation: a client's masked update is admitted only when its cohort expects
+// it (SecureCohorts::BeginInput), and its end is reported back (EndInput) outside mu_. A
+// mirror pushes nothing before its final push, which waits for its cohorts and carries
+// their records; the root finalizes once its own cohorts are complete, and unmasks the
+// merged sum (UnmaskSecureSum) before it reports it.
+//
 // Finalization (reducing what waits, then the result or the failure) can take long: a
 // large partial is read back from the device. With a finalizer pool in the options it
 // runs there, never on the RPC thread whose call sealed or completed the aggregation; the
@@ -55,6 +61,7 @@
 #include "service/rounds/durable_acks.h"
 #include "service/rounds/finalization.h"
 #include "service/rounds/mirror_upstream.h"
+#include "service/rounds/secure_cohorts.h"
 #include "service/rounds/spec_conversion.h"
 
 namespace fedagg {
@@ -298,6 +305,13 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // Memory of the counted client ids (exactly-once's set), for metrics; 0 once freed.
   int64_t counted_client_id_bytes() const;
 
+  // A secure aggregation's cohorts at this node (the Cohorts service relays through them;
+  // BeginUpdate admits only a masked update they expect); null for any other.
+  SecureCohorts* secure_cohorts() const { return secure_.get(); }
+  // Forwarding mirrors of a secure aggregation: waits (at most three stage timeouts) until
+  // its cohorts are complete, so that the final push carries their records.
+  bool AwaitSecureCohorts();
+
   // Whether an update from `client_id` was counted here; false once a finished aggregation
   // has freed its counted ids (ReleaseFinishedAccumulators).
   bool HasCounted(const std::string& client_id) const;
@@ -325,6 +339,9 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   void RemoveWatcher(int handle);
 
  private:
+  // BeginUpdate's checks and reservation, for an update of this node's `own` client or
+  // for a child's claim (a secure aggregation's cohorts admit only their own clients).
+  absl::Status Reserve(const std::string& client_id, bool own);
   // The claim at the parent (forwarding mirrors with claims), then `commit`; a granted
   // claim whose commit fails is released again. Without claims, `commit` runs at once.
   void ClaimUpstream(const std::string& client_id, std::function<absl::Status()> commit,
@@ -352,6 +369,10 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // CommitUpdate's counting, without the finalization: `completed` says whether this
   // update sealed the aggregation (max_contributions), which the caller then finalizes.
   absl::StatusOr<int64_t> CountUpdate(const std::string& client_id, ValidatedUpdate validated, bool* completed);
+  // CountUpdate's part under mu_ once the client is counted: the update added to the
+  // batches; returns the contributions after it, sealing at max_contributions.
+  int64_t AddCountedLocked(const std::string& client_id, UpdateBuffer update, std::vector<ChildNotifier>* to_notify,
+                           bool* sealed_now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Finalizes a sealed aggregation once its children are done or their grace ran out, on
   // this thread.
   void MaybeFinalize();
@@ -415,6 +436,9 @@ class Aggregation : public std::enable_shared_from_this<Aggregation> {
   // for the checkpoint of version unpublished_version_ to hold it before it is published.
   std::optional<Finalization::Outcome> unpublished_ ABSL_GUARDED_BY(mu_);
   uint64_t unpublished_version_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // A secure aggregation's cohorts at this node (lock order: mu_ before theirs).
+  const std::unique_ptr<SecureCohorts> secure_;
 
   // The pending batch, the queue and the partial aggregate. Lock order: a
   // BatchReducer::Hold before mu_ (mu_ before the reducer's queue).

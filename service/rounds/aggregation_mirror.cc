@@ -21,6 +21,10 @@ absl::StatusOr<Aggregation::Delta> Aggregation::TakeDelta(bool final, PartialPre
   }
   // Reduced and serialized without mu_, so that updates keep being counted meanwhile.
   absl::Status failed = hold.Reduce(std::move(waiting));
+  // A secure aggregation's mirror pushes once, at the end, with its cohorts' records.
+  if (final && secure_ != nullptr) {
+    for (std::string& record : secure_->TakeRecords()) hold.partial().AddSecureCohort(std::move(record));
+  }
   if (failed.ok()) {
     absl::StatusOr<std::string> bytes = hold.partial().Serialize(precision);
     if (bytes.ok()) {

@@ -82,15 +82,16 @@ absl::StatusOr<std::shared_ptr<Aggregation>> AggregationRegistry::Create(
   // A rotated field's signs, the same for every client: drawn here unless the creator chose.
   absl::BitGen random;
   AssignRotationSeeds(accepted, [&] { return absl::Uniform<uint64_t>(random); });
-  FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(accepted));
+  // A secure aggregation's clients seal their last stage to a key pair only this root holds.
+  std::shared_ptr<const SecAggUnmasker> unmasker;
   if (accepted.has_secure()) {
-    // The spec checks, the relays' stages and the root's unmasking exist (SecureCohorts,
-    // UnmaskSecureSum), but no node serves the stages yet: summing such updates unmasked
-    // would promise what is not done (docs/ARCHITECTURE.md, "Not built yet").
-    return absl::UnimplementedError(
-        "secure aggregation is not served yet: its stages are not on the wire (docs/SEMANTICS.md 13); create "
-        "the aggregation without `secure`");
+    absl::StatusOr<SecAggUnmasker> created = SecAggUnmasker::Create();
+    if (!created.ok()) return created.status();
+    unmasker = std::make_shared<const SecAggUnmasker>(*std::move(created));
+    accepted.mutable_secure()->set_root_public_key(BytesOf(unmasker->public_key()));
   }
+  FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(accepted));
+  config.secure_unmasker = std::move(unmasker);
   if (MutexLock lock(&mu_); by_id_.contains(config.id) || creating_.contains(config.id)) {
     // Answered before the accumulators are made (and checked again below, after).
     return AlreadyExists(config.id);

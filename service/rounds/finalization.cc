@@ -9,6 +9,7 @@
 #include "service/core/large_allocation.h"
 #include "service/core/privacy_noise.h"
 #include "service/core/status_macros.h"
+#include "service/rounds/secure_unmasking.h"
 
 namespace fedagg {
 
@@ -31,6 +32,13 @@ Finalization::Outcome Finalization::Make(BatchReducer::Hold& hold, BatchReducer:
   // takes their place; the rest serve the next round's updates (with a device backend,
   // pinned already).
   LargeAllocation::TrimCache(ReportHostBytes(hold.partial().spec()));
+  if (config_.reduction->options().secure) {
+    const absl::Status unmasked = Unmask(hold.partial());
+    if (!unmasked.ok()) {
+      outcome.detail = absl::StrCat("secure aggregation: ", unmasked.message());
+      return outcome;
+    }
+  }
   if (config_.reduction->options().privacy.has_value()) {
     absl::StatusOr<NoiseKey> key = NoiseKey::Fresh();
     if (!key.ok()) {
@@ -47,6 +55,16 @@ Finalization::Outcome Finalization::Make(BatchReducer::Hold& hold, BatchReducer:
   outcome.result = std::make_shared<const AggregateResult>(*std::move(report));
   outcome.state = v1::FINALIZED;
   return outcome;
+}
+
+absl::Status Finalization::Unmask(PartialAggregate& partial) const {
+  if (config_.secure_unmasker == nullptr) {
+    return absl::FailedPreconditionError(
+        "this root restarted since it created the aggregation, and the key its clients sealed their unmasking "
+        "shares to was not kept: the masks cannot be removed (docs/RELIABILITY.md)");
+  }
+  return UnmaskSecureSum(CohortFrameOf(*config_.reduction, config_.id, config_.proto.incarnation()),
+                         *config_.secure_unmasker, partial);
 }
 
 absl::StatusOr<AggregateResult> Finalization::Report(const PartialAggregate& partial,

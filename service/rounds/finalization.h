@@ -3,7 +3,8 @@
 // the batches still waiting, checks the quorum, reports the result, and adds the
 // differential-privacy noise where the spec declares it (the only place the tier adds
 // noise: never at an intermediate, once per aggregation) — and runs the attempts: on a
-// finalizer pool, one task at a time per aggregation, however many are asked for.
+// finalizer pool, one task at a time per aggregation, however many are asked for. A secure
+// aggregation's sum is unmasked first (secure_unmasking.h).
 #ifndef FEDAGG_SERVICE_ROUNDS_FINALIZATION_H_
 #define FEDAGG_SERVICE_ROUNDS_FINALIZATION_H_
 
@@ -60,6 +61,9 @@ class Finalization {
   void Drain(absl::FunctionRef<void()> attempt);
 
  private:
+  // A secure aggregation's masks out of `partial` (the root's key, every cohort's record).
+  absl::Status Unmask(PartialAggregate& partial) const;
+
   const AggregationConfig& config_;
   const AccumulatorFactory& backend_;
 

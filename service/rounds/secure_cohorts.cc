@@ -39,6 +39,11 @@ absl::Status SecureCohorts::Advertise(const std::string& client_id, const v1::Ad
     return absl::InvalidArgumentError("advertise: both public keys are X25519 keys of 32 bytes");
   }
   if (client_id.empty()) return absl::InvalidArgumentError("advertise: a client id is required");
+  if (root_public_key_ == Key32{}) {
+    return absl::FailedPreconditionError(
+        "this aggregation's spec carries no root key (SecureAggregation.root_public_key): the root sets it "
+        "when it creates the aggregation");
+  }
   Replies replies;
   {
     MutexLock lock(&mu_);
@@ -323,7 +328,6 @@ void SecureCohorts::EndUnmaskingLocked(Cohort& cohort, Replies& replies) {
     client.member = nullptr;
   }
   if (any_masked) records_.push_back(record.SerializeAsString());
-  if (changed_) replies.push_back(Reply{});  // the owner's callback, run with the replies
 }
 
 void SecureCohorts::FailLocked(Cohort& cohort, const absl::Status& why, Replies& replies) {
@@ -333,7 +337,6 @@ void SecureCohorts::FailLocked(Cohort& cohort, const absl::Status& why, Replies&
   }
   cohort.clients.clear();
   cohort.stage = Stage::kDone;
-  if (changed_) replies.push_back(Reply{});
 }
 
 void SecureCohorts::Tick(absl::Time now) {
@@ -380,11 +383,20 @@ void SecureCohorts::Seal(absl::Time now) {
   Send(std::move(replies));
 }
 
-bool SecureCohorts::Complete() const {
-  MutexLock lock(&mu_);
+bool SecureCohorts::CompleteLocked() const {
   return std::all_of(cohorts_.begin(), cohorts_.end(), [&](const std::unique_ptr<Cohort>& cohort) {
     return cohort->stage == Stage::kDone || (cohort->stage == Stage::kForming && sealed_);
   });
+}
+
+bool SecureCohorts::Complete() const {
+  MutexLock lock(&mu_);
+  return CompleteLocked();
+}
+
+bool SecureCohorts::AwaitComplete(absl::Time deadline) const {
+  MutexLock lock(&mu_);
+  return mu_.AwaitWithDeadline([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return CompleteLocked(); }, deadline);
 }
 
 std::vector<std::string> SecureCohorts::TakeRecords() {
@@ -392,28 +404,11 @@ std::vector<std::string> SecureCohorts::TakeRecords() {
   return std::exchange(records_, {});
 }
 
-void SecureCohorts::OnChange(std::function<void()> changed) {
-  MutexLock lock(&mu_);
-  changed_ = std::move(changed);
-}
-
 void SecureCohorts::Send(Replies replies) {
-  bool changed = false;
   for (Reply& reply : replies) {
-    if (reply.member == nullptr) {
-      changed = true;
-      continue;
-    }
     if (reply.response.has_value()) reply.member->Send(*reply.response);
     if (reply.finish.has_value()) reply.member->Finish(*reply.finish);
   }
-  if (!changed) return;
-  std::function<void()> callback;
-  {
-    MutexLock lock(&mu_);
-    callback = changed_;
-  }
-  if (callback) callback();
 }
 
 }  // namespace fedagg

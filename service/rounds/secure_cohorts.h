@@ -12,11 +12,11 @@
 // keys, graph, sets and sealed shares: v1::CohortRecord) goes up with the node's partial.
 // The node never opens a sealed message and never sees a secret; it checks only what it
 // can see (who sends what to whom, sizes, stages). Thread-safe; the members' Send and
-// Finish run outside its lock.
+// Finish run outside its lock (and must not call back into it); it calls nothing else, so
+// its owner may call it under its own lock.
 #ifndef FEDAGG_SERVICE_ROUNDS_SECURE_COHORTS_H_
 #define FEDAGG_SERVICE_ROUNDS_SECURE_COHORTS_H_
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -71,11 +71,12 @@ class SecureCohorts {
   // Whether no formed cohort is still running (each is complete, or failed before any
   // input was counted).
   bool Complete() const;
+  // Waits until Complete (true) or `deadline` (false); the stages move on through Tick.
+  bool AwaitComplete(absl::Time deadline) const;
   // The records of the cohorts completed since the last call (serialized v1::CohortRecord;
   // one holding at least one masked input each).
   std::vector<std::string> TakeRecords();
-  // `changed` runs (outside the lock) each time a cohort completes or fails.
-  void OnChange(std::function<void()> changed);
+  const SecureCohortOptions& options() const { return options_; }
 
   // The size limits of a sealed message the node relays.
   static constexpr size_t kMaxSealedShareBytes = 1024;
@@ -126,7 +127,8 @@ class SecureCohorts {
   void FailLocked(Cohort& cohort, const absl::Status& why, Replies& replies) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the cohort on when every client it waits for has answered.
   void AdvanceLocked(Cohort& cohort, absl::Time now, Replies& replies) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Send(Replies replies);
+  static void Send(Replies replies);
+  bool CompleteLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The client's place: its cohort and index; null when not in one.
   std::pair<Cohort*, int> FindLocked(const std::string& client_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -139,7 +141,6 @@ class SecureCohorts {
   std::vector<std::unique_ptr<Cohort>> cohorts_ ABSL_GUARDED_BY(mu_);  // the forming one, if any, last
   std::map<std::string, Cohort*> by_client_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> records_ ABSL_GUARDED_BY(mu_);
-  std::function<void()> changed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fedagg

@@ -16,6 +16,7 @@
 #include "service/core/aggregate_result.h"
 #include "service/core/reduction_spec.h"
 #include "service/core/value_type.h"
+#include "service/secagg/secagg_unmasker.h"
 
 namespace fedagg {
 
@@ -43,6 +44,10 @@ absl::Status CheckSecureAggregation(const v1::SecureAggregation& secure);
 
 struct AggregationConfig {
   std::string id;
+  // A secure aggregation at its root (the node that created it): the key pair its clients
+  // seal their unmasking shares to. Held in memory only: a root restarted from a
+  // checkpoint has none, and such an aggregation fails at its end.
+  std::shared_ptr<const SecAggUnmasker> secure_unmasker;
   std::shared_ptr<const ReductionSpec> reduction;
   int64_t min_contributions = 0;
   int64_t max_contributions = 0;  // 0: unlimited

@@ -206,6 +206,9 @@ void ParentLink::JoinLoop(MirrorLink* link) {
       if (!give_up.has_value()) {
         (void)link->mirror->AwaitChildren(absl::Now() + options_.child_grace);
         give_up = absl::Now() + options_.child_grace;
+        // A secure aggregation's cohorts here finish the stages the seal closed (their
+        // records go up with the final push); bounded by their stage timeouts.
+        (void)link->mirror->AwaitSecureCohorts();
       }
       final_error = Forward(link, /*final=*/true);
       delivered = final_error.ok();
@@ -300,6 +303,10 @@ absl::Status ParentLink::ParentReported(MirrorLink* link, const v1::TierCommand&
 absl::Status ParentLink::Forward(MirrorLink* link, bool final) {
   MutexLock lock(&link->push_mu);
   if (link->done) return absl::OkStatus();
+  // A secure aggregation goes up once, whole, with its cohorts' records: a delta of masked
+  // updates without them could never be unmasked, and if this node is lost before its
+  // final push, its cohorts are lost cleanly, nothing of them at the parent.
+  if (!final && link->mirror->reduction().options().secure) return absl::OkStatus();
   // What the parent does not hold: a push that failed, or deltas a restarted parent lost.
   if (absl::Status pushed = PushKept(link); !pushed.ok()) return pushed;
   if (!link->final_taken) {

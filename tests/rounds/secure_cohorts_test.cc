@@ -442,10 +442,20 @@ TEST(SecureSpecTest, BadSecureSpecsAreRefusedSayingWhy) {
   EXPECT_NE(refusal(bounds).find("max_cohort"), std::string::npos);
 }
 
-TEST(SecureSpecTest, ARootRefusesToCreateOneUntilTheStagesAreServed) {
-  // Summing such updates without the protocol would promise what is not done.
+TEST(SecureSpecTest, TheRootSetsItsKeyAndEveryNodeRelaysThroughCohorts) {
   AggregationRegistry registry(AggregationOptions{});
-  EXPECT_EQ(registry.Create(SecureSpecProto()).status().code(), absl::StatusCode::kUnimplemented);
+  v1::AggregationSpec spec = SecureSpecProto();
+  spec.mutable_secure()->set_root_public_key(std::string(32, 'x'));  // replaced
+  absl::StatusOr<std::shared_ptr<Aggregation>> created = registry.Create(spec);
+  ASSERT_TRUE(created.ok()) << created.status();
+  const std::string& key = (*created)->config().proto.secure().root_public_key();
+  ASSERT_EQ(key.size(), 32u);
+  EXPECT_NE(key, std::string(32, 'x'));
+  ASSERT_NE((*created)->config().secure_unmasker, nullptr);
+  EXPECT_EQ(BytesOf((*created)->config().secure_unmasker->public_key()), key);
+  ASSERT_NE((*created)->secure_cohorts(), nullptr);
+  // An update from a client in no cohort is refused before anything is reserved.
+  EXPECT_EQ((*created)->BeginUpdate("nobody").code(), absl::StatusCode::kFailedPrecondition);
 }
 
 INSTANTIATE_TEST_SUITE_P(Bits, SecureCohortsTest, ::testing::Values(8, 16, 32),

@@ -1,0 +1,45 @@
+// Secure contribution: one client's part in a secure aggregation (docs/PROTOCOL.md 4b,
+// docs/SEMANTICS.md 13). It joins a cohort at the node its channel reaches
+// (Cohorts.JoinCohort), shares its secrets with its neighbours, sends its update
+// discretized and masked over a ContributeStream on the same channel, and sends the root
+// (sealed to the root's key, which the relaying nodes cannot open) the shares that
+// unmask the sum. The node never sees the update: only the root, only the sum.
+#ifndef FEDAGG_CLIENT_STUB_SECURE_CONTRIBUTION_H_
+#define FEDAGG_CLIENT_STUB_SECURE_CONTRIBUTION_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "client_stub/client.h"
+#include "fedagg/v1/types.pb.h"
+#include "service/core/field_value.h"
+
+namespace fedagg {
+
+// Where a client stops, for tests and load generation of dropouts: before it sends its
+// shares, before its masked update, before its unmasking shares.
+enum class SecureDropout { kNone, kBeforeSharing, kBeforeInput, kBeforeUnmasking };
+
+struct SecureContributionOptions {
+  // The whole protocol, cohort forming included.
+  absl::Duration timeout = absl::Minutes(5);
+  SecureDropout dropout = SecureDropout::kNone;
+  // The root's public key as the client learnt it from the root itself (32 bytes; empty:
+  // the one in `spec`). A node below the root that handed out another key is refused.
+  std::string pinned_root_key;
+};
+
+// Runs the protocol for `update` (plain floating values, one per field of `spec`, which
+// must declare `secure`) as `client_id`; `stream` is a ContributeStream opened with that
+// client id on `channel`. Returns the ack of the masked update once the client's part is
+// done (the cohort completed); a refusal or a stage the node ended without this client
+// as the node's status (DEADLINE_EXCEEDED, UNAVAILABLE, FAILED_PRECONDITION, ...).
+// With a dropout, returns CANCELLED once it stopped where told.
+absl::StatusOr<v1::Ack> ContributeSecurely(const std::shared_ptr<grpc::Channel>& channel, ContributeStream& stream,
+                                           const v1::AggregationSpec& spec, const std::string& client_id,
+                                           const UpdateView& update, const SecureContributionOptions& options = {});
+
+}  // namespace fedagg
+
+#endif  // FEDAGG_CLIENT_STUB_SECURE_CONTRIBUTION_H_
