@@ -2,12 +2,14 @@
 #include "client_stub/secure_contribution.h"
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client_stub/encoding_conversion.h"
 #include "fedagg/v1/secure_aggregation.grpc.pb.h"
 #include "service/core/status_macros.h"
+#include "service/core/update_validator.h"
 #include "service/rounds/secure_unmasking.h"
 #include "service/rounds/spec_conversion.h"
 #include "service/secagg/secagg_client.h"
@@ -19,8 +21,10 @@ namespace {
 // end (a refusal, a dropout) is cancelled and finished when it goes out of scope.
 class CohortCall {
  public:
-  CohortCall(const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout) : stub_(channel) {
+  CohortCall(const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout, const std::string& token)
+      : stub_(channel) {
     context_.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    if (!token.empty()) context_.AddMetadata("authorization", absl::StrCat("Bearer ", token));
     stream_ = stub_.JoinCohort(&context_);
   }
   ~CohortCall() {
@@ -93,13 +97,18 @@ absl::StatusOr<v1::Ack> ContributeSecurely(const std::shared_ptr<grpc::Channel>&
   FEDAGG_ASSIGN_OR_RETURN(AggregationConfig config, ConfigFromProto(spec));
   const std::string& root_key = options.pinned_root_key.empty() ? spec.secure().root_public_key()
                                                                 : options.pinned_root_key;
-  FEDAGG_ASSIGN_OR_RETURN(ConvertedUpdate discretized, ConvertedUpdate::Of(*config.reduction, update));
+  std::optional<ConvertedUpdate> discretized;
+  if (!options.update_is_encoded) {
+    FEDAGG_ASSIGN_OR_RETURN(discretized, ConvertedUpdate::Of(*config.reduction, update));
+  }
+  const UpdateView& encoded = discretized.has_value() ? discretized->view() : update;
+  FEDAGG_RETURN_IF_ERROR(ValidateUpdate(*config.reduction, encoded));
   const CohortFrame frame = CohortFrameOf(*config.reduction, spec.aggregation_id(), spec.incarnation());
   std::vector<std::vector<uint32_t>> input;
-  for (const FieldValue& field : discretized.view().fields) input.push_back(IntegersOf(field, frame.bits));
+  for (const FieldValue& field : encoded.fields) input.push_back(IntegersOf(field, frame.bits));
   FEDAGG_ASSIGN_OR_RETURN(SecAggClient secagg, SecAggClient::Create());
 
-  CohortCall cohort(channel, options.timeout);
+  CohortCall cohort(channel, options.timeout, options.token);
 
   // Stage 0: advertise, and wait for the roster.
   v1::CohortRequest advertise;

@@ -28,10 +28,15 @@ struct SecureContributionOptions {
   // The root's public key as the client learnt it from the root itself (32 bytes; empty:
   // the one in `spec`). A node below the root that handed out another key is refused.
   std::string pinned_root_key;
+  // The bearer token of the cohort stream (the update's is its ContributeStream's).
+  std::string token;
+  // The update is in its fields' declared encodings already (their discretized integers):
+  // sent masked as it is. Otherwise it holds plain floating values, discretized here.
+  bool update_is_encoded = false;
 };
 
-// Runs the protocol for `update` (plain floating values, one per field of `spec`, which
-// must declare `secure`) as `client_id`; `stream` is a ContributeStream opened with that
+// Runs the protocol for `update` (one value per field of `spec`, which must declare
+// `secure`: plain floating values, or its discretized integers with update_is_encoded) as `client_id`; `stream` is a ContributeStream opened with that
 // client id on `channel`. Returns the ack of the masked update once the client's part is
 // done (the cohort completed); a refusal or a stage the node ended without this client
 // as the node's status (DEADLINE_EXCEEDED, UNAVAILABLE, FAILED_PRECONDITION, ...).

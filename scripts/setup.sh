@@ -22,7 +22,7 @@ BUILD_PACKAGES=(
 # sanitizer and fuzzing toolchain, and a browser with its WebDriver (tests/browser).
 TEST_PACKAGES=(
   python3 python3-venv python3-pip python3-setuptools python3-wheel
-  python3-grpcio python3-protobuf python3-numpy python3-scipy python3-crc32c python3-pytest
+  python3-grpcio python3-protobuf python3-numpy python3-scipy python3-crc32c python3-cryptography python3-pytest
   prometheus nginx google-perftools
   clang libclang-rt-14-dev
   chromium chromium-driver python3-selenium

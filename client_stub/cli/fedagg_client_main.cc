@@ -25,6 +25,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "client_stub/client.h"
+#include "client_stub/secure_contribution.h"
 #include "client_stub/dtype_cast.h"
 #include "client_stub/encoding_conversion.h"
 #include "client_stub/npy_file.h"
@@ -60,6 +61,10 @@ ABSL_FLAG(std::string, privacy, "",
           "create: differential privacy, 'clip=C,z=Z,clients=E' (every update clipped to L2 norm C, noise "
           "z*C once at the root, a mean divided by E), adaptive with ',quantile=Q[,lr=L][,count_stddev=S]' "
           "(docs/SEMANTICS.md section 12)");
+ABSL_FLAG(std::string, secure, "",
+          "create: a secure aggregation, 'on' or 'cohort=N[,min=M,degree=D,threshold=T,timeout_ms=X]' (every field "
+          "a discretized sum or mean of one bit width; docs/SEMANTICS.md section 13); submit to one runs its "
+          "protocol and waits for its cohort");
 ABSL_FLAG(std::string, client_id, "", "submit: this client's id (its exactly-once key)");
 ABSL_FLAG(std::string, wait, "received",
           "submit: the ack to wait for: received (counted in the server's memory) or durable (in "
@@ -135,6 +140,8 @@ absl::StatusOr<v1::AggregationSpec> SpecFromFlags(const std::string& id) {
   spec.set_deterministic(absl::GetFlag(FLAGS_deterministic));
   FEDAGG_ASSIGN_OR_RETURN(std::optional<v1::DifferentialPrivacy> privacy, ParsePrivacy(absl::GetFlag(FLAGS_privacy)));
   if (privacy.has_value()) *spec.mutable_privacy() = *privacy;
+  FEDAGG_ASSIGN_OR_RETURN(std::optional<v1::SecureAggregation> secure, ParseSecureAggregation(absl::GetFlag(FLAGS_secure)));
+  if (secure.has_value()) *spec.mutable_secure() = *secure;
   return spec;
 }
 
@@ -250,7 +257,10 @@ int Submit(std::shared_ptr<grpc::Channel> channel, const CallOptions& call, cons
   if (absl::GetFlag(FLAGS_encoding_seed) != 0) submit_call.encoding_seed = absl::GetFlag(FLAGS_encoding_seed);
   absl::StatusOr<std::unique_ptr<ContributeStream>> stream = ContributeStream::Open(channel, client_id, submit_call);
   if (!stream.ok()) return Fail(kServerError, stream.status());
-  absl::StatusOr<v1::Ack> ack = (*stream)->Contribute(spec, update);
+  SecureContributionOptions secure;
+  secure.token = call.token;
+  absl::StatusOr<v1::Ack> ack = spec.has_secure() ? ContributeSecurely(channel, **stream, spec, client_id, update, secure)
+                                                  : (*stream)->Contribute(spec, update);
   if (!ack.ok()) {
     // Local validation errors are the caller's input; server refusals are the server's.
     return Fail(kServerError, ack.status());
@@ -419,7 +429,7 @@ int main(int argc, char** argv) {
   fedagg::SetProgramUsage(
       "fedagg's command line: aggregations, updates and results on a running tree.\n"
       "  fedagg-client [--server=HOST:PORT] [--json] COMMAND ...\n"
-      "  create ID --type='<w=float32[4]>' --intrinsics=federated_mean [--encoding=quantized:8] [--min_contributions=N] [--privacy=clip=1,z=1.1,clients=100]\n"
+      "  create ID --type='<w=float32[4]>' --intrinsics=federated_mean [--encoding=quantized:8] [--min_contributions=N] [--privacy=clip=1,z=1.1,clients=100] [--secure=cohort=8]\n"
       "  status ID | list | seal ID | cancel ID [--reason=...] | watch ID\n"
       "  submit ID --client_id=C [--weight=W] [--wait=received|durable] [--allow_lossy_cast] [--encoding_seed=S] FIELD=FILE.npy | FIELD.indices=I.npy FIELD.values=V.npy | FIELD.row_ids=R.npy FIELD.rows=V.npy | FILE.npz ...\n"
       "                             (any of the three forms for any field: sent in the encoding and dtype the field declares;\n"

@@ -43,6 +43,7 @@ struct RunStats {
   std::string first_refusal;    // the first final refusal, for a person to read
   int64_t retried = 0;          // refusals and broken streams sent again
   int64_t disconnects = 0, lost_acks = 0, slow = 0;  // faults planned and played
+  int64_t left = 0;  // secure aggregation: clients that left as planned before their update counted
   std::vector<int64_t> counted_per_update;  // how many counted clients sent pool update k
   std::vector<double> latencies_ms;         // per answered client
   int64_t payload_bytes = 0;                // of the counted updates
@@ -55,6 +56,11 @@ class LoadRunner {
   explicit LoadRunner(RunOptions options);
   // Sends one update per client to `aggregation_id`; client i sends pool[i % pool.size()].
   RunStats Run(const std::string& aggregation_id, absl::Span<const GeneratedUpdate> pool);
+  // The same for a secure aggregation (`spec` declares it; secure_clients.cc): each client
+  // runs the protocol on a thread of its own, at most `concurrency` at once (a cohort forms
+  // once max_cohort of them wait in it, so concurrency must reach it), its cohort stream
+  // and its masked update over one channel; the faults are the plan's dropouts.
+  RunStats RunSecure(const v1::AggregationSpec& spec, absl::Span<const GeneratedUpdate> pool);
 
  private:
   RunOptions options_;

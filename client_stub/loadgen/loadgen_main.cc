@@ -53,6 +53,14 @@ ABSL_FLAG(bool, deterministic, false, "create: a deterministic aggregation (exac
 ABSL_FLAG(std::string, privacy, "",
           "create: differential privacy, 'clip=C,z=Z,clients=E[,quantile=Q,...]' (docs/SEMANTICS.md section 12); "
           "the check then clips the reference as the server does and tests the noise's mean and standard deviation");
+ABSL_FLAG(std::string, secure, "",
+          "create: a secure aggregation, 'on' or 'cohort=N[,min=M,degree=D,threshold=T,timeout_ms=X]' "
+          "(docs/SEMANTICS.md section 13; every field discretized, e.g. --encoding=discretized:32@0.001); each "
+          "client then runs on a thread of its own, --concurrency of them at once (at least the cohort)");
+ABSL_FLAG(double, leave_before_sharing, 0, "fault, secure aggregation: clients that leave before sharing their keys");
+ABSL_FLAG(double, leave_before_input, 0, "fault, secure aggregation: clients that leave before their masked update");
+ABSL_FLAG(double, leave_before_unmasking, 0,
+          "fault, secure aggregation: clients that leave after their masked update, before unmasking");
 ABSL_FLAG(int, distinct_updates, 8, "distinct generated updates; client i sends update i % this");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the generated updates");
 ABSL_FLAG(int64_t, chunk_kib, 1024, "chunk size of the update stream, KiB (at most 4096)");
@@ -110,6 +118,9 @@ absl::StatusOr<RunOptions> RunOptionsFromFlags(const std::string& token) {
   options.faults.lost_ack = absl::GetFlag(FLAGS_lost_ack_fraction);
   options.faults.slow = absl::GetFlag(FLAGS_slow_fraction);
   options.faults.slow_delay = absl::Milliseconds(absl::GetFlag(FLAGS_slow_delay_ms));
+  options.faults.leave_before_sharing = absl::GetFlag(FLAGS_leave_before_sharing);
+  options.faults.leave_before_input = absl::GetFlag(FLAGS_leave_before_input);
+  options.faults.leave_before_unmasking = absl::GetFlag(FLAGS_leave_before_unmasking);
   options.chunk_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_chunk_kib)) * 1024;
   options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
   options.initial_backoff = absl::Milliseconds(absl::GetFlag(FLAGS_retry_backoff_ms));
@@ -119,7 +130,9 @@ absl::StatusOr<RunOptions> RunOptionsFromFlags(const std::string& token) {
   if (options.channels_per_server < 1 || options.concurrency < 1 || options.max_attempts < 1) {
     return absl::InvalidArgumentError("--channels, --concurrency and --max_attempts must be at least 1");
   }
-  for (double f : {options.faults.disconnect, options.faults.lost_ack, options.faults.slow}) {
+  for (double f : {options.faults.disconnect, options.faults.lost_ack, options.faults.slow,
+                   options.faults.leave_before_sharing, options.faults.leave_before_input,
+                   options.faults.leave_before_unmasking}) {
     if (!(f >= 0 && f <= 1)) return absl::InvalidArgumentError("fault fractions must be in [0, 1]");
   }
   if (options.rate < 0) return absl::InvalidArgumentError("--rate must be >= 0");
@@ -145,6 +158,16 @@ absl::StatusOr<v1::AggregationSpec> SpecFromFlags() {
   spec.set_deterministic(absl::GetFlag(FLAGS_deterministic));
   FEDAGG_ASSIGN_OR_RETURN(std::optional<v1::DifferentialPrivacy> privacy, ParsePrivacy(absl::GetFlag(FLAGS_privacy)));
   if (privacy.has_value()) *spec.mutable_privacy() = *privacy;
+  FEDAGG_ASSIGN_OR_RETURN(std::optional<v1::SecureAggregation> secure,
+                          ParseSecureAggregation(absl::GetFlag(FLAGS_secure)));
+  if (secure.has_value()) {
+    *spec.mutable_secure() = *secure;
+    // The clients planned to leave before their update counts are not waited for.
+    const int64_t clients = absl::GetFlag(FLAGS_clients);
+    spec.set_min_contributions(std::max<int64_t>(
+        1, clients - FaultPlan::Picked(absl::GetFlag(FLAGS_leave_before_sharing), clients) -
+               FaultPlan::Picked(absl::GetFlag(FLAGS_leave_before_input), clients)));
+  }
   spec.set_aggregation_id(absl::StrCat(absl::GetFlag(FLAGS_id_prefix), "-", absl::ToUnixMillis(absl::Now())));
   return spec;
 }
@@ -210,14 +233,17 @@ int Run() {
     const std::string& id = spec->aggregation_id();
     report.aggregation_ids.push_back(id);
     const absl::Time round_start = absl::Now();
+    // A secure aggregation's clients need the spec as the root made it (its key).
+    v1::AggregationSpec made = *spec;
     if (!join && !sink) {
       absl::StatusOr<v1::AggregationStatus> created = control.Create(*spec);
       if (!created.ok()) {
         report.failure = absl::StrCat("create ", id, ": ", created.status().ToString());
         break;
       }
+      made = created->spec();
     }
-    const RunStats stats = runner.Run(id, *pool);
+    const RunStats stats = made.has_secure() ? runner.RunSecure(made, *pool) : runner.Run(id, *pool);
     Accumulate(stats, report.totals);
     report.round_throughput.push_back({stats.elapsed, stats.counted(), stats.payload_bytes});
     if (sink) continue;

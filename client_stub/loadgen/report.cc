@@ -32,7 +32,9 @@ double Seconds(const RunStats& s) { return std::max(1e-9, absl::ToDoubleSeconds(
 }  // namespace
 
 bool LoadReport::passed() const {
-  if (!failure.empty() || totals.refused > 0 || totals.counted() != clients_per_round * static_cast<int64_t>(std::max<size_t>(1, aggregation_ids.size()))) {
+  // Every client is counted, but those that left a secure cohort, as planned, before theirs was.
+  const int64_t clients = clients_per_round * static_cast<int64_t>(std::max<size_t>(1, aggregation_ids.size()));
+  if (!failure.empty() || totals.refused > 0 || totals.counted() + totals.left != clients) {
     return false;
   }
   if (sink) return true;
@@ -50,6 +52,7 @@ void Accumulate(const RunStats& run, RunStats& totals) {
   totals.disconnects += run.disconnects;
   totals.lost_acks += run.lost_acks;
   totals.slow += run.slow;
+  totals.left += run.left;
   totals.latencies_ms.insert(totals.latencies_ms.end(), run.latencies_ms.begin(), run.latencies_ms.end());
   totals.payload_bytes += run.payload_bytes;
   totals.elapsed += run.elapsed;
@@ -70,8 +73,9 @@ std::string HumanReport(const LoadReport& r) {
   absl::StrAppendFormat(&out, "  updates:    %d counted (%d acked, %d already counted), %d refused%s%s; %d sent again\n",
                         t.counted(), t.acked, t.already_counted, t.refused, t.refused ? ": " : "", t.first_refusal,
                         t.retried);
-  absl::StrAppendFormat(&out, "  faults:     %d streams cut mid-update, %d acks dropped, %d slow senders\n",
-                        t.disconnects, t.lost_acks, t.slow);
+  absl::StrAppendFormat(&out, "  faults:     %d streams cut mid-update, %d acks dropped, %d slow senders, %d left a "
+                        "secure cohort before their update counted\n",
+                        t.disconnects, t.lost_acks, t.slow, t.left);
   absl::StrAppendFormat(&out, "  throughput: %.1f updates/s, %.3g MB/s payload (%d bytes an update) over %.3f s\n",
                         static_cast<double>(t.counted()) / Seconds(t),
                         static_cast<double>(t.payload_bytes) / Seconds(t) / 1e6, r.payload_bytes_per_update,
@@ -150,7 +154,7 @@ std::string JsonReport(const LoadReport& r) {
       t.already_counted, ", \"refused\": ", t.refused, ", \"refused_by_code\": {", absl::StrJoin(codes, ", "),
       "}, \"first_refusal\": ", JsonString(t.first_refusal), ", \"sent_again\": ", t.retried, "}",
       ",\n \"faults\": {\"disconnects\": ", t.disconnects, ", \"lost_acks\": ", t.lost_acks, ", \"slow\": ", t.slow,
-      "}",
+      ", \"left_before_counted\": ", t.left, "}",
       ",\n \"throughput\": {\"seconds\": ", JsonNumber(absl::ToDoubleSeconds(t.elapsed)), ", \"updates_per_s\": ",
       JsonNumber(static_cast<double>(t.counted()) / Seconds(t)), ", \"payload_bytes_per_s\": ",
       JsonNumber(static_cast<double>(t.payload_bytes) / Seconds(t)), "}",

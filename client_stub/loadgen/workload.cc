@@ -132,7 +132,11 @@ absl::StatusOr<std::vector<GeneratedUpdate>> GenerateUpdates(const ReductionSpec
 }
 
 FaultPlan::ClientFaults FaultPlan::For(int64_t client) const {
-  return ClientFaults{PicksClient(disconnect, client), PicksClient(lost_ack, client), PicksClient(slow, client)};
+  ClientFaults faults{PicksClient(disconnect, client), PicksClient(lost_ack, client), PicksClient(slow, client)};
+  if (PicksClient(leave_before_unmasking, client)) faults.leave = SecureDropout::kBeforeUnmasking;
+  if (PicksClient(leave_before_input, client)) faults.leave = SecureDropout::kBeforeInput;
+  if (PicksClient(leave_before_sharing, client)) faults.leave = SecureDropout::kBeforeSharing;
+  return faults;
 }
 
 int64_t FaultPlan::Picked(double fraction, int64_t clients) {

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client_stub/secure_contribution.h"
 #include "absl/types/span.h"
 #include "service/core/field_value.h"
 #include "service/core/reduction_spec.h"
@@ -63,11 +64,16 @@ struct FaultPlan {
   double lost_ack = 0;    // send the whole update, drop the stream before the answer, send it again
   double slow = 0;        // wait slow_delay before every message of the update
   absl::Duration slow_delay = absl::Milliseconds(20);
+  // A secure aggregation's clients that leave before sharing their keys, before their
+  // masked update, before their unmasking shares (a client picked twice leaves at the
+  // earlier stage).
+  double leave_before_sharing = 0, leave_before_input = 0, leave_before_unmasking = 0;
 
   struct ClientFaults {
     bool disconnect = false;
     bool lost_ack = false;
     bool slow = false;
+    SecureDropout leave = SecureDropout::kNone;
   };
   ClientFaults For(int64_t client) const;
   // How many of the first `clients` clients are picked for a fraction.

@@ -304,6 +304,34 @@ absl::StatusOr<std::vector<v1::FieldIntrinsic>> ParseIntrinsicList(absl::string_
   return out;
 }
 
+absl::StatusOr<std::optional<v1::SecureAggregation>> ParseSecureAggregation(absl::string_view text) {
+  if (text.empty() || text == "none") return std::nullopt;
+  v1::SecureAggregation secure;
+  if (text == "on") return secure;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    const std::pair<absl::string_view, absl::string_view> pair = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    uint32_t value = 0;
+    if (!absl::SimpleAtoi(pair.second, &value)) {
+      return absl::InvalidArgumentError(absl::StrCat("secure: '", item, "' is not NAME=COUNT"));
+    }
+    if (pair.first == "cohort") {
+      secure.set_max_cohort(value);
+    } else if (pair.first == "min") {
+      secure.set_min_cohort(value);
+    } else if (pair.first == "degree") {
+      secure.set_degree(value);
+    } else if (pair.first == "threshold") {
+      secure.set_threshold(value);
+    } else if (pair.first == "timeout_ms") {
+      secure.set_stage_timeout_ms(value);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("secure: unknown parameter '", pair.first, "'; use cohort, min, degree, threshold, timeout_ms"));
+    }
+  }
+  return secure;
+}
+
 absl::StatusOr<std::optional<v1::DifferentialPrivacy>> ParsePrivacy(absl::string_view text) {
   if (text.empty() || text == "none") return std::nullopt;
   v1::DifferentialPrivacy privacy;

@@ -94,6 +94,11 @@ v1::Tensor TensorToProto(const Tensor& tensor);
 v1::PrivacyReport PrivacyReportToProto(const PrivacyReport& report);
 PrivacyReport PrivacyReportFromProto(const v1::PrivacyReport& proto);
 
+// A command line's --secure: "on" (the defaults) or "cohort=N[,min=M][,degree=D][,threshold=T]
+// [,timeout_ms=X]" (SecureAggregation's max_cohort, min_cohort, degree, threshold,
+// stage_timeout_ms); empty or "none": not secure. INVALID_ARGUMENT for an unknown name or a
+// value that is not a count; the values are checked with the spec (ConfigFromProto).
+absl::StatusOr<std::optional<v1::SecureAggregation>> ParseSecureAggregation(absl::string_view text);
 // A command line's --privacy: "clip=C,z=Z[,clients=E][,quantile=Q[,lr=L][,count_stddev=S]]"
 // (a quantile makes clipping adaptive; lr defaults to 0.2, count_stddev to 0.05 E); empty
 // or "none": no privacy. INVALID_ARGUMENT for an unknown name or a value that is not a

@@ -3,10 +3,11 @@
 # fresh virtual environment (system site packages, no index: no network), starts a
 # plaintext server, one with checkpoints, and one with mutual TLS and bearer tokens, and runs the pytest suite
 # beside this script against them.
-# Usage: python_client_test.sh FEDAGG_SERVER
+# Usage: python_client_test.sh FEDAGG_SERVER [FEDAGG_CLIENT] (the C++ command line shares a
+# secure cohort with Python clients when given)
 set -euo pipefail
 source "$(dirname "$0")/../e2e/e2e_lib.sh"
-SERVER=$1
+SERVER=$1 CLI=${2:-}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 PYTHON=/usr/bin/python3  # Debian's python3-grpcio, -numpy, -scipy, -pytest, -crc32c live here
 
@@ -28,5 +29,5 @@ cd "$E2E_DIR"  # not the source tree: `import fedagg` must find the installed pa
 FEDAGG_TEST_SERVER="127.0.0.1:$PLAIN" FEDAGG_TEST_SECURE_SERVER="127.0.0.1:$SECURE" \
 FEDAGG_TEST_DURABLE_SERVER="127.0.0.1:$DURABLE" FEDAGG_TEST_CHECKPOINT_DIR="$E2E_DIR/checkpoints" \
 FEDAGG_TEST_CERTS="$E2E_DIR/certs" FEDAGG_TEST_TOKEN=python-test-token \
-FEDAGG_TEST_UNUSED_PORT=$((PLAIN + 9)) PYTHONDONTWRITEBYTECODE=1 \
+FEDAGG_TEST_UNUSED_PORT=$((PLAIN + 9)) FEDAGG_TEST_CLI="$CLI" PYTHONDONTWRITEBYTECODE=1 \
     "$E2E_DIR/venv/bin/python" -m pytest -p no:cacheprovider -q -rs "$REPO/tests/python"

@@ -9,6 +9,10 @@
 
 Errors are FedaggError, carrying the gRPC status code (`code`, `code_name`).
 
+Secure aggregation (an aggregation created with secure=fedagg.SecureAggregation(...)):
+each client calls fedagg.contribute_securely(conn, status, client_id, update), which masks
+its discretized update so that only the root sees the sum (fedagg.secure_aggregation).
+
 Privacy accounting of DP rounds (PrivacyAccountant, Sampling, calibrate_noise_multiplier)
 lives in fedagg.privacy_accounting and needs the optional dp-accounting package
 (`pip install fedagg[privacy]`) only when called.
@@ -19,13 +23,15 @@ from .differential_privacy import AdaptiveClipping, DifferentialPrivacy, Privacy
 from .control import ControlClient
 from .errors import FedaggError
 from .result import FieldResult, Result
-from .spec import AggregationStatus, Field, Leaf, Spec, build_spec
+from .secure_aggregation import contribute_securely
+from .spec import AggregationStatus, Field, Leaf, SecureAggregation, Spec, build_spec
 from .update_input import RowSparse, Sparse, prepare_update
 from .value_encoding import ValueEncoding
 
 __all__ = [
     "AdaptiveClipping", "DifferentialPrivacy", "PrivacyReport", "AggregationStatus", "Connection", "ContributeStream", "ControlClient", "FedaggError", "Field",
-    "FieldResult", "Leaf", "Result", "RowSparse", "Sparse", "Spec", "build_spec", "connect",
+    "FieldResult", "Leaf", "Result", "RowSparse", "SecureAggregation", "Sparse", "Spec", "build_spec", "connect",
+    "contribute_securely",
     "ValueEncoding", "prepare_update", "PrivacyAccountant", "Sampling", "calibrate_noise_multiplier",
 ]
 

@@ -69,12 +69,13 @@ class ContributeStream:
         self._closed = True
         self._outbox.put(_CLOSE)
 
-    def _send_once(self, update: PreparedUpdate, durable: bool) -> int:
+    def _send_once(self, update: PreparedUpdate, durable: bool) -> aggregation_pb2.Ack:
         self._outbox.put(encode_update(update, aggregation_pb2.ContributeRequest, self.chunk_bytes, durable=durable))
         response = self._next_response()
         kind = response.WhichOneof("kind")
         if kind == "ack":
-            return check_ack_level(response.ack, durable)
+            check_ack_level(response.ack, durable)
+            return response.ack
         if kind == "rejection":
             raise FedaggError.from_number(response.rejection.code, response.rejection.message)
         raise FedaggError(grpc.StatusCode.INTERNAL, f"unexpected {kind} while waiting for an ack")
@@ -91,6 +92,13 @@ class ContributeStream:
         random one); an update sent again after UNAVAILABLE is the same bytes."""
         update = prepare_update(spec.spec if isinstance(spec, AggregationStatus) else spec, fields, weight,
                                 allow_lossy_cast=allow_lossy_cast, seed=seed)
+        return self.send_prepared(update, durable=durable).contributions
+
+    def send_prepared(self, update: PreparedUpdate, *, durable: bool = False) -> aggregation_pb2.Ack:
+        """Sends an update already in its wire form (prepare_update's, or one whose values a
+        caller wrote itself, as fedagg.secure_aggregation writes its masked integers) with
+        no further checks, and returns the server's ack; sent again after UNAVAILABLE as
+        contribute() does."""
         with self._lock:
             backoff = self._initial_backoff_s
             for attempt in range(1, self._max_attempts + 1):

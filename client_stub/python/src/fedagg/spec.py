@@ -8,7 +8,9 @@ fields. Leaf fields are numbered depth-first and named by their dotted path ("en
 everywhere in fedagg (docs/PROTOCOL.md). A field of a floating dtype whose intrinsic is
 linear (every one but federated_max and federated_min; a sparse field's values, not its
 indices) may declare a value encoding (fedagg.value_encoding: "quantized:8",
-"discretized:16@0.001"), in which its updates travel.
+"discretized:16@0.001"), in which its updates travel. An aggregation may declare
+differential privacy (fedagg.DifferentialPrivacy) or secure aggregation (SecureAggregation:
+clients mask their discretized updates, fedagg.secure_aggregation).
 """
 import time
 from dataclasses import dataclass
@@ -56,6 +58,34 @@ ENCODABLE_INTRINSICS = tuple(name for name in INTRINSICS if name not in ("federa
 WEIGHTED_INTRINSICS = tuple(name for name, (_, weighted) in INTRINSICS.items() if weighted)
 
 STATE_NAMES = {number: name for name, number in types_pb2.AggregationState.items()}
+
+
+@dataclass(frozen=True)
+class SecureAggregation:
+    """Secure aggregation as an aggregation declares it (docs/SEMANTICS.md 13): every field a
+    dense federated_sum or federated_mean of discretized values of one bit width, summed
+    modulo 2^bits; clients run fedagg.contribute_securely. 0 takes the server's default:
+    min_cohort 3 and max_cohort 1000 clients of one node, degree (neighbours of each
+    client, even) 64, threshold half the neighbours plus one (give it with its degree),
+    stage_timeout_ms 30000. root_public_key is set by the root when it creates the
+    aggregation (a value sent is replaced): read it from the spec the server returns."""
+    min_cohort: int = 0
+    max_cohort: int = 0
+    degree: int = 0
+    threshold: int = 0
+    stage_timeout_ms: int = 0
+    root_public_key: bytes = b""
+
+    def to_proto(self) -> types_pb2.SecureAggregation:
+        return types_pb2.SecureAggregation(min_cohort=self.min_cohort, max_cohort=self.max_cohort,
+                                           degree=self.degree, threshold=self.threshold,
+                                           stage_timeout_ms=self.stage_timeout_ms,
+                                           root_public_key=self.root_public_key)
+
+    @classmethod
+    def from_proto(cls, proto: types_pb2.SecureAggregation) -> "SecureAggregation":
+        return cls(proto.min_cohort, proto.max_cohort, proto.degree, proto.threshold, proto.stage_timeout_ms,
+                   bytes(proto.root_public_key))
 
 
 def dtype_name(number: int) -> str:
@@ -192,13 +222,16 @@ def build_spec(aggregation_id: str, value_type: Any, *, min_contributions: int =
                require_finite: bool = False, float64_accumulation: bool = False,
                deterministic: bool = False,
                broadcast: Sequence[np.ndarray] = (),
-               privacy: Optional[DifferentialPrivacy] = None) -> types_pb2.AggregationSpec:
+               privacy: Optional[DifferentialPrivacy] = None,
+               secure: Optional[SecureAggregation] = None) -> types_pb2.AggregationSpec:
     """A fedagg.v1.AggregationSpec from a Python description (see the module comment).
     `deadline_s`: seconds from now; `broadcast`: NumPy arrays pushed to clients on join;
     `deterministic`: floating-point fields summed exactly, so results are the same to the
     bit for any order of updates and any tree of aggregators (needs finite values; takes
     discretized fields, not quantized ones); `privacy`: differential privacy
-    (fedagg.DifferentialPrivacy: clipped updates, noise once at the root)."""
+    (fedagg.DifferentialPrivacy: clipped updates, noise once at the root); `secure`: secure
+    aggregation (fedagg.SecureAggregation: masked discretized updates, unmasked at the root;
+    clients contribute with fedagg.contribute_securely)."""
     intrinsics: List[types_pb2.FieldIntrinsic] = []
     proto = types_pb2.AggregationSpec(
         aggregation_id=aggregation_id,
@@ -210,6 +243,8 @@ def build_spec(aggregation_id: str, value_type: Any, *, min_contributions: int =
     proto.intrinsics.extend(intrinsics)
     if privacy is not None:
         proto.privacy.CopyFrom(privacy.to_proto())
+    if secure is not None:
+        proto.secure.CopyFrom(secure.to_proto())
     for array in broadcast:
         array = np.asarray(array)
         name = array.dtype.name
@@ -248,6 +283,9 @@ class Spec:
         self.deterministic = proto.deterministic
         self.min_contributions = proto.min_contributions
         self.max_contributions = proto.max_contributions
+        # Secure aggregation as declared (with the root's key), or None.
+        self.secure: Optional[SecureAggregation] = (
+            SecureAggregation.from_proto(proto.secure) if proto.HasField("secure") else None)
 
     @property
     def weighted(self) -> bool:
