@@ -36,7 +36,7 @@ assert [x["path"] for x in c["fields"]] == ["dense", "emb", "tok", "hits"], c["f
 assert c["fields"][2]["tolerance"] == 0 and c["fields"][3]["tolerance"] == 0, "integer sums must be exact"
 assert all(x["max_relative_error"] <= x["tolerance"] for x in c["fields"]), c["fields"]
 assert u["counted"] == n and u["acked"] + u["already_counted"] == n and u["refused"] == 0, u
-assert f == {"disconnects": n // 10, "lost_acks": n // 10, "slow": n // 20}, f
+assert f == {"disconnects": n // 10, "lost_acks": n // 10, "slow": n // 20, "left_before_counted": 0}, f
 assert r["throughput"]["updates_per_s"] > 0 and r["latency_ms"]["p50"] > 0
 print("loadgen run: OK")
 PY
