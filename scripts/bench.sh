@@ -33,6 +33,9 @@
 #   7. the HTTP path from a browser (bench/browser_upload_bench.sh): a 16 MiB update from
 #      headless Chromium through nginx in 1 MiB chunks and in one request, beside
 #      fedagg-client's gRPC Submit; its lines after the summary (a few seconds).
+#   8. secure aggregation at the node its clients reach (bench/secure_ingest_bench.sh): the
+#      leaf's and the root's CPU for plain and secure discretized updates, at 4 MB and 400 kB
+#      (about a minute).
 #   scripts/bench.sh [--repeat=N] [--benchmark_filter=REGEX ...]  [--updates_1m=N --memory_updates=100,1000,10000 ...]
 # Options starting with --benchmark_ go to the core benchmark, --peers_service_* (without
 # the prefix, e.g. --peers_service_quick, --peers_service_clients=100,1000) to the peers
@@ -102,4 +105,7 @@ echo
 cat "$OUT/encoding.log"
 echo "the HTTP path from a browser (bench/browser_upload_bench.sh):"
 ./bench/browser_upload_bench.sh build | tee "$OUT/browser_upload.log"
+echo "secure aggregation at the leaf (bench/secure_ingest_bench.sh):"
+./bench/secure_ingest_bench.sh build | tee "$OUT/secure_ingest.log"
+./bench/secure_ingest_bench.sh build --clients=1000 --coordinates=100000 | tee -a "$OUT/secure_ingest.log"
 echo "raw outputs: $OUT"
