@@ -20,7 +20,7 @@ N=400
 "$LOADGEN" --json --control="127.0.0.1:$ROOT" --servers="127.0.0.1:$I1,127.0.0.1:$I2" \
     --clients=$N --concurrency=$N --channels=2 --type='<w=float32[2000],b=float32[10]>' \
     --intrinsics='federated_sum,federated_mean' --encoding='discretized:32@0.001' \
-    --secure='cohort=50,min=10,timeout_ms=3000' \
+    --secure='cohort=50,min=10,timeout_ms=30000' \
     --leave_before_sharing=0.05 --leave_before_input=0.06 --leave_before_unmasking=0.07 >"$E2E_DIR/run.json"
 cat "$E2E_DIR/run.json"
 python3 - "$E2E_DIR/run.json" $N <<'PY'
@@ -39,7 +39,7 @@ PY
 
 # fedagg-client: four clients of one cohort at the root.
 "$CLIENT" --server="127.0.0.1:$ROOT" create cli-secure --type='<w=float32[6]>' --intrinsics=federated_sum \
-    --encoding='discretized:16@0.5' --secure='cohort=4,timeout_ms=5000' --min_contributions=4
+    --encoding='discretized:16@0.5' --secure='cohort=4,timeout_ms=30000' --min_contributions=4
 /usr/bin/python3 - "$E2E_DIR" <<'PY'  # Debian's python3-numpy
 import numpy as np, sys
 for c in range(4):

@@ -3,6 +3,7 @@
 // every stage; the root's result is the plain sum of exactly the updates counted, to the
 // bit; an intermediate lost after its cohort completed loses that cohort whole. Also: an update sent plainly to a secure aggregation is refused, a client not in
 // a cohort is refused, and the roster's root key must be the root's.
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -24,7 +25,7 @@ v1::AggregationSpec SecureSumSpec(const std::string& id, int cohort) {
   encoding.set_bits(16);
   encoding.set_scale(kSecureStep);
   spec.mutable_secure()->set_max_cohort(static_cast<uint32_t>(cohort));
-  spec.mutable_secure()->set_stage_timeout_ms(1500);
+  spec.mutable_secure()->set_stage_timeout_ms(10000);  // stages end sooner: when all answered
   return spec;
 }
 
@@ -35,6 +36,36 @@ std::vector<float> ValuesOf(int c) {
     values[static_cast<size_t>(i)] = static_cast<float>(((c * 7 + i * 3) % 41 - 20) * kSecureStep);
   }
   return values;
+}
+
+// Runs `count` clients, client-`first` on, through the node at `port`, concurrently;
+// client first + k leaves at leave(k). Their statuses (CANCELLED for those that left).
+std::vector<absl::Status> RunClients(int port, const v1::AggregationSpec& spec, int first, int count,
+                                     const std::function<SecureDropout(int)>& leave = {}) {
+  std::vector<absl::Status> outcomes(static_cast<size_t>(count));
+  std::vector<std::thread> clients;
+  for (int k = 0; k < count; ++k) {
+    clients.emplace_back([&, k] {
+      std::shared_ptr<grpc::Channel> channel = Connect(port);
+      const std::string client_id = absl::StrCat("client-", first + k);
+      absl::StatusOr<std::unique_ptr<ContributeStream>> stream = ContributeStream::Open(channel, client_id);
+      if (!stream.ok()) {
+        outcomes[static_cast<size_t>(k)] = stream.status();
+        return;
+      }
+      const std::vector<float> values = ValuesOf(first + k);
+      SecureContributionOptions options;
+      options.pinned_root_key = spec.secure().root_public_key();
+      if (leave) options.dropout = leave(k);
+      outcomes[static_cast<size_t>(k)] =
+          ContributeSecurely(channel, **stream, spec, client_id, UpdateView{{FieldValue::Dense<float>(values)}},
+                             options)
+              .status();
+      (void)(*stream)->Close();
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  return outcomes;
 }
 
 TEST(SecureAggregationTest, ThroughTwoIntermediatesWithDropoutsTheRootGetsThePlainSum) {
@@ -48,37 +79,24 @@ TEST(SecureAggregationTest, ThroughTwoIntermediatesWithDropoutsTheRootGetsThePla
   const v1::AggregationSpec& spec = created->spec();
   ASSERT_EQ(spec.secure().root_public_key().size(), 32u);
 
-  // Eight clients at each intermediate form one cohort there; at each, one drops before
+  // Eight clients at each intermediate form one cohort there; at each, one leaves before
   // sharing, one before its masked update, one before unmasking.
   constexpr int kPerNode = 8;
-  std::vector<std::thread> clients;
+  const auto leave = [](int k) {
+    return k == 0 ? SecureDropout::kBeforeSharing
+           : k == 1 ? SecureDropout::kBeforeInput
+           : k == 2 ? SecureDropout::kBeforeUnmasking
+                    : SecureDropout::kNone;
+  };
   std::vector<absl::Status> outcomes(2 * kPerNode);
-  for (int node = 0; node < 2; ++node) {
-    for (int k = 0; k < kPerNode; ++k) {
-      const int c = node * kPerNode + k;
-      clients.emplace_back([&, node, k, c] {
-        std::shared_ptr<grpc::Channel> channel = Connect(cluster->intermediates[node]->port());
-        const std::string client_id = absl::StrCat("client-", c);
-        absl::StatusOr<std::unique_ptr<ContributeStream>> stream = ContributeStream::Open(channel, client_id);
-        if (!stream.ok()) {
-          outcomes[c] = stream.status();
-          return;
-        }
-        const std::vector<float> values = ValuesOf(c);
-        SecureContributionOptions options;
-        options.pinned_root_key = spec.secure().root_public_key();
-        options.dropout = k == 0   ? SecureDropout::kBeforeSharing
-                          : k == 1 ? SecureDropout::kBeforeInput
-                          : k == 2 ? SecureDropout::kBeforeUnmasking
-                                   : SecureDropout::kNone;
-        absl::StatusOr<v1::Ack> ack = ContributeSecurely(channel, **stream, spec, client_id,
-                                                         UpdateView{{FieldValue::Dense<float>(values)}}, options);
-        outcomes[c] = ack.status();
-        (void)(*stream)->Close();
-      });
-    }
-  }
-  for (std::thread& client : clients) client.join();
+  std::thread second([&] {
+    const std::vector<absl::Status> at_second =
+        RunClients(cluster->intermediates[1]->port(), spec, kPerNode, kPerNode, leave);
+    std::copy(at_second.begin(), at_second.end(), outcomes.begin() + kPerNode);
+  });
+  const std::vector<absl::Status> at_first = RunClients(cluster->intermediates[0]->port(), spec, 0, kPerNode, leave);
+  std::copy(at_first.begin(), at_first.end(), outcomes.begin());
+  second.join();
   std::vector<double> expected(kSecureWidth, 0.0);
   for (int c = 0; c < 2 * kPerNode; ++c) {
     const int k = c % kPerNode;
@@ -103,29 +121,6 @@ TEST(SecureAggregationTest, ThroughTwoIntermediatesWithDropoutsTheRootGetsThePla
   for (int64_t i = 0; i < kSecureWidth; ++i) {
     ASSERT_EQ(sum[static_cast<size_t>(i)], static_cast<float>(expected[static_cast<size_t>(i)])) << "coordinate " << i;
   }
-}
-
-// Runs `count` clients from `first` at `node` through the whole protocol; their statuses.
-std::vector<absl::Status> RunClients(int port, const v1::AggregationSpec& spec, int first, int count) {
-  std::vector<absl::Status> outcomes(static_cast<size_t>(count));
-  std::vector<std::thread> clients;
-  for (int k = 0; k < count; ++k) {
-    clients.emplace_back([&, k] {
-      std::shared_ptr<grpc::Channel> channel = Connect(port);
-      const std::string client_id = absl::StrCat("client-", first + k);
-      absl::StatusOr<std::unique_ptr<ContributeStream>> stream = ContributeStream::Open(channel, client_id);
-      if (!stream.ok()) {
-        outcomes[static_cast<size_t>(k)] = stream.status();
-        return;
-      }
-      const std::vector<float> values = ValuesOf(first + k);
-      outcomes[static_cast<size_t>(k)] =
-          ContributeSecurely(channel, **stream, spec, client_id, UpdateView{{FieldValue::Dense<float>(values)}})
-              .status();
-    });
-  }
-  for (std::thread& client : clients) client.join();
-  return outcomes;
 }
 
 TEST(SecureAggregationTest, ALostIntermediateLosesItsCohortAndNothingElse) {
