@@ -88,8 +88,13 @@ e2e_start_tree() {  # e2e_start_tree BINARY: a root and two intermediates under 
   e2e_start_server "$1" intermediate-2 "$I2" $((I2 + 5)) --parent="127.0.0.1:$ROOT"
 }
 
-e2e_start_nginx() {  # e2e_start_nginx LB_PORT BACKEND_PORT...: nginx balancing gRPC over the backends
+# e2e_start_nginx LB_PORT BACKEND_PORT...: nginx balancing gRPC over the backends, each
+# request on its own; with E2E_NGINX_BY_CONNECTION=1, every request of one client
+# connection to one backend (as docker/nginx.conf does: a secure aggregation's cohort
+# stream and update must reach one node).
+e2e_start_nginx() {
   local lb=$1 backend servers=""; shift
+  if [ "${E2E_NGINX_BY_CONNECTION:-0}" = 1 ]; then servers="    hash \$remote_addr\$remote_port consistent;"$'\n'; fi
   local nginx; nginx=$(command -v nginx || echo /usr/sbin/nginx)
   [ -x "$nginx" ] || { echo "nginx is not installed (scripts/setup.sh installs it)" >&2; return 1; }
   for backend in "$@"; do servers+="    server 127.0.0.1:$backend;"$'\n'; done

@@ -6,10 +6,11 @@
 #     check holds the root's unmasked result to the exact sum of the counted clients'
 #     discretized updates, and the contributions to the clients that did not leave before
 #     their update counted;
-#  2. fedagg-client: `create --secure` and four concurrent `submit`s to the root (a root
+#  2. the same through nginx balancing by connection (docker/nginx.conf's way);
+#  3. fedagg-client: `create --secure` and four concurrent `submit`s to the root (a root
 #     that takes clients itself runs their cohort, and finalizes once it is complete), the
 #     result equal to the NumPy sum of their whole-step values;
-#  3. a spec that cannot be secure is refused at creation (exit 1, INVALID_ARGUMENT).
+#  4. a spec that cannot be secure is refused at creation (exit 1, INVALID_ARGUMENT).
 # Usage: secure_tree_test.sh FEDAGG_SERVER FEDAGG_LOADGEN FEDAGG_CLIENT
 set -euo pipefail
 source "$(dirname "$0")/e2e_lib.sh"
@@ -36,6 +37,16 @@ c = r["checks"][0]
 assert c["contributions"] == n - left == c["expected_contributions"], c
 print("secure loadgen run through the tree: OK,", c["contributions"], "updates unmasked at the root")
 PY
+
+# Through nginx balancing by connection (as docker/nginx.conf does): each client's cohort
+# stream and masked update reach one intermediate.
+LB=$((E2E_BASE + 9))
+E2E_NGINX_BY_CONNECTION=1 e2e_start_nginx "$LB" "$I1" "$I2"
+"$LOADGEN" --json --control="127.0.0.1:$ROOT" --servers="127.0.0.1:$LB" --clients=100 --concurrency=100 --channels=4 \
+    --type='<w=float32[1000]>' --encoding='discretized:32@0.001' --secure='cohort=25,min=5,timeout_ms=30000' \
+    --id_prefix=through-nginx >"$E2E_DIR/nginx.json"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['passed'] is True, r; print('secure through nginx: OK')" \
+    "$E2E_DIR/nginx.json"
 
 # fedagg-client: four clients of one cohort at the root.
 "$CLIENT" --server="127.0.0.1:$ROOT" create cli-secure --type='<w=float32[6]>' --intrinsics=federated_sum \
