@@ -1,7 +1,6 @@
 // Secure contribution: the client's stages over Cohorts.JoinCohort and a ContributeStream.
 #include "client_stub/secure_contribution.h"
 
-#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -73,14 +72,6 @@ class CohortCall {
   bool finished_ = false;
 };
 
-// A discretized field's b-bit integers as words modulo 2^b (their two's complement).
-std::vector<uint32_t> IntegersOf(const FieldValue& value, int bits) {
-  const size_t width = static_cast<size_t>(bits / 8);
-  std::vector<uint32_t> words(value.values.size() / width, 0u);
-  for (size_t i = 0; i < words.size(); ++i) std::memcpy(&words[i], value.values.data() + i * width, width);
-  return words;
-}
-
 absl::Status Stopped(const char* where) {
   return absl::CancelledError(absl::StrCat("stopped ", where, ", as told (a dropout)"));
 }
@@ -105,7 +96,7 @@ absl::StatusOr<v1::Ack> ContributeSecurely(const std::shared_ptr<grpc::Channel>&
   FEDAGG_RETURN_IF_ERROR(ValidateUpdate(*config.reduction, encoded));
   const CohortFrame frame = CohortFrameOf(*config.reduction, spec.aggregation_id(), spec.incarnation());
   std::vector<std::vector<uint32_t>> input;
-  for (const FieldValue& field : encoded.fields) input.push_back(IntegersOf(field, frame.bits));
+  for (const FieldValue& field : encoded.fields) input.push_back(IntegerWords(field.values, frame.bits));
   FEDAGG_ASSIGN_OR_RETURN(SecAggClient secagg, SecAggClient::Create());
 
   CohortCall cohort(channel, options.timeout, options.token);
@@ -151,12 +142,10 @@ absl::StatusOr<v1::Ack> ContributeSecurely(const std::shared_ptr<grpc::Channel>&
     received.push_back(SharedKeys{static_cast<int>(std::min<uint32_t>(one.peer(), 1u << 30)), index, one.sealed()});
   }
   FEDAGG_ASSIGN_OR_RETURN(std::vector<std::vector<uint32_t>> masked, secagg.MaskInput(*members, received, input));
-  const size_t width = static_cast<size_t>(frame.bits / 8);
   std::vector<std::vector<std::byte>> bytes(masked.size());
   UpdateView masked_view;
   for (size_t f = 0; f < masked.size(); ++f) {
-    bytes[f].resize(masked[f].size() * width);
-    for (size_t i = 0; i < masked[f].size(); ++i) std::memcpy(bytes[f].data() + i * width, &masked[f][i], width);
+    bytes[f] = IntegerBytes(masked[f], frame.bits);
     masked_view.fields.push_back(FieldValue{Encoding::kDense, config.reduction->fields()[f].type.dtype, {},
                                             absl::MakeConstSpan(bytes[f])});
   }

@@ -1,7 +1,6 @@
 // Secure unmasking: every cohort's masks out of the root's sum, in one uncounted correction.
 #include "service/rounds/secure_unmasking.h"
 
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -9,17 +8,6 @@
 #include "service/core/status_macros.h"
 
 namespace fedagg {
-namespace {
-
-// Words modulo 2^bits as the field's b-bit little-endian integers (what a client sends).
-std::vector<std::byte> AsIntegers(const std::vector<uint32_t>& words, int bits) {
-  const size_t width = static_cast<size_t>(bits / 8);
-  std::vector<std::byte> bytes(words.size() * width);
-  for (size_t i = 0; i < words.size(); ++i) std::memcpy(bytes.data() + i * width, &words[i], width);  // little-endian
-  return bytes;
-}
-
-}  // namespace
 
 CohortFrame CohortFrameOf(const ReductionSpec& spec, const std::string& aggregation_id,
                           const std::string& incarnation) {
@@ -73,7 +61,7 @@ absl::Status UnmaskSecureSum(const CohortFrame& frame, const SecAggUnmasker& unm
   bytes.reserve(correction.size());  // the views below point into it
   UpdateView view;
   for (size_t f = 0; f < correction.size(); ++f) {
-    bytes.push_back(AsIntegers(correction[f], frame.bits));
+    bytes.push_back(IntegerBytes(correction[f], frame.bits));
     view.fields.push_back(FieldValue{Encoding::kDense, partial.spec().fields()[f].type.dtype, {},
                                      absl::MakeConstSpan(bytes.back())});
   }

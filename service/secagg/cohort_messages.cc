@@ -2,6 +2,7 @@
 #include "service/secagg/cohort_messages.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "service/core/status_macros.h"
@@ -66,6 +67,20 @@ absl::StatusOr<SecAggCohort> CohortOf(const CohortFrame& frame, const v1::Cohort
   }
   return Build(frame, record.cohort_id(), record.degree(), record.threshold(), record.graph_seed(), record.members(),
                root_public_key);
+}
+
+std::vector<uint32_t> IntegerWords(absl::Span<const std::byte> bytes, int bits) {
+  const size_t width = static_cast<size_t>(bits / 8);
+  std::vector<uint32_t> words(bytes.size() / width, 0u);
+  for (size_t i = 0; i < words.size(); ++i) std::memcpy(&words[i], bytes.data() + i * width, width);  // little-endian
+  return words;
+}
+
+std::vector<std::byte> IntegerBytes(absl::Span<const uint32_t> words, int bits) {
+  const size_t width = static_cast<size_t>(bits / 8);
+  std::vector<std::byte> bytes(words.size() * width);
+  for (size_t i = 0; i < words.size(); ++i) std::memcpy(bytes.data() + i * width, &words[i], width);
+  return bytes;
 }
 
 absl::StatusOr<Key32> Key32Of(const std::string& bytes, const char* what) {

@@ -5,10 +5,13 @@
 #ifndef FEDAGG_SERVICE_SECAGG_COHORT_MESSAGES_H_
 #define FEDAGG_SERVICE_SECAGG_COHORT_MESSAGES_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "fedagg/v1/secure_aggregation.pb.h"
 #include "service/secagg/secagg_cohort.h"
 
@@ -31,6 +34,11 @@ std::string CohortContext(const CohortFrame& frame, const std::string& cohort_id
 absl::StatusOr<SecAggCohort> CohortOf(const CohortFrame& frame, const v1::Roster& roster);
 absl::StatusOr<SecAggCohort> CohortOf(const CohortFrame& frame, const v1::CohortRecord& record,
                                       const Key32& root_public_key);
+
+// A discretized field's values on the wire: b-bit little-endian two's-complement
+// integers, as words modulo 2^b (IntegerWords) and back (IntegerBytes).
+std::vector<uint32_t> IntegerWords(absl::Span<const std::byte> bytes, int bits);
+std::vector<std::byte> IntegerBytes(absl::Span<const uint32_t> words, int bits);
 
 // Key32 from bytes: INVALID_ARGUMENT (naming `what`) unless exactly 32.
 absl::StatusOr<Key32> Key32Of(const std::string& bytes, const char* what);

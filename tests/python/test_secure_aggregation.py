@@ -235,3 +235,26 @@ def test_shares_recover_the_secret_and_graphs_are_regular():
     sa.add_masks(total, [(seed, +1)], 0)
     sa.add_masks(total, [(seed, +1)], 1)
     assert total.any()
+
+
+def test_primitives_match_published_vectors():
+    # The cryptography package's primitives, as this client calls them, against the
+    # vectors tests/secagg checks the C++ library with.
+    # RFC 7748, section 6.1: X25519 (the agreement seen through HKDF, as KeyPair.agree gives it).
+    alice = sa.KeyPair(bytes.fromhex("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a"))
+    assert alice.public_key.hex() == "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a"
+    shared = bytes.fromhex("4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742")
+    bob_public = bytes.fromhex("de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f")
+    assert alice.agree(bob_public, "ctx") == sa.derive_key(shared, "ctx")
+    # RFC 5869, test case 3 (SHA-256, no salt, no info): the first 32 bytes of its OKM.
+    assert sa.derive_key(b"\x0b" * 22, "").hex() == "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d"
+    # McGrew and Viega's GCM test case 14: AES-256, zero key and nonce, one zero block.
+    sealed = bytes(12) + bytes.fromhex("cea7403d4d606b6e074ec5d3baf39d18d0d1c8a799996bf0265b98b5d48ab919")
+    assert sa.open_sealed(bytes(32), sealed, b"") == bytes(16)
+    # RFC 8439, section 2.3.2: the ChaCha20 block of key 00..1f, counter 1, nonce
+    # 00:00:00:09:00:00:00:4a:00:00:00:00, as the masks' keystream reads it.
+    iv = (1).to_bytes(4, "little") + bytes.fromhex("000000090000004a00000000")
+    words = np.frombuffer(sa._chacha20(bytes(range(32)), iv).update(bytes(64)), "<u4")
+    assert [int(w) for w in words] == [
+        0xe4e7f110, 0x15593bd1, 0x1fdd0f50, 0xc47120a3, 0xc7f4d1c7, 0x0368c033, 0x9aaa2204, 0x4e6cd4c3,
+        0x466482d2, 0x09aa9f07, 0x05d7c214, 0xa2028bd9, 0xd19c12b5, 0xb94e16de, 0xe883d0cb, 0x4e3c50a2]

@@ -97,9 +97,7 @@ class Leaf {
     absl::StatusOr<std::vector<std::vector<uint32_t>>> masked =
         client.secagg.MaskInput(*client.cohort, received, {plain});
     ASSERT_TRUE(masked.ok()) << masked.status();
-    const size_t width = static_cast<size_t>(frame_.bits / 8);
-    std::vector<std::byte> bytes((*masked)[0].size() * width);
-    for (size_t i = 0; i < (*masked)[0].size(); ++i) std::memcpy(bytes.data() + i * width, &(*masked)[0][i], width);
+    const std::vector<std::byte> bytes = IntegerBytes((*masked)[0], frame_.bits);
     ASSERT_TRUE(cohorts_.BeginInput(client.id).ok());
     UpdateView update;
     update.fields.push_back(FieldValue{Encoding::kDense, DType::kFloat32, {}, absl::MakeConstSpan(bytes)});
