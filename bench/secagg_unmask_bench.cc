@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -107,15 +108,10 @@ int Main() {
   SecAggUnmasker::MaskAdder add_masks;  // null: the CPU's MaskAccumulator
   const std::string where = absl::GetFlag(FLAGS_masks);
 #ifdef FEDAGG_BENCH_THRUST_OMP
-  if (where == "thrust-omp") {
-    add_masks = [](absl::Span<const SignedMaskSeed> seeds, uint32_t field, absl::Span<uint32_t> sum) {
-      AddMasksOnThrustOmp(seeds, field, sum);
-      return absl::OkStatus();
-    };
-  }
+  if (where == "thrust-omp") add_masks = AddMasksOnThrustOmp;
 #endif
 #ifdef FEDAGG_BENCH_CUDA
-  if (where == "cuda") add_masks = cuda::AddMasksOnDevice;
+  if (where == "cuda") add_masks = std::bind_front(cuda::AddMasksOnDevice, 0);
 #endif
   if (where != "cpu" && add_masks == nullptr) {
     std::fprintf(stderr, "--masks=%s is not built here (cpu%s%s)\n", where.c_str(),

@@ -1,6 +1,7 @@
 // The cuda backend's factory, offered only when a device is present.
 #include "cuda/cuda_backend.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -14,6 +15,7 @@
 #include "cuda/cuda_reducers.h"
 #include "cuda/device_bound_reducer.h"
 #include "cuda/device_group.h"
+#include "cuda/device_masks.h"
 #include "cuda/device_probe.h"
 #include "cuda/nccl_device_merger.h"
 #include "cuda/temporary_memory_pool.h"
@@ -71,9 +73,11 @@ absl::StatusOr<Backend> MakeBackend(const AccumulatorFactory& host, const portab
     }
     mergers = NcclDeviceMergers(std::shared_ptr<DeviceGroup>(*std::move(group)), per_device[0]);
   }
+  // A secure aggregation's root expands its masks on the first device.
+  MaskAdder add_masks = std::bind_front(AddMasksOnDevice, devices.front());
   backend.factory = std::make_unique<const PortableAccumulatorFactory>(
-      "cuda", host, portable::MultiDeviceMakers(per_device, mergers), std::move(rings), backend.monitor.get(),
-      std::make_shared<CudaHostPinner>());
+      "cuda", host, portable::MultiDeviceMakers(per_device, mergers), std::move(rings), std::move(add_masks),
+      backend.monitor.get(), std::make_shared<CudaHostPinner>());
   return backend;
 }
 

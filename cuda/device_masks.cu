@@ -1,7 +1,6 @@
 // The portable mask expansion on a CUDA device: copy in, expand, copy out.
 #include <thrust/system/cuda/execution_policy.h>
 
-#include <cstring>
 #include <vector>
 
 #include "cuda/cuda_resources.h"
@@ -10,14 +9,11 @@
 #include "portable/thrust_mask_accumulator.h"
 
 namespace fedagg::cuda {
+namespace {
 
-absl::Status AddMasksOnDevice(absl::Span<const SignedMaskSeed> seeds, uint32_t field, absl::Span<uint32_t> total) {
-  if (seeds.empty() || total.empty()) return absl::OkStatus();
-  std::vector<portable::SignedChaCha20Key> keys(seeds.size());
-  for (size_t s = 0; s < seeds.size(); ++s) {
-    std::memcpy(keys[s].key.words, seeds[s].seed.bytes.data(), sizeof(keys[s].key.words));
-    keys[s].sign = seeds[s].sign >= 0 ? 1 : -1;
-  }
+absl::Status AddMasksOnCurrentDevice(absl::Span<const SignedMaskSeed> seeds, uint32_t field,
+                                     absl::Span<uint32_t> total) {
+  const std::vector<portable::SignedChaCha20Key> keys = portable::SignedChaCha20Keys(seeds);
   const size_t key_bytes = keys.size() * sizeof(keys[0]);
   const size_t total_bytes = total.size() * sizeof(uint32_t);
   absl::StatusOr<DeviceMemory> device_keys = AllocateDevice(key_bytes);
@@ -31,6 +27,19 @@ absl::Status AddMasksOnDevice(absl::Span<const SignedMaskSeed> seeds, uint32_t f
   FEDAGG_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   FEDAGG_CUDA_RETURN_IF_ERROR(cudaMemcpy(total.data(), device_total->get(), total_bytes, cudaMemcpyDeviceToHost));
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status AddMasksOnDevice(int device, absl::Span<const SignedMaskSeed> seeds, uint32_t field,
+                              absl::Span<uint32_t> total) {
+  if (seeds.empty() || total.empty()) return absl::OkStatus();
+  int previous = 0;
+  FEDAGG_CUDA_RETURN_IF_ERROR(cudaGetDevice(&previous));
+  FEDAGG_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  const absl::Status added = AddMasksOnCurrentDevice(seeds, field, total);
+  FEDAGG_CUDA_RETURN_IF_ERROR(cudaSetDevice(previous));  // the calling thread's device, as it was
+  return added;
 }
 
 }  // namespace fedagg::cuda

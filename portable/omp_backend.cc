@@ -10,6 +10,7 @@
 #include "portable/cpu_copy_engine.h"
 #include "portable/host_device_merger.h"
 #include "portable/multi_device_reducer.h"
+#include "portable/omp_mask_accumulator.h"
 #include "portable/omp_system.h"
 #include "portable/portable_accumulator_factory.h"
 #include "portable/ring_field_reducer.h"
@@ -42,8 +43,10 @@ const AccumulatorFactory& ThrustOmpBackend(const portable::StagingRingOptions& s
     }
     portable::ReducerMakers makers =
         portable::MultiDeviceMakers(per_device, portable::HostDeviceMergers(per_device.front()));
+    // Secure aggregation's masks through the portable ChaCha20 a GPU runs, on the CPU's cores.
     backend = std::make_unique<const PortableAccumulatorFactory>("thrust-omp", CpuAccumulatorFactory::Default(),
-                                                                 std::move(makers), std::move(rings));
+                                                                 std::move(makers), std::move(rings),
+                                                                 AddMasksOnThrustOmp);
   }
   return *backend;
 }

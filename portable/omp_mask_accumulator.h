@@ -6,13 +6,15 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "service/secagg/mask_expansion.h"
 
 namespace fedagg {
 
-// As MaskAccumulator::Add: total[i] += sign * mask(seed, field)[i] (mod 2^32).
-void AddMasksOnThrustOmp(absl::Span<const SignedMaskSeed> seeds, uint32_t field, absl::Span<uint32_t> total);
+// As MaskAccumulator::Add: total[i] += sign * mask(seed, field)[i] (mod 2^32). A
+// MaskAdder (service/core/secure_masks.h): the thrust-omp backend's; it cannot fail.
+absl::Status AddMasksOnThrustOmp(absl::Span<const SignedMaskSeed> seeds, uint32_t field, absl::Span<uint32_t> total);
 
 }  // namespace fedagg
 

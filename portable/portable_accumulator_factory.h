@@ -35,15 +35,18 @@ class PortableAccumulatorFactory final : public AccumulatorFactory {
   // devices: multi_device_reducer.h); the factory owns `rings`, one per device, which must
   // outlive every reducer made. `device_monitor` (optional, must outlive the factory)
   // reports the devices the reducers run on; null for reducers in host memory. `pinner`
-  // (optional) pins the memory updates are received into.
+  // (optional) pins the memory updates are received into. `mask_adder` expands secure
+  // aggregation's masks where the reducers run (the portable ChaCha20 of
+  // thrust_mask_accumulator.h).
   PortableAccumulatorFactory(std::string name, const AccumulatorFactory& host, portable::ReducerMakers makers,
-                             std::vector<std::unique_ptr<portable::StagingRing>> rings,
+                             std::vector<std::unique_ptr<portable::StagingRing>> rings, MaskAdder mask_adder,
                              const DeviceMonitor* device_monitor = nullptr,
                              std::shared_ptr<HostMemoryPinner> pinner = nullptr)
       : name_(std::move(name)),
         host_(host),
         makers_(std::move(makers)),
         rings_(std::move(rings)),
+        mask_adder_(std::move(mask_adder)),
         device_monitor_(device_monitor),
         pinner_(std::move(pinner)) {}
 
@@ -52,12 +55,14 @@ class PortableAccumulatorFactory final : public AccumulatorFactory {
   const DeviceMonitor* device_monitor() const override { return device_monitor_; }
   std::vector<const StagingRingStats*> staging_rings() const override;
   std::shared_ptr<HostMemoryPinner> host_memory_pinner() const override { return pinner_; }
+  MaskAdder mask_adder() const override { return mask_adder_; }
 
  private:
   std::string name_;
   const AccumulatorFactory& host_;
   portable::ReducerMakers makers_;
   std::vector<std::unique_ptr<portable::StagingRing>> rings_;
+  const MaskAdder mask_adder_;
   const DeviceMonitor* device_monitor_;
   const std::shared_ptr<HostMemoryPinner> pinner_;
 };

@@ -13,8 +13,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
+#include "absl/types/span.h"
 #include "portable/chacha20_block.h"
+#include "service/core/secure_masks.h"
 
 namespace fedagg::portable {
 
@@ -22,6 +26,16 @@ struct SignedChaCha20Key {
   ChaCha20Key key;
   int32_t sign;  // +1: the mask is added; -1: subtracted
 };
+
+// The seeds as the block function takes them.
+inline std::vector<SignedChaCha20Key> SignedChaCha20Keys(absl::Span<const SignedMaskSeed> seeds) {
+  std::vector<SignedChaCha20Key> keys(seeds.size());
+  for (size_t s = 0; s < seeds.size(); ++s) {
+    std::memcpy(keys[s].key.words, seeds[s].seed.bytes.data(), sizeof(keys[s].key.words));
+    keys[s].sign = seeds[s].sign >= 0 ? 1 : -1;
+  }
+  return keys;
+}
 
 // total[16 b .. 16 b + 15] += Σ_s sign_s · ChaCha20(key_s, counter b, nonce (field, 0, 0)).
 struct AddMaskBlock {

@@ -62,7 +62,7 @@ ABSL_FLAG(std::string, privacy, "",
           "z*C once at the root, a mean divided by E), adaptive with ',quantile=Q[,lr=L][,count_stddev=S]' "
           "(docs/SEMANTICS.md section 12)");
 ABSL_FLAG(std::string, secure, "",
-          "create: a secure aggregation, 'on' or 'cohort=N[,min=M,degree=D,threshold=T,timeout_ms=X]' (every field "
+          "create: a secure aggregation, 'on' or 'cohort=N[,min=M,degree=D,threshold=T,timeout_ms=X]' or with the graph derived per cohort 'cohort=N,adversarial=A,dropout=P' (every field "
           "a discretized sum or mean of one bit width; docs/SEMANTICS.md section 13); submit to one runs its "
           "protocol and waits for its cohort");
 ABSL_FLAG(std::string, client_id, "", "submit: this client's id (its exactly-once key)");

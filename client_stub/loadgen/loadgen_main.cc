@@ -54,7 +54,7 @@ ABSL_FLAG(std::string, privacy, "",
           "create: differential privacy, 'clip=C,z=Z,clients=E[,quantile=Q,...]' (docs/SEMANTICS.md section 12); "
           "the check then clips the reference as the server does and tests the noise's mean and standard deviation");
 ABSL_FLAG(std::string, secure, "",
-          "create: a secure aggregation, 'on' or 'cohort=N[,min=M,degree=D,threshold=T,timeout_ms=X]' "
+          "create: a secure aggregation, 'on' or 'cohort=N[,min=M,degree=D,threshold=T,timeout_ms=X]' or with the graph derived per cohort 'cohort=N,adversarial=A,dropout=P' "
           "(docs/SEMANTICS.md section 13; every field discretized, e.g. --encoding=discretized:32@0.001); each "
           "client then runs on a thread of its own, --concurrency of them at once (at least the cohort)");
 ABSL_FLAG(double, leave_before_sharing, 0, "fault, secure aggregation: clients that leave before sharing their keys");

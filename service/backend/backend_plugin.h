@@ -17,7 +17,7 @@
 namespace fedagg {
 
 // Raised whenever the table or the types it carries change.
-inline constexpr int kBackendPluginVersion = 4;
+inline constexpr int kBackendPluginVersion = 5;
 
 struct BackendPlugin {
   int version = kBackendPluginVersion;  // the plugin's build's kBackendPluginVersion

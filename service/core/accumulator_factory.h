@@ -15,6 +15,7 @@
 #include "service/core/field_accumulator.h"
 #include "service/core/host_memory_pinner.h"
 #include "service/core/reduction_spec.h"
+#include "service/core/secure_masks.h"
 #include "service/core/staging_monitor.h"
 
 namespace fedagg {
@@ -39,6 +40,10 @@ class AccumulatorFactory {
   // its devices read it at full speed (LargeAllocation::KeepReleasedMappings); null (the default)
   // for a backend that needs no pinned memory.
   virtual std::shared_ptr<HostMemoryPinner> host_memory_pinner() const { return nullptr; }
+  // Where a secure aggregation's root expands the masks it removes (secure_masks.h): the
+  // backend's devices, bit-identical to the host's MaskAccumulator; null (the default)
+  // for the host's cores.
+  virtual MaskAdder mask_adder() const { return nullptr; }
 };
 
 }  // namespace fedagg

@@ -545,6 +545,10 @@ void Aggregation::Tick(absl::Time now) {
     // Join waiters whose deadline passed, or all of them once the aggregation left OPEN.
     join_waits_over = upstream_.TakeWaitsOver(now, state_ == v1::OPEN);
     flush = batches_->PendingOlderThan(options_.flush_interval, now);
+    // A root's completed cohorts go into its next checkpoint (TakeSnapshot), records and all.
+    if (secure_ != nullptr && !options_.forwarding && options_.checkpointed && secure_->HasRecords()) {
+      durable_.Changed();
+    }
     // A mirror's deadline is its parent's business: the parent sends SEAL.
     if (!options_.forwarding && state_ == v1::OPEN && now >= config_.deadline) {
       SealLocked(&to_notify);

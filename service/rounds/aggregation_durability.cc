@@ -3,12 +3,51 @@
 // (DurableAcks holds the waiters and versions; a mirror's are released by its parent's
 // checkpoints, reported through the parent link).
 #include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "service/core/status_macros.h"
+#include "service/rounds/secure_unmasking.h"
+#include "service/secagg/cohort_messages.h"
 #include "service/rounds/aggregation.h"
 
 namespace fedagg {
+namespace {
+
+// A restarted root's secure aggregation (docs/RELIABILITY.md): its key pair comes back from
+// the checkpoint, and it goes on if every masked update the checkpoint holds is covered by
+// a cohort record (its children's cohorts, delivered with their final partials). The
+// relay state of the root's own cohorts lives in memory only: an update of theirs already
+// counted could never be unmasked, so the aggregation fails. Returns why it cannot go on
+// (nullopt: it can); DATA_LOSS for a key that is not the spec's.
+absl::StatusOr<std::optional<std::string>> RestoreSecureRoot(const AggregationCheckpoint& checkpoint,
+                                                             const PartialAggregate& partial,
+                                                             AggregationConfig& config) {
+  if (!checkpoint.secure_root_key.has_value()) {
+    return std::optional<std::string>(
+        "secure aggregation: the root restarted, and its checkpoint (written by an earlier version) does not hold "
+        "the key its clients seal their unmasking shares to: the masks cannot be removed; create it again");
+  }
+  FEDAGG_ASSIGN_OR_RETURN(SecAggUnmasker unmasker, SecAggUnmasker::FromPrivateKey(*checkpoint.secure_root_key));
+  if (BytesOf(unmasker.public_key()) != config.proto.secure().root_public_key()) {
+    return absl::DataLossError(absl::StrCat("checkpoint of aggregation '", config.id,
+                                            "': its root key is not the one its spec gives clients"));
+  }
+  config.secure_unmasker = std::make_shared<const SecAggUnmasker>(std::move(unmasker));
+  absl::StatusOr<int64_t> recorded = RecordedMaskedUpdates(partial);
+  if (!recorded.ok()) {
+    return absl::DataLossError(absl::StrCat("checkpoint of aggregation '", config.id, "': ", recorded.status().message()));
+  }
+  if (*recorded == partial.contributions()) return std::optional<std::string>();
+  return std::optional<std::string>(absl::StrCat(
+      "secure aggregation: the root restarted while cohorts it ran itself were open; ",
+      partial.contributions() - *recorded, " masked updates it had counted have no unmasking record, and the masks "
+      "cannot be removed without one (docs/RELIABILITY.md); create it again"));
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
     const AggregationCheckpoint& checkpoint, AggregationOptions options) {
@@ -23,6 +62,10 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
     return absl::DataLossError(absl::StrCat(
         "checkpoint of aggregation '", config.id, "' counts ", checkpoint.contributions,
         " contributions but its partial aggregate holds ", partial->contributions()));
+  }
+  std::optional<std::string> unrecoverable;  // why a secure aggregation cannot go on
+  if (config.proto.has_secure() && !IsFinished(checkpoint.state)) {
+    FEDAGG_ASSIGN_OR_RETURN(unrecoverable, RestoreSecureRoot(checkpoint, *partial, config));
   }
   auto aggregation = std::make_shared<Aggregation>(std::move(config), options);
   BatchReducer::Hold hold(*aggregation->batches_);
@@ -54,6 +97,11 @@ absl::StatusOr<std::shared_ptr<Aggregation>> Aggregation::Restore(
     aggregation->RecordFinishLocked(written == absl::InfinitePast() ? now : written);
   }
   aggregation->durable_.MarkAllDurable();
+  if (unrecoverable.has_value()) {
+    // Failed at once, and checkpointed as such, rather than taking updates it cannot unmask.
+    aggregation->PublishLocked({v1::FAILED, *std::move(unrecoverable)});
+    aggregation->durable_.Changed();
+  }
   if (aggregation->AccumulatorsUnneededLocked()) {  // finished: the checkpoint holds it
     aggregation->ReleaseFinishedStateLocked(hold);
   }
@@ -72,6 +120,7 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOr
   BatchReducer::Hold hold(*batches_);
   Snapshot snapshot;
   BatchReducer::Waiting waiting;
+  std::vector<std::string> completed_cohorts;
   {
     MutexLock lock(&mu_);
     if (durable_.AllDurable()) return std::nullopt;
@@ -85,6 +134,9 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOr
     // Everything counted goes into the partial first (reduced below, without mu_), so the
     // counted set and the partial aggregate hold exactly the same updates.
     waiting = hold.TakeWaiting();
+    // A root's own cohorts completed by now (their inputs are all in `waiting` or the
+    // partial) go into the partial with their records, so that a restart can unmask them.
+    if (secure_ != nullptr && !options_.forwarding) completed_cohorts = secure_->TakeRecords();
     snapshot.version = durable_.version();
     AggregationCheckpoint& checkpoint = snapshot.checkpoint;
     checkpoint.spec = config_.proto;
@@ -93,6 +145,7 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOr
     checkpoint.state = unpublished_.has_value() ? unpublished_->state : state_;
     checkpoint.detail = unpublished_.has_value() ? unpublished_->detail : detail_;
     if (unpublished_.has_value()) checkpoint.noise_key = unpublished_->noise_key;
+    if (config_.secure_unmasker != nullptr) checkpoint.secure_root_key = config_.secure_unmasker->private_key();
     checkpoint.contributions = contributions_;
     checkpoint.weight_sum = weight_sum_;
     checkpoint.counted = counted_.Snapshot();
@@ -101,6 +154,7 @@ absl::StatusOr<std::optional<Aggregation::Snapshot>> Aggregation::TakeSnapshotOr
   // The partial changes only under the hold, still held: updates committed meanwhile wait
   // pending or queued and belong to the next snapshot.
   const absl::Status reduced = hold.Reduce(std::move(waiting));
+  for (std::string& record : completed_cohorts) hold.partial().AddSecureCohort(std::move(record));
   if (!reduced.ok()) {
     // The partial no longer holds everything counted: no checkpoint will hold it.
     MutexLock lock(&mu_);

@@ -5,7 +5,8 @@
 //   f64 weight sum, u64 n + n client ids, u64 m + m x (child id, u64 last sequence,
 //   u8 final received, [version 2:] u8 released, u64 k + k leased client ids), partial
 //   aggregate (docs/PARTIAL_AGGREGATE_FORMAT.md), [version 3:] the noise key (0 or 32
-//   bytes: a differentially private aggregation FINALIZED with that key's noise).
+//   bytes: a differentially private aggregation FINALIZED with that key's noise),
+//   [version 4:] the secure aggregation's root private key (0 or 32 bytes).
 #include "service/rounds/checkpoint_file.h"
 
 #include <fcntl.h>
@@ -68,6 +69,23 @@ absl::Status WriteAll(int fd, absl::string_view bytes, const std::string& path) 
 
 absl::Status Corrupt(absl::string_view why) {
   return absl::DataLossError(absl::StrCat("checkpoint file is torn or corrupt: ", why));
+}
+
+// An optional 32-byte key: a string of 0 or 32 bytes.
+void PutKey(ByteWriter& out, const std::optional<std::array<uint8_t, 32>>& key) {
+  out.PutString(key.has_value() ? absl::string_view(reinterpret_cast<const char*>(key->data()), key->size())
+                                : absl::string_view());
+}
+
+absl::Status GetKey(ByteReader& in, absl::string_view what, std::optional<std::array<uint8_t, 32>>* key) {
+  std::string bytes;
+  FEDAGG_RETURN_IF_ERROR(in.GetString(&bytes));
+  if (bytes.empty()) return absl::OkStatus();
+  std::array<uint8_t, 32> read{};
+  if (bytes.size() != read.size()) return Corrupt(absl::StrCat(what, " of ", bytes.size(), " bytes"));
+  std::memcpy(read.data(), bytes.data(), read.size());
+  *key = read;
+  return absl::OkStatus();
 }
 
 // A list of client ids: u64 count, then each id.
@@ -141,10 +159,8 @@ std::string EncodeCheckpoint(const AggregationCheckpoint& checkpoint) {
     PutClientIds(out, child.leased);
   }
   out.PutString(checkpoint.partial);
-  out.PutString(checkpoint.noise_key.has_value()
-                    ? absl::string_view(reinterpret_cast<const char*>(checkpoint.noise_key->bytes.data()),
-                                        checkpoint.noise_key->bytes.size())
-                    : absl::string_view());
+  PutKey(out, checkpoint.noise_key.has_value() ? std::optional(checkpoint.noise_key->bytes) : std::nullopt);
+  PutKey(out, checkpoint.secure_root_key);
   std::string bytes = out.Take();
   const uint64_t body_length = bytes.size() - kCheckpointHeaderBytes;
   const uint32_t crc = Crc32cExtend(0, bytes.data() + kCheckpointHeaderBytes, body_length);
@@ -207,15 +223,11 @@ absl::StatusOr<AggregationCheckpoint> DecodeCheckpoint(absl::string_view bytes) 
   }
   FEDAGG_RETURN_IF_ERROR(in.GetString(&checkpoint.partial));
   if (version >= 3) {
-    std::string key;
-    FEDAGG_RETURN_IF_ERROR(in.GetString(&key));
-    if (!key.empty()) {
-      NoiseKey noise_key;
-      if (key.size() != noise_key.bytes.size()) return Corrupt(absl::StrCat("a noise key of ", key.size(), " bytes"));
-      std::memcpy(noise_key.bytes.data(), key.data(), key.size());
-      checkpoint.noise_key = noise_key;
-    }
+    std::optional<std::array<uint8_t, 32>> noise_key;
+    FEDAGG_RETURN_IF_ERROR(GetKey(in, "a noise key", &noise_key));
+    if (noise_key.has_value()) checkpoint.noise_key = NoiseKey{*noise_key};
   }
+  if (version >= 4) FEDAGG_RETURN_IF_ERROR(GetKey(in, "a root private key", &checkpoint.secure_root_key));
   if (!in.AtEnd()) return Corrupt("bytes after the partial aggregate");
   return checkpoint;
 }
@@ -224,8 +236,11 @@ absl::Status WriteFileAtomically(const std::string& dir, const std::string& name
   const std::string path = absl::StrCat(dir, "/", name);
   const std::string temp = absl::StrCat(path, ".tmp");
   {
-    ScopedFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    ScopedFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     if (fd.get() < 0) return ErrnoError("create", temp);
+    // The owner's alone (it holds keys and un-noised sums), a leftover file of other
+    // permissions included: open's mode applies only to a file it creates.
+    if (::fchmod(fd.get(), 0600) != 0) return ErrnoError("chmod", temp);
     FEDAGG_RETURN_IF_ERROR(WriteAll(fd.get(), bytes, temp));
     if (::fsync(fd.get()) != 0) return ErrnoError("fsync", temp);
     if (fd.Close() != 0) return ErrnoError("close", temp);

@@ -7,6 +7,7 @@
 #ifndef FEDAGG_SERVICE_ROUNDS_CHECKPOINT_FILE_H_
 #define FEDAGG_SERVICE_ROUNDS_CHECKPOINT_FILE_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -48,6 +49,10 @@ struct AggregationCheckpoint {
   // partial's report noised with it (privacy_noise.h), so a restart publishes the very
   // result it had made, never a second draw. A secret like the un-noised partial itself.
   std::optional<NoiseKey> noise_key;
+  // A secure aggregation's root private key, which its clients seal their unmasking
+  // shares to (SecAggUnmasker): kept so that a restarted root can still unmask what its
+  // children deliver. A secret like the noise key: the file is readable by its owner only.
+  std::optional<std::array<uint8_t, 32>> secure_root_key;
   // Not in the file's body: when the file was last written (its modification time, set
   // by ReadCheckpointFile). A finished aggregation's last checkpoint is written within a
   // checkpoint interval of its finishing, and never again.
@@ -56,8 +61,9 @@ struct AggregationCheckpoint {
 
 // File layout (little-endian): magic "FEDAGGCK", u32 format version, u32 CRC-32C of the
 // body, u64 body length, then the body (see checkpoint_file.cc). Versions 1 (before
-// children's leases: its children hold none) and 2 (before the noise key) are still read.
-inline constexpr uint32_t kCheckpointFormatVersion = 3;
+// children's leases: its children hold none), 2 (before the noise key) and 3 (before the
+// secure aggregation's root key) are still read.
+inline constexpr uint32_t kCheckpointFormatVersion = 4;
 inline constexpr size_t kCheckpointHeaderBytes = 8 + 4 + 4 + 8;  // before the body
 inline constexpr absl::string_view kCheckpointSuffix = ".ckpt";
 

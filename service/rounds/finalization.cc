@@ -9,6 +9,7 @@
 #include "service/core/large_allocation.h"
 #include "service/core/privacy_noise.h"
 #include "service/core/status_macros.h"
+#include "service/core/thread_pool.h"
 #include "service/rounds/secure_unmasking.h"
 
 namespace fedagg {
@@ -59,12 +60,13 @@ Finalization::Outcome Finalization::Make(BatchReducer::Hold& hold, BatchReducer:
 
 absl::Status Finalization::Unmask(PartialAggregate& partial) const {
   if (config_.secure_unmasker == nullptr) {
-    return absl::FailedPreconditionError(
-        "this root restarted since it created the aggregation, and the key its clients sealed their unmasking "
-        "shares to was not kept: the masks cannot be removed (docs/RELIABILITY.md)");
+    // Created or restored (aggregation_durability.cc) with its key, or failed at restore.
+    return absl::InternalError("this secure aggregation's root holds no key to open its unmasking shares");
   }
+  // The masks are expanded where the backend computes (a device's, bit-identical), or on
+  // every core of the host.
   return UnmaskSecureSum(CohortFrameOf(*config_.reduction, config_.id, config_.proto.incarnation()),
-                         *config_.secure_unmasker, partial);
+                         *config_.secure_unmasker, partial, &ThreadPool::Default(), backend_.mask_adder());
 }
 
 absl::StatusOr<AggregateResult> Finalization::Report(const PartialAggregate& partial,

@@ -75,10 +75,17 @@ absl::Status SecureCohorts::Advertise(const std::string& client_id, const v1::Ad
 
 void SecureCohorts::FormLocked(Cohort& cohort, absl::Time now, Replies& replies) {
   const int n = static_cast<int>(cohort.clients.size());
+  const absl::StatusOr<CohortGraphParameters> parameters = options_.GraphFor(n);
+  if (!parameters.ok()) {  // a threat model no graph of this cohort's size meets
+    FailLocked(cohort, absl::FailedPreconditionError(absl::StrCat("a cohort of ", n, " clients could not be formed: ",
+                                                                  parameters.status().message())),
+               replies);
+    return;
+  }
   absl::StatusOr<NoiseKey> seed = NoiseKey::Fresh();
   absl::StatusOr<NoiseKey> id = NoiseKey::Fresh();
   absl::StatusOr<NeighbourGraph> graph =
-      seed.ok() ? NeighbourGraph::Harary(n, options_.Degree(), MaskSeed{seed->bytes}) : seed.status();
+      seed.ok() ? NeighbourGraph::Harary(n, parameters->degree, MaskSeed{seed->bytes}) : seed.status();
   if (!id.ok() || !graph.ok()) {
     FailLocked(cohort, absl::InternalError(absl::StrCat("the cohort could not be formed: ",
                                                         (id.ok() ? graph.status() : id.status()).message())),
@@ -86,8 +93,8 @@ void SecureCohorts::FormLocked(Cohort& cohort, absl::Time now, Replies& replies)
     return;
   }
   cohort.id = absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(id->bytes.data()), 16));
-  cohort.degree = options_.Degree();
-  cohort.threshold = options_.ThresholdFor(n);
+  cohort.degree = parameters->degree;
+  cohort.threshold = parameters->threshold;
   cohort.graph_seed.assign(reinterpret_cast<const char*>(seed->bytes.data()), seed->bytes.size());
   cohort.graph = *std::move(graph);
   cohort.stage = Stage::kSharing;
@@ -402,6 +409,11 @@ bool SecureCohorts::AwaitComplete(absl::Time deadline) const {
 std::vector<std::string> SecureCohorts::TakeRecords() {
   MutexLock lock(&mu_);
   return std::exchange(records_, {});
+}
+
+bool SecureCohorts::HasRecords() const {
+  MutexLock lock(&mu_);
+  return !records_.empty();
 }
 
 void SecureCohorts::Send(Replies replies) {

@@ -76,6 +76,8 @@ class SecureCohorts {
   // The records of the cohorts completed since the last call (serialized v1::CohortRecord;
   // one holding at least one masked input each).
   std::vector<std::string> TakeRecords();
+  // Whether records wait to be taken.
+  bool HasRecords() const;
   const SecureCohortOptions& options() const { return options_; }
 
   // The size limits of a sealed message the node relays.

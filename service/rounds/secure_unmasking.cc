@@ -19,11 +19,27 @@ CohortFrame CohortFrameOf(const ReductionSpec& spec, const std::string& aggregat
   return frame;
 }
 
+absl::StatusOr<int64_t> RecordedMaskedUpdates(const PartialAggregate& partial) {
+  int64_t in_sum = 0;
+  for (const std::string& bytes : partial.secure_cohorts()) {
+    v1::CohortRecord record;
+    if (!record.ParseFromString(bytes)) return absl::DataLossError("a secure cohort's record does not parse");
+    for (bool masked : record.masked()) in_sum += masked ? 1 : 0;
+  }
+  return in_sum;
+}
+
 absl::Status UnmaskSecureSum(const CohortFrame& frame, const SecAggUnmasker& unmasker, PartialAggregate& partial,
                              ThreadPool* pool, const SecAggUnmasker::MaskAdder& add_masks) {
+  absl::StatusOr<int64_t> in_sum = RecordedMaskedUpdates(partial);
+  if (!in_sum.ok()) return in_sum.status();
+  if (*in_sum != partial.contributions()) {
+    return absl::DataLossError(absl::StrCat("the secure sum holds ", partial.contributions(),
+                                            " masked updates, but its cohorts' records account for ", *in_sum,
+                                            ": masks would stay in it"));
+  }
   std::vector<std::vector<uint32_t>> correction;
   for (size_t size : frame.field_sizes) correction.emplace_back(size, 0u);
-  int64_t in_sum = 0;
   for (const std::string& bytes : partial.secure_cohorts()) {
     v1::CohortRecord record;
     if (!record.ParseFromString(bytes)) return absl::DataLossError("a secure cohort's record does not parse");
@@ -38,7 +54,6 @@ absl::Status UnmaskSecureSum(const CohortFrame& frame, const SecAggUnmasker& unm
         return absl::DataLossError(absl::StrCat("cohort ", record.cohort_id(), "'s record puts client ", i,
                                                 " in the sum without its shares"));
       }
-      in_sum += masked[i] ? 1 : 0;
     }
     std::vector<UnmaskingShares> responses;
     for (const v1::SealedShare& share : record.unmasking()) {
@@ -51,11 +66,6 @@ absl::Status UnmaskSecureSum(const CohortFrame& frame, const SecAggUnmasker& unm
                           absl::StrCat("secure cohort ", record.cohort_id(), ": ", unmasked.status().message()));
     }
     correction = *std::move(unmasked);
-  }
-  if (in_sum != partial.contributions()) {
-    return absl::DataLossError(absl::StrCat("the secure sum holds ", partial.contributions(),
-                                            " masked updates, but its cohorts' records account for ", in_sum,
-                                            ": masks would stay in it"));
   }
   std::vector<std::vector<std::byte>> bytes;
   bytes.reserve(correction.size());  // the views below point into it

@@ -9,6 +9,7 @@
 #define FEDAGG_SERVICE_ROUNDS_SECURE_UNMASKING_H_
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "service/core/partial_aggregate.h"
 #include "service/core/thread_pool.h"
 #include "service/secagg/cohort_messages.h"
@@ -19,6 +20,10 @@ namespace fedagg {
 // The frame of `spec`'s cohorts (its fields' sizes and bit width) for an aggregation.
 CohortFrame CohortFrameOf(const ReductionSpec& spec, const std::string& aggregation_id,
                           const std::string& incarnation);
+
+// The masked updates `partial`'s cohort records put in its sum; DATA_LOSS for a record
+// that does not parse.
+absl::StatusOr<int64_t> RecordedMaskedUpdates(const PartialAggregate& partial);
 
 // Unmasks `partial` in place. DATA_LOSS when a record is malformed, a share does not open
 // or disagrees, or the records' clients in the sum are not the partial's contributions;

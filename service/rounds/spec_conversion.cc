@@ -130,6 +130,17 @@ absl::Status CheckSecureAggregation(const v1::SecureAggregation& secure) {
                                  secure.threshold(), "): a smaller cohort gives its clients fewer neighbours"));
     }
   }
+  if (options.threat.has_value()) {
+    if (secure.degree() != 0 || secure.threshold() != 0) {
+      return refuse("with adversarial_rate or dropout_rate the degree and threshold are derived: leave them 0");
+    }
+    // Every cohort size can be had: the smallest and the largest must have a graph (a
+    // cohort between them that has none fails when it forms, before anything is shared).
+    for (int clients : {options.min_cohort, options.max_cohort}) {
+      absl::StatusOr<CohortGraphParameters> graph = options.GraphFor(clients);
+      if (!graph.ok()) return refuse(absl::StrCat("a cohort of ", clients, ": ", graph.status().message()));
+    }
+  }
   if (secure.root_public_key().size() != 0 && secure.root_public_key().size() != 32) {
     return refuse("root_public_key is the root's X25519 key of 32 bytes, set by the root (leave it empty)");
   }
@@ -143,12 +154,17 @@ SecureCohortOptions SecureCohortOptionsFromProto(const v1::SecureAggregation& pr
   options.degree = static_cast<int>(std::min<uint32_t>(proto.degree(), 1u << 30));
   options.threshold = static_cast<int>(std::min<uint32_t>(proto.threshold(), 1u << 30));
   if (proto.stage_timeout_ms() != 0) options.stage_timeout = absl::Milliseconds(proto.stage_timeout_ms());
+  if (proto.has_adversarial_rate() || proto.has_dropout_rate()) {
+    options.threat = SecureCohortOptions::ThreatModel{proto.adversarial_rate(), proto.dropout_rate()};
+  }
   return options;
 }
 
-int SecureCohortOptions::Degree() const { return degree == 0 ? kDefaultDegree : degree; }
-int SecureCohortOptions::ThresholdFor(int clients) const {
-  return threshold != 0 ? threshold : std::min(Degree(), clients - 1) / 2 + 1;
+absl::StatusOr<CohortGraphParameters> SecureCohortOptions::GraphFor(int clients) const {
+  if (threat.has_value()) return GraphParametersFor(clients, threat->adversarial_rate, threat->dropout_rate);
+  const int chosen_degree = degree == 0 ? kDefaultDegree : degree;
+  return CohortGraphParameters{chosen_degree,
+                               threshold != 0 ? threshold : std::min(chosen_degree, clients - 1) / 2 + 1};
 }
 
 absl::StatusOr<AggregationConfig> ConfigFromProto(const v1::AggregationSpec& proto) {
@@ -310,6 +326,14 @@ absl::StatusOr<std::optional<v1::SecureAggregation>> ParseSecureAggregation(absl
   if (text == "on") return secure;
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     const std::pair<absl::string_view, absl::string_view> pair = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    if (pair.first == "adversarial" || pair.first == "dropout") {
+      double rate = 0;
+      if (!absl::SimpleAtod(pair.second, &rate)) {
+        return absl::InvalidArgumentError(absl::StrCat("secure: '", item, "' is not NAME=RATE"));
+      }
+      pair.first == "adversarial" ? secure.set_adversarial_rate(rate) : secure.set_dropout_rate(rate);
+      continue;
+    }
     uint32_t value = 0;
     if (!absl::SimpleAtoi(pair.second, &value)) {
       return absl::InvalidArgumentError(absl::StrCat("secure: '", item, "' is not NAME=COUNT"));
@@ -326,7 +350,8 @@ absl::StatusOr<std::optional<v1::SecureAggregation>> ParseSecureAggregation(absl
       secure.set_stage_timeout_ms(value);
     } else {
       return absl::InvalidArgumentError(
-          absl::StrCat("secure: unknown parameter '", pair.first, "'; use cohort, min, degree, threshold, timeout_ms"));
+          absl::StrCat("secure: unknown parameter '", pair.first,
+                       "'; use cohort, min, degree, threshold, timeout_ms, adversarial, dropout"));
     }
   }
   return secure;

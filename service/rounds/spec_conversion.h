@@ -16,6 +16,7 @@
 #include "service/core/aggregate_result.h"
 #include "service/core/reduction_spec.h"
 #include "service/core/value_type.h"
+#include "service/secagg/graph_parameters.h"
 #include "service/secagg/secagg_unmasker.h"
 
 namespace fedagg {
@@ -25,17 +26,23 @@ namespace fedagg {
 struct SecureCohortOptions {
   static constexpr int kMaxCohort = 10000;
   static constexpr int kDefaultDegree = 64;
+  // The rates a cohort's graph is derived from (graph_parameters.h).
+  struct ThreatModel {
+    double adversarial_rate = 0;
+    double dropout_rate = 0;
+  };
   int min_cohort = 3;
   int max_cohort = 1000;
   int degree = 0;     // 0: kDefaultDegree
   int threshold = 0;  // 0: half the cohort's degree, plus one
+  std::optional<ThreatModel> threat;  // given: degree and threshold derived per cohort
   absl::Duration stage_timeout = absl::Seconds(30);
 
   // The neighbour graph's degree (even; a cohort of n clients gives each min(degree, n - 1)
-  // neighbours: the complete graph when it is small), and the shares that recover a
-  // secret in a cohort of `clients`.
-  int Degree() const;
-  int ThresholdFor(int clients) const;
+  // neighbours: the complete graph when it is small) and the shares that recover a secret,
+  // for a cohort of `clients`: derived from the threat model when there is one
+  // (FAILED_PRECONDITION when no graph meets its bounds), else as declared or the defaults.
+  absl::StatusOr<CohortGraphParameters> GraphFor(int clients) const;
 };
 SecureCohortOptions SecureCohortOptionsFromProto(const v1::SecureAggregation& proto);
 // INVALID_ARGUMENT, saying which value and why, for cohort bounds, degree or threshold out
@@ -45,8 +52,8 @@ absl::Status CheckSecureAggregation(const v1::SecureAggregation& secure);
 struct AggregationConfig {
   std::string id;
   // A secure aggregation at its root (the node that created it): the key pair its clients
-  // seal their unmasking shares to. Held in memory only: a root restarted from a
-  // checkpoint has none, and such an aggregation fails at its end.
+  // seal their unmasking shares to (kept in the root's checkpoint: a restarted root has it
+  // again, aggregation_durability.cc).
   std::shared_ptr<const SecAggUnmasker> secure_unmasker;
   std::shared_ptr<const ReductionSpec> reduction;
   int64_t min_contributions = 0;
@@ -95,9 +102,10 @@ v1::PrivacyReport PrivacyReportToProto(const PrivacyReport& report);
 PrivacyReport PrivacyReportFromProto(const v1::PrivacyReport& proto);
 
 // A command line's --secure: "on" (the defaults) or "cohort=N[,min=M][,degree=D][,threshold=T]
-// [,timeout_ms=X]" (SecureAggregation's max_cohort, min_cohort, degree, threshold,
-// stage_timeout_ms); empty or "none": not secure. INVALID_ARGUMENT for an unknown name or a
-// value that is not a count; the values are checked with the spec (ConfigFromProto).
+// [,timeout_ms=X][,adversarial=A][,dropout=P]" (SecureAggregation's max_cohort, min_cohort,
+// degree, threshold, stage_timeout_ms, adversarial_rate, dropout_rate); empty or "none": not
+// secure. INVALID_ARGUMENT for an unknown name or a value that is not a count (a rate: a
+// number); the values are checked with the spec (ConfigFromProto).
 absl::StatusOr<std::optional<v1::SecureAggregation>> ParseSecureAggregation(absl::string_view text);
 // A command line's --privacy: "clip=C,z=Z[,clients=E][,quantile=Q[,lr=L][,count_stddev=S]]"
 // (a quantile makes clipping adaptive; lr defaults to 0.2, count_stddev to 0.05 E); empty

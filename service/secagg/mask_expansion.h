@@ -11,23 +11,13 @@
 #ifndef FEDAGG_SERVICE_SECAGG_MASK_EXPANSION_H_
 #define FEDAGG_SERVICE_SECAGG_MASK_EXPANSION_H_
 
-#include <array>
 #include <cstdint>
 
 #include "absl/types/span.h"
+#include "service/core/secure_masks.h"
 #include "service/core/thread_pool.h"
 
 namespace fedagg {
-
-struct MaskSeed {
-  std::array<uint8_t, 32> bytes{};
-};
-
-// A seed whose mask is added (+1) or subtracted (-1).
-struct SignedMaskSeed {
-  MaskSeed seed;
-  int sign = 1;
-};
 
 class MaskAccumulator {
  public:

@@ -18,6 +18,12 @@ absl::StatusOr<SecAggUnmasker> SecAggUnmasker::Create() {
   return SecAggUnmasker(*std::move(key));
 }
 
+absl::StatusOr<SecAggUnmasker> SecAggUnmasker::FromPrivateKey(const Key32& private_key) {
+  absl::StatusOr<X25519KeyPair> key = X25519KeyPair::FromPrivateKey(private_key);
+  if (!key.ok()) return key.status();
+  return SecAggUnmasker(*std::move(key));
+}
+
 absl::StatusOr<std::vector<std::vector<uint32_t>>> SecAggUnmasker::Unmask(
     const SecAggCohort& cohort, const std::vector<bool>& shared, const std::vector<bool>& masked,
     absl::Span<const UnmaskingShares> responses, std::vector<std::vector<uint32_t>> masked_sum, ThreadPool* pool,

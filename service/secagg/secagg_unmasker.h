@@ -31,8 +31,12 @@ class SecAggUnmasker {
       std::function<absl::Status(absl::Span<const SignedMaskSeed> seeds, uint32_t field, absl::Span<uint32_t> sum)>;
 
   static absl::StatusOr<SecAggUnmasker> Create();
+  // The unmasker of a kept private key (a restarted root's, from its checkpoint).
+  static absl::StatusOr<SecAggUnmasker> FromPrivateKey(const Key32& private_key);
 
   const Key32& public_key() const { return key_.public_key(); }
+  // The secret every unmasking share is sealed to: only for the root's checkpoint.
+  Key32 private_key() const { return key_.private_key(); }
 
   // `shared[c]`: client c sent its shares (stage 1); `masked[c]`: its masked input is in
   // `masked_sum` (per field, the inputs added modulo 2^32 as the leaf added them). Returns

@@ -22,7 +22,7 @@ TEST(DeviceMasksTest, GiveTheCpuMasksBitForBit) {
   for (uint32_t& value : start) value = static_cast<uint32_t>(rng());
   std::vector<uint32_t> cpu = start, device = start;
   MaskAccumulator().Add(seeds, 2, absl::MakeSpan(cpu));
-  ASSERT_TRUE(AddMasksOnDevice(seeds, 2, absl::MakeSpan(device)).ok());
+  ASSERT_TRUE(AddMasksOnDevice(0, seeds, 2, absl::MakeSpan(device)).ok());
   EXPECT_EQ(device, cpu);
 }
 

@@ -1,15 +1,20 @@
 // Secure aggregation through real servers: a root and two intermediates on loopback gRPC,
 // clients (ContributeSecurely) joining cohorts at the intermediates, with dropouts at
 // every stage; the root's result is the plain sum of exactly the updates counted, to the
-// bit; an intermediate lost after its cohort completed loses that cohort whole. Also: an update sent plainly to a secure aggregation is refused, a client not in
-// a cohort is refused, and the roster's root key must be the root's.
+// bit; an intermediate lost after its cohort completed loses that cohort whole; a root
+// restarted from its checkpoint keeps its key and unmasks every completed cohort, and one
+// whose checkpoint lacks the key fails the aggregation at once. Also: an update
+// sent plainly to a secure aggregation is refused, a client not in a cohort is refused, and
+// the roster's root key must be the root's.
 #include <functional>
 #include <thread>
 #include <vector>
 
 #include "client_stub/secure_contribution.h"
 #include "gtest/gtest.h"
+#include "service/rounds/checkpoint_file.h"
 #include "tests/integration/test_cluster.h"
+#include "tests/temp_dir.h"
 
 namespace fedagg::testing {
 namespace {
@@ -36,6 +41,16 @@ std::vector<float> ValuesOf(int c) {
     values[static_cast<size_t>(i)] = static_cast<float>(((c * 7 + i * 3) % 41 - 20) * kSecureStep);
   }
   return values;
+}
+
+// The exact sum of clients first .. first + count - 1.
+std::vector<double> ExactSumOf(int first, int count) {
+  std::vector<double> expected(kSecureWidth, 0.0);
+  for (int c = first; c < first + count; ++c) {
+    const std::vector<float> values = ValuesOf(c);
+    for (int64_t i = 0; i < kSecureWidth; ++i) expected[static_cast<size_t>(i)] += values[static_cast<size_t>(i)];
+  }
+  return expected;
 }
 
 // Runs `count` clients, client-`first` on, through the node at `port`, concurrently;
@@ -147,15 +162,96 @@ TEST(SecureAggregationTest, ALostIntermediateLosesItsCohortAndNothingElse) {
   EXPECT_EQ(final_status->contributions(), 4);
   absl::StatusOr<AggregateResult> result = control.GetResult("secure-loss");
   ASSERT_TRUE(result.ok()) << result.status();
-  std::vector<double> expected(kSecureWidth, 0.0);
-  for (int c = 0; c < 4; ++c) {
-    const std::vector<float> values = ValuesOf(c);
-    for (int64_t i = 0; i < kSecureWidth; ++i) expected[static_cast<size_t>(i)] += values[static_cast<size_t>(i)];
-  }
+  const std::vector<double> expected = ExactSumOf(0, 4);
   const absl::Span<const float> sum = result->fields[0].value.values<float>();
   for (int64_t i = 0; i < kSecureWidth; ++i) {
     ASSERT_EQ(sum[static_cast<size_t>(i)], static_cast<float>(expected[static_cast<size_t>(i)])) << "coordinate " << i;
   }
+}
+
+// A root restarted on its port from its checkpoint directory.
+std::unique_ptr<FedaggServer> RestartRoot(std::unique_ptr<FedaggServer> root, ServerConfig config) {
+  const int port = root->port();
+  root->Shutdown(absl::Milliseconds(100));  // checkpoints what it holds
+  root.reset();
+  config.listen_address = absl::StrCat("127.0.0.1:", port);
+  absl::StatusOr<std::unique_ptr<FedaggServer>> restarted = FedaggServer::Start(config);
+  EXPECT_TRUE(restarted.ok()) << restarted.status();
+  return restarted.ok() ? *std::move(restarted) : nullptr;
+}
+
+TEST(SecureAggregationTest, ARestartedRootKeepsItsKeyAndUnmasksEveryCompletedCohort) {
+  TempDir dir;
+  ServerConfig config = LoopbackConfig();
+  config.child_grace = absl::Seconds(10);
+  ServerConfig root_config = config;
+  root_config.checkpoint_dir = dir.path();
+  std::unique_ptr<Cluster> cluster = Cluster::Start(0, root_config);
+  ASSERT_NE(cluster, nullptr);
+  const int root_port = cluster->root->port();
+  config.parent_address = absl::StrCat("127.0.0.1:", root_port);
+  config.node_id = "intermediate-0";
+  absl::StatusOr<std::unique_ptr<FedaggServer>> intermediate = FedaggServer::Start(config);
+  ASSERT_TRUE(intermediate.ok()) << intermediate.status();
+  absl::StatusOr<v1::AggregationStatus> created =
+      ControlClient(Connect(root_port)).Create(SecureSumSpec("secure-restart", 4));
+  ASSERT_TRUE(created.ok()) << created.status();
+  // A cohort at the root itself and one at the intermediate, both complete.
+  for (const absl::Status& outcome : RunClients(root_port, created->spec(), 0, 4)) EXPECT_TRUE(outcome.ok()) << outcome;
+  for (const absl::Status& outcome : RunClients((*intermediate)->port(), created->spec(), 4, 4)) {
+    EXPECT_TRUE(outcome.ok()) << outcome;
+  }
+
+  // The root restarts: its checkpoint holds its key and its own cohort's record, and the
+  // intermediate's cohort has not gone up yet (it goes up once, after the seal).
+  cluster->root = RestartRoot(std::move(cluster->root), root_config);
+  ASSERT_NE(cluster->root, nullptr);
+  ASSERT_EQ(cluster->root->restored_aggregations(), 1);
+  ControlClient control(Connect(root_port));
+  ASSERT_TRUE(control.Seal("secure-restart").ok());
+  absl::StatusOr<v1::AggregationStatus> final_status = control.WatchUntilFinal("secure-restart");
+  ASSERT_TRUE(final_status.ok()) << final_status.status();
+  ASSERT_EQ(final_status->state(), v1::FINALIZED) << final_status->detail();
+  EXPECT_EQ(final_status->contributions(), 8);
+  absl::StatusOr<AggregateResult> result = control.GetResult("secure-restart");
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::vector<double> expected = ExactSumOf(0, 8);
+  const absl::Span<const float> sum = result->fields[0].value.values<float>();
+  for (int64_t i = 0; i < kSecureWidth; ++i) {
+    ASSERT_EQ(sum[static_cast<size_t>(i)], static_cast<float>(expected[static_cast<size_t>(i)])) << "coordinate " << i;
+  }
+}
+
+TEST(SecureAggregationTest, ARestartedRootWithoutItsKeyFailsTheAggregationAtOnceSayingWhy) {
+  TempDir dir;
+  ServerConfig config = LoopbackConfig();
+  config.checkpoint_dir = dir.path();
+  std::unique_ptr<Cluster> cluster = Cluster::Start(0, config);
+  ASSERT_NE(cluster, nullptr);
+  const int root_port = cluster->root->port();
+  absl::StatusOr<v1::AggregationStatus> created =
+      ControlClient(Connect(root_port)).Create(SecureSumSpec("secure-keyless", 4));
+  ASSERT_TRUE(created.ok()) << created.status();
+  for (const absl::Status& outcome : RunClients(root_port, created->spec(), 0, 4)) EXPECT_TRUE(outcome.ok()) << outcome;
+  const int port = cluster->root->port();
+  cluster->root->Shutdown(absl::Milliseconds(100));
+  cluster->root.reset();
+  // The checkpoint as a version that did not keep the key wrote it: the masked updates
+  // are there, the key that opens their unmasking shares is not.
+  const std::string name = CheckpointFileName("secure-keyless");
+  absl::StatusOr<AggregationCheckpoint> checkpoint = ReadCheckpointFile(dir.path() + "/" + name);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  ASSERT_TRUE(checkpoint->secure_root_key.has_value());
+  checkpoint->secure_root_key.reset();
+  ASSERT_TRUE(WriteFileAtomically(dir.path(), name, EncodeCheckpoint(*checkpoint)).ok());
+  config.listen_address = absl::StrCat("127.0.0.1:", port);
+  absl::StatusOr<std::unique_ptr<FedaggServer>> restarted = FedaggServer::Start(config);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  // Failed at once, not at the end of a round that could never be unmasked.
+  absl::StatusOr<v1::AggregationStatus> status = ControlClient(Connect(port)).Get("secure-keyless");
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->state(), v1::FAILED);
+  EXPECT_NE(status->detail().find("does not hold the key"), std::string::npos) << status->detail();
 }
 
 TEST(SecureAggregationTest, PlainUpdatesStrangersAndAnotherRootKeyAreRefused) {

@@ -91,7 +91,7 @@ ReducerMakers FixedStateMakers(Calls* calls) {
 class PortableAccumulatorTest : public ::testing::Test {
  protected:
   absl::StatusOr<ReportedField> Report(const ReductionSpec& spec, int64_t contributions, double weight_sum) {
-    PortableAccumulatorFactory factory("fake", CpuAccumulatorFactory::Default(), FixedStateMakers(&calls_), {});
+    PortableAccumulatorFactory factory("fake", CpuAccumulatorFactory::Default(), FixedStateMakers(&calls_), {}, nullptr);
     const std::unique_ptr<FieldAccumulator> accumulator = factory.Make(spec.fields()[0]);
     return accumulator->Report(contributions, weight_sum);
   }
@@ -183,7 +183,7 @@ TEST_F(PortableAccumulatorTest, ACoalescedSparseSumIsMadeFromACopyOfTheState) {
 // reducer loads it: in a plugin, the server's, with its threads and memory.
 TEST_F(PortableAccumulatorTest, TheHostBackendMakesTheExactSumsAndChecksPartials) {
   CountingHost host;
-  PortableAccumulatorFactory factory("fake", host, FixedStateMakers(&calls_), {});
+  PortableAccumulatorFactory factory("fake", host, FixedStateMakers(&calls_), {}, nullptr);
   const auto exact = OneFieldSpec(DType::kFloat32, {4}, Intrinsic::kFederatedSum, false, {.deterministic = true});
   ASSERT_TRUE(exact->fields()[0].exact_sum);
   const std::unique_ptr<FieldAccumulator> exact_sums = factory.Make(exact->fields()[0]);

@@ -126,6 +126,25 @@ def test_a_harary_graph_with_a_dropout_before_unmasking(conn):
     np.testing.assert_array_equal(result["w"].values, expected.astype(np.float32))
 
 
+def test_a_graph_derived_from_a_threat_model(conn):
+    # 24 clients with dropout_rate 0.1: the server derives the degree and threshold
+    # (service/secagg/graph_parameters.h; the clients read them from the roster), the spec
+    # keeps the rates, and a client leaving before unmasking still leaves an exact sum.
+    status = secure_spec(conn, "py-secure-derived", 24, min_cohort=24, dropout_rate=0.1)
+    secure = status.spec.secure
+    assert (secure.dropout_rate, secure.adversarial_rate, secure.degree) == (0.1, None, 0), secure
+    outcomes = run_clients(conn, status, 24, {7: "before_unmasking"})
+    assert [type(o).__name__ for o in outcomes].count("Ack") == 23, outcomes
+    result = finish(conn, "py-secure-derived")
+    assert result.contributions == 24
+    expected = np.sum([values_of(c).astype(np.float64) for c in range(24)], axis=0)
+    np.testing.assert_array_equal(result["w"].values, expected.astype(np.float32))
+    # Rates no graph can meet are refused at creation, saying what to change.
+    with pytest.raises(fedagg.FedaggError) as refused:
+        secure_spec(conn, "py-secure-hopeless", 24, adversarial_rate=0.5, dropout_rate=0.3)
+    assert refused.value.code_name == "INVALID_ARGUMENT" and "dropout" in str(refused.value), refused.value
+
+
 @pytest.mark.parametrize("bits, bounds", [(8, (-6, 6)), (32, (-40000, 40000))])
 def test_other_bit_widths(conn, bits, bounds):
     status = secure_spec(conn, f"py-secure-{bits}", 3, bits=bits)

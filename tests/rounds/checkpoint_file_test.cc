@@ -1,5 +1,5 @@
-// The checkpoint file: round trip (children's leases included), a version 1 file still
-// read, torn writes and corruption refused, atomic replace.
+// The checkpoint file: round trip (children's leases and the keys included), a version 1 file still
+// read, torn writes and corruption refused, atomic replace (a file its owner alone reads).
 #include "service/rounds/checkpoint_file.h"
 
 #include <filesystem>
@@ -32,6 +32,10 @@ AggregationCheckpoint SampleCheckpoint(const std::string& partial = "partial-byt
                          {"edge-2@18", 9, true, false, {}},
                          {"edge-3@19", 2, false, true, {}}};
   checkpoint.partial = partial;
+  checkpoint.noise_key = NoiseKey{};
+  checkpoint.noise_key->bytes.fill(0x5a);
+  checkpoint.secure_root_key.emplace();
+  for (size_t i = 0; i < checkpoint.secure_root_key->size(); ++i) (*checkpoint.secure_root_key)[i] = static_cast<uint8_t>(i);
   return checkpoint;
 }
 
@@ -51,6 +55,9 @@ void ExpectSame(const AggregationCheckpoint& a, const AggregationCheckpoint& b) 
     EXPECT_EQ(a.children[i].leased, b.children[i].leased);
   }
   EXPECT_EQ(a.partial, b.partial);
+  ASSERT_EQ(a.noise_key.has_value(), b.noise_key.has_value());
+  if (a.noise_key.has_value()) EXPECT_EQ(a.noise_key->bytes, b.noise_key->bytes);
+  EXPECT_EQ(a.secure_root_key, b.secure_root_key);
 }
 
 TEST(CheckpointFileTest, RoundTrip) {
@@ -58,6 +65,13 @@ TEST(CheckpointFileTest, RoundTrip) {
   absl::StatusOr<AggregationCheckpoint> decoded = DecodeCheckpoint(EncodeCheckpoint(checkpoint));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   ExpectSame(checkpoint, *decoded);
+  // Without the keys, none comes back.
+  AggregationCheckpoint keyless = checkpoint;
+  keyless.noise_key.reset();
+  keyless.secure_root_key.reset();
+  decoded = DecodeCheckpoint(EncodeCheckpoint(keyless));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ExpectSame(keyless, *decoded);
 }
 
 // The counted ids of a set that erased some, and counted one of them again, are written
@@ -174,6 +188,9 @@ TEST(CheckpointFileTest, AtomicReplaceLeavesTheNewFileAndNoTemporary) {
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->partial, "second");
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  // It holds keys and un-noised sums: its owner's alone.
+  EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), std::filesystem::directory_iterator()), 1);
 }
 

@@ -440,6 +440,55 @@ TEST(SecureSpecTest, BadSecureSpecsAreRefusedSayingWhy) {
   EXPECT_NE(refusal(bounds).find("max_cohort"), std::string::npos);
 }
 
+TEST(SecureSpecTest, AThreatModelDerivesEachCohortsGraphOrIsRefusedSayingWhy) {
+  const auto refusal = [](const v1::AggregationSpec& spec) {
+    absl::StatusOr<AggregationConfig> config = ConfigFromProto(spec);
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(config.status().message());
+  };
+  v1::AggregationSpec derived = SecureSpecProto();
+  derived.mutable_secure()->set_dropout_rate(0.1);
+  derived.mutable_secure()->set_max_cohort(60);
+  ASSERT_TRUE(ConfigFromProto(derived).ok()) << ConfigFromProto(derived).status();
+  v1::AggregationSpec declared_too = derived;
+  declared_too.mutable_secure()->set_degree(8);
+  EXPECT_NE(refusal(declared_too).find("leave them 0"), std::string::npos);
+  v1::AggregationSpec too_many = derived;
+  too_many.mutable_secure()->set_adversarial_rate(0.5);
+  too_many.mutable_secure()->set_dropout_rate(0.3);
+  EXPECT_NE(refusal(too_many).find("dropout"), std::string::npos) << refusal(too_many);
+  v1::AggregationSpec out_of_range = derived;
+  out_of_range.mutable_secure()->set_dropout_rate(1.0);
+  EXPECT_NE(refusal(out_of_range).find("[0, 1)"), std::string::npos) << refusal(out_of_range);
+
+  // A cohort of 40 under that threat model gets the derived graph in its roster, and its
+  // sum with 10% leaving at the last stage comes out exact.
+  const std::shared_ptr<const ReductionSpec> spec = SecureSpec(16);
+  const CohortFrame frame = CohortFrameOf(*spec, "derived", "incarnation-1");
+  const SecAggUnmasker root = *SecAggUnmasker::Create();
+  SecureCohortOptions options = SecureCohortOptionsFromProto(derived.secure());
+  options.max_cohort = 40;
+  const CohortGraphParameters expected = *GraphParametersFor(40, 0, 0.1);
+  ASSERT_LT(expected.degree, 39);  // sparser than the complete graph: the derivation shows
+  Leaf leaf(spec, frame, options, root.public_key());
+  std::mt19937_64 rng(11);
+  std::vector<SimulatedClient> clients = MakeClients(40, "d", rng, 16);
+  absl::Time now = absl::FromUnixSeconds(1000000);
+  RunLeaf(leaf, clients, Dropouts{{}, {}, {3, 17, 29, 38}}, now, options.stage_timeout);
+  const v1::Roster& roster = clients[0].member->responses.front().roster();
+  EXPECT_EQ(static_cast<int>(roster.degree()), expected.degree);
+  EXPECT_EQ(static_cast<int>(roster.threshold()), expected.threshold);
+  ASSERT_TRUE(UnmaskSecureSum(frame, root, leaf.partial()).ok());
+  absl::StatusOr<AggregateResult> result = leaf.partial().Report();
+  ASSERT_TRUE(result.ok());
+  const absl::Span<const float> values = result->fields[0].value.values<float>();
+  for (int64_t i = 0; i < kSecureCoordinates; ++i) {
+    int64_t sum = 0;
+    for (const SimulatedClient& client : clients) sum += client.input[static_cast<size_t>(i)];
+    ASSERT_EQ(values[i], static_cast<float>(static_cast<double>(sum) * kSecureStep)) << "coordinate " << i;
+  }
+}
+
 TEST(SecureSpecTest, TheRootSetsItsKeyAndEveryNodeRelaysThroughCohorts) {
   AggregationRegistry registry(AggregationOptions{});
   v1::AggregationSpec spec = SecureSpecProto();

@@ -67,25 +67,38 @@ class SecureAggregation:
     modulo 2^bits; clients run fedagg.contribute_securely. 0 takes the server's default:
     min_cohort 3 and max_cohort 1000 clients of one node, degree (neighbours of each
     client, even) 64, threshold half the neighbours plus one (give it with its degree),
-    stage_timeout_ms 30000. root_public_key is set by the root when it creates the
-    aggregation (a value sent is replaced): read it from the spec the server returns."""
+    stage_timeout_ms 30000. Or, with adversarial_rate (the fraction of a cohort's clients
+    that may collude with the relays and the root) and/or dropout_rate (the fraction that
+    may drop out), each in [0, 1), the server derives every cohort's degree and threshold
+    for security 2^-40 and failure 2^-20 (leave degree and threshold 0). root_public_key is
+    set by the root when it creates the aggregation (a value sent is replaced): read it
+    from the spec the server returns."""
     min_cohort: int = 0
     max_cohort: int = 0
     degree: int = 0
     threshold: int = 0
     stage_timeout_ms: int = 0
     root_public_key: bytes = b""
+    adversarial_rate: Optional[float] = None
+    dropout_rate: Optional[float] = None
 
     def to_proto(self) -> types_pb2.SecureAggregation:
-        return types_pb2.SecureAggregation(min_cohort=self.min_cohort, max_cohort=self.max_cohort,
-                                           degree=self.degree, threshold=self.threshold,
-                                           stage_timeout_ms=self.stage_timeout_ms,
-                                           root_public_key=self.root_public_key)
+        proto = types_pb2.SecureAggregation(min_cohort=self.min_cohort, max_cohort=self.max_cohort,
+                                            degree=self.degree, threshold=self.threshold,
+                                            stage_timeout_ms=self.stage_timeout_ms,
+                                            root_public_key=self.root_public_key)
+        if self.adversarial_rate is not None:
+            proto.adversarial_rate = self.adversarial_rate
+        if self.dropout_rate is not None:
+            proto.dropout_rate = self.dropout_rate
+        return proto
 
     @classmethod
     def from_proto(cls, proto: types_pb2.SecureAggregation) -> "SecureAggregation":
         return cls(proto.min_cohort, proto.max_cohort, proto.degree, proto.threshold, proto.stage_timeout_ms,
-                   bytes(proto.root_public_key))
+                   bytes(proto.root_public_key),
+                   proto.adversarial_rate if proto.HasField("adversarial_rate") else None,
+                   proto.dropout_rate if proto.HasField("dropout_rate") else None)
 
 
 def dtype_name(number: int) -> str:
