@@ -4,7 +4,8 @@
 // merge as they would at an intermediate, and the root's UnmaskSecureSum makes the
 // report the plain sum of exactly the clients counted — with dropouts at every stage,
 // stage timeouts, a seal, refusals of messages out of turn, and a clean failure below
-// the threshold.
+// the threshold; a graph derived from a threat model; and a checkpointed root's own
+// cohort through a restart (completed: unmasked after it; open: failed at once).
 #include <map>
 #include <memory>
 #include <random>
@@ -12,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "service/core/partial_aggregate.h"
+#include "service/core/update_buffer.h"
 #include "service/rounds/aggregation_registry.h"
 #include "service/rounds/secure_cohorts.h"
 #include "service/rounds/secure_unmasking.h"
@@ -47,12 +49,23 @@ struct SimulatedClient {
   std::optional<SecAggCohort> cohort;
 };
 
-// One leaf node's cohorts and its partial of the masked updates.
+// One leaf node's cohorts and its partial of the masked updates: cohorts of its own, or
+// those of an aggregation, which then counts the masked updates (and takes the records).
 class Leaf {
  public:
   Leaf(std::shared_ptr<const ReductionSpec> spec, const CohortFrame& frame, SecureCohortOptions options,
        const Key32& root_key)
-      : spec_(spec), frame_(frame), cohorts_(frame, options, root_key), partial_(spec) {}
+      : spec_(spec),
+        frame_(frame),
+        own_cohorts_(std::make_unique<SecureCohorts>(frame, options, root_key)),
+        cohorts_(*own_cohorts_),
+        partial_(spec) {}
+  Leaf(Aggregation& aggregation, const CohortFrame& frame)
+      : spec_(aggregation.config().reduction),
+        frame_(frame),
+        cohorts_(*aggregation.secure_cohorts()),
+        aggregation_(&aggregation),
+        partial_(spec_) {}
 
   SecureCohorts& cohorts() { return cohorts_; }
   PartialAggregate& partial() { return partial_; }
@@ -98,6 +111,16 @@ class Leaf {
         client.secagg.MaskInput(*client.cohort, received, {plain});
     ASSERT_TRUE(masked.ok()) << masked.status();
     const std::vector<std::byte> bytes = IntegerBytes((*masked)[0], frame_.bits);
+    if (aggregation_ != nullptr) {  // gated by the aggregation's cohorts, counted as any update
+      ASSERT_TRUE(aggregation_->BeginUpdate(client.id).ok());
+      absl::StatusOr<UpdateBuffer> update = UpdateBuffer::Create(*spec_, {0}, std::nullopt, 1 << 20);
+      ASSERT_TRUE(update.ok()) << update.status();
+      const absl::Span<std::byte> values = update->section(0, UpdateBuffer::Section::kValues);
+      ASSERT_EQ(values.size(), bytes.size());
+      std::copy(bytes.begin(), bytes.end(), values.begin());
+      ASSERT_TRUE(aggregation_->CommitUpdate(client.id, *std::move(update)).ok());
+      return;
+    }
     ASSERT_TRUE(cohorts_.BeginInput(client.id).ok());
     UpdateView update;
     update.fields.push_back(FieldValue{Encoding::kDense, DType::kFloat32, {}, absl::MakeConstSpan(bytes)});
@@ -117,8 +140,10 @@ class Leaf {
     ASSERT_TRUE(cohorts_.Unmasking(client.id, message, now).ok());
   }
 
-  // The records go into the partial, as a node does before its final push.
+  // The records go into the partial, as a node does before its final push (an
+  // aggregation's node takes them itself).
   void Record() {
+    if (aggregation_ != nullptr) return;
     for (std::string& record : cohorts_.TakeRecords()) partial_.AddSecureCohort(std::move(record));
   }
 
@@ -132,7 +157,9 @@ class Leaf {
  private:
   std::shared_ptr<const ReductionSpec> spec_;
   CohortFrame frame_;
-  SecureCohorts cohorts_;
+  std::unique_ptr<SecureCohorts> own_cohorts_;
+  SecureCohorts& cohorts_;
+  Aggregation* aggregation_ = nullptr;
   PartialAggregate partial_;
 };
 
@@ -503,6 +530,74 @@ TEST(SecureSpecTest, TheRootSetsItsKeyAndEveryNodeRelaysThroughCohorts) {
   ASSERT_NE((*created)->secure_cohorts(), nullptr);
   // An update from a client in no cohort is refused before anything is reserved.
   EXPECT_EQ((*created)->BeginUpdate("nobody").code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A checkpointed root running a cohort of its own clients (max_cohort 6, complete graph).
+std::shared_ptr<Aggregation> SecureRoot(AggregationRegistry& registry, const std::string& id) {
+  v1::AggregationSpec spec;
+  spec.set_aggregation_id(id);
+  *spec.mutable_value_type() = ValueTypeToProto(ValueType::Tensor(DType::kFloat32, {kSecureCoordinates}));
+  v1::FieldIntrinsic& field = *spec.add_intrinsics();
+  field.set_intrinsic(v1::FEDERATED_SUM);
+  *field.mutable_encoding() = ValueEncodingToProto(ValueEncoding::Discretized(16, kSecureStep));
+  spec.mutable_secure()->set_max_cohort(6);
+  absl::StatusOr<std::shared_ptr<Aggregation>> created = registry.Create(spec);
+  EXPECT_TRUE(created.ok()) << created.status();
+  return created.ok() ? *created : nullptr;
+}
+
+TEST(SecureRestartTest, ARestoredRootGoesOnWithItsCompletedCohortAndFailsWithAnOpenOne) {
+  AggregationOptions options;
+  options.checkpointed = true;
+  AggregationRegistry registry(options);
+  std::mt19937_64 rng(5);
+  // The test's clock runs ahead of the aggregation's, which closes the masking stage at
+  // the real time of the last count: a stage timeout from the test's now is then past.
+  absl::Time now = absl::Now() + absl::Minutes(1);
+  const absl::Duration timeout = absl::Seconds(30);
+
+  // A cohort complete when the checkpoint is taken: its record goes into the checkpoint
+  // beside its masked updates, with the key, and the restored root unmasks them.
+  std::shared_ptr<Aggregation> done = SecureRoot(registry, "restart-done");
+  ASSERT_NE(done, nullptr);
+  Leaf at_done(*done, CohortFrameOf(*done->config().reduction, "restart-done", done->config().proto.incarnation()));
+  std::vector<SimulatedClient> clients = MakeClients(6, "d", rng, 16);
+  RunLeaf(at_done, clients, Dropouts{{}, {}, {2}}, now, timeout);
+  absl::StatusOr<std::optional<Aggregation::Snapshot>> snapshot = done->TakeSnapshot();
+  ASSERT_TRUE(snapshot.ok() && snapshot->has_value()) << snapshot.status();
+  ASSERT_TRUE((*snapshot)->checkpoint.secure_root_key.has_value());
+  absl::StatusOr<std::shared_ptr<Aggregation>> restored = Aggregation::Restore((*snapshot)->checkpoint, options);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ((*restored)->Status().state(), v1::OPEN) << (*restored)->Status().detail();
+  ASSERT_TRUE((*restored)->Seal().ok());
+  ASSERT_EQ((*restored)->Status().state(), v1::FINALIZED) << (*restored)->Status().detail();
+  absl::StatusOr<std::shared_ptr<const AggregateResult>> result = (*restored)->Result();
+  ASSERT_TRUE(result.ok()) << result.status();
+  const absl::Span<const float> values = (*result)->fields[0].value.values<float>();
+  for (int64_t i = 0; i < kSecureCoordinates; ++i) {
+    int64_t sum = 0;
+    for (const SimulatedClient& client : clients) sum += client.input[static_cast<size_t>(i)];
+    ASSERT_EQ(values[i], static_cast<float>(static_cast<double>(sum) * kSecureStep)) << "coordinate " << i;
+  }
+
+  // A cohort with its masked updates counted but its last stage not over: the restored
+  // root can never unmask them, and says so at once.
+  std::shared_ptr<Aggregation> open = SecureRoot(registry, "restart-open");
+  ASSERT_NE(open, nullptr);
+  Leaf at_open(*open, CohortFrameOf(*open->config().reduction, "restart-open", open->config().proto.incarnation()));
+  std::vector<SimulatedClient> others = MakeClients(6, "o", rng, 16);
+  for (SimulatedClient& client : others) at_open.Advertise(client, now);
+  for (SimulatedClient& client : others) at_open.Share(client, now);
+  for (SimulatedClient& client : others) at_open.SendMaskedInput(client, now);
+  ASSERT_EQ(open->Status().contributions(), 6);
+  snapshot = open->TakeSnapshot();
+  ASSERT_TRUE(snapshot.ok() && snapshot->has_value()) << snapshot.status();
+  restored = Aggregation::Restore((*snapshot)->checkpoint, options);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ((*restored)->Status().state(), v1::FAILED);
+  EXPECT_NE((*restored)->Status().detail().find("restarted while cohorts it ran itself were open; 6 masked updates"),
+            std::string::npos)
+      << (*restored)->Status().detail();
 }
 
 INSTANTIATE_TEST_SUITE_P(Bits, SecureCohortsTest, ::testing::Values(8, 16, 32),
