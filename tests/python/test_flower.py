@@ -8,6 +8,7 @@ plain FedAvg fails. Skipped when Flower is not installed."""
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords  # noq
 import fedagg  # noqa: E402
 import fedagg.flower  # noqa: E402
 from conftest import quantized_mean_bound  # noqa: E402
-from fedagg.model_layout import ModelLayout  # noqa: E402
+from fedagg.model_layout import ModelLayout, SecureDiscretization  # noqa: E402
 
 MiB = 1 << 20
 
@@ -319,3 +320,185 @@ def test_flowers_adaptive_clipping_against_tffs_rule_on_a_replayed_norm_trace():
     assert all_clipped, "the trace must hold a round of only large norms"
     print("bound after each round (Flower, TFF):", diverged)
     assert diverged[-1][0] < 1.0 < diverged[-1][1]
+
+
+SECURE_BITS, SECURE_CLIP, SECURE_MAX_WEIGHT, SECURE_CLIENTS = 16, 0.25, 40.0, 6
+
+
+def updates_by_partition(dump, server_round):
+    """The updates clients trained in a round, partition -> (arrays, num_examples)."""
+    updates = {}
+    for path in glob.glob(os.path.join(dump, f"update-r{server_round}-p*.npz")):
+        update = np.load(path)
+        partition = int(os.path.basename(path)[:-len(".npz")].rsplit("-p", 1)[1])
+        updates[partition] = ({k: update[k] for k in update.files if k != "num_examples"}, int(update["num_examples"]))
+    return updates
+
+
+def weighted_mean(updates, clip=None, max_weight=None):
+    """NumPy, in float64: sum_i w_i x_i / sum_i w_i over (arrays, num_examples) pairs, each
+    value clipped to [-clip, clip] and each weight capped at max_weight when given."""
+    weights = np.array([n if max_weight is None else min(n, max_weight) for _, n in updates], np.float64)
+    mean = {}
+    for key in updates[0][0]:
+        values = [a[key].astype(np.float64) for a, _ in updates]
+        if clip is not None:
+            values = [np.clip(v, -clip, clip) for v in values]
+        mean[key] = sum(w * v for w, v in zip(weights, values)) / weights.sum()
+    return mean, float(weights.sum())
+
+
+def failed_partitions(fedagg_report):
+    """The partitions whose replies were failures (their client ids are partition-<p>)."""
+    return {int(re.search(r"partition-(\d+)", failure).group(1)) for failure in fedagg_report["failures"]}
+
+
+def test_secure_rounds_are_numpys_weighted_mean_of_the_clipped_arrays_within_the_bound(tmp_path):
+    """FedaggFedAvg(secure=..., secure_bits=16, clip_range=0.25, max_weight=40,
+    max_clients=6): 6 clients in two cohorts of 3 (one at each intermediate) mask their
+    clipped, weighted, discretized arrays. Each round that finalizes must be NumPy's
+    weighted mean of the clipped arrays of the clients counted (weights min(num_examples,
+    40)) to within the documented bound n c max_weight / sum(weights), c = clip /
+    ((2^15 - 1) // 6 - 1), plus half a unit in the last place of the array's dtype; and not
+    plain FedAvg (values beyond the clip range and a client above max_weight make that
+    differ by more than the bound). Round 2: a client leaves before sharing its keys, so
+    its cohort is too small to go on (its two others are told UNAVAILABLE) and the round is
+    the mean of the other cohort. Round 3: a client leaves before unmasking, so its cohort
+    keeps fewer shares of the others' secrets than the threshold (2 of 2 neighbours): the
+    round fails, the model stays as it was and the root's reason is reported."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    dropouts = {(2, 2): "before_sharing", (4, 3): "before_unmasking"}
+    report = run_app(tmp_path, "secure", "--clients", SECURE_CLIENTS, "--rounds", 3, "--dump", dump,
+                     "--secure", f"{SECURE_BITS},{SECURE_CLIP},{SECURE_MAX_WEIGHT}",
+                     # Every ClientApp at once (a cohort forms once its 3 clients advertised): the
+                     # Ray cluster frameworks_test.sh starts has 2 CPUs, and Flower's simulation
+                     # runs at most CPUs + 4 = 6 ClientApps at a time on this 2-core machine.
+                     "--client_cpus", 2 / 8, "--stage_timeout_ms", 60000,
+                     "--secure_dropout", ",".join(f"{p}:{r}:{stage}" for (p, r), stage in dropouts.items()))
+    assert [r["round"] for r in report["rounds"]] == [1, 2, 3]
+    step = SECURE_CLIP / ((2 ** (SECURE_BITS - 1) - 1) // SECURE_CLIENTS - 1)
+    start = np.load(dump / "global-r0.npz")
+    for entry in report["rounds"][:2]:
+        server_round, fedagg_report = entry["round"], entry["fedagg"]
+        updates = updates_by_partition(dump, server_round)
+        assert sorted(updates) == list(range(SECURE_CLIENTS))
+        assert fedagg_report["state"] == "FINALIZED", fedagg_report
+        failed = failed_partitions(fedagg_report)
+        if server_round == 2:
+            # The one that left (CANCELLED, locally) and the two others of its cohort.
+            assert 2 in failed and len(failed) == 3, fedagg_report["failures"]
+            assert sum("CANCELLED" in f for f in fedagg_report["failures"]) == 1
+            assert sum("UNAVAILABLE" in f for f in fedagg_report["failures"]) == 2, fedagg_report["failures"]
+        else:
+            assert failed == set(), fedagg_report["failures"]
+        counted = [updates[p] for p in sorted(updates) if p not in failed]
+        assert fedagg_report["contributions"] == fedagg_report["replies"] == len(counted)
+        expected, weight_sum = weighted_mean(counted, SECURE_CLIP, SECURE_MAX_WEIGHT)
+        assert fedagg_report["num_examples"] == weight_sum
+        bound = len(counted) * step * SECURE_MAX_WEIGHT / weight_sum
+        assert fedagg_report["error_bound"] == pytest.approx(bound, rel=1e-12)
+        got = np.load(dump / f"global-r{server_round}.npz")
+        assert sorted(got.files) == sorted(expected)
+        worst, off_plain = 0.0, 0.0
+        plain, _ = weighted_mean(counted)  # Flower's FedAvg: no clipping, no cap on the weights
+        for key, value in expected.items():
+            assert got[key].dtype == start[key].dtype, key
+            half_ulp = np.finfo(got[key].dtype).eps / 2 * np.abs(value)
+            error = np.abs(got[key].astype(np.float64) - value)
+            allowed = bound * (1 + 1e-9) + half_ulp
+            assert np.all(error <= allowed), (
+                f"round {server_round} {key}: error {np.max(error / allowed):.3f} x the bound at worst")
+            worst = max(worst, float(np.max(error / allowed)))
+            off_plain = max(off_plain, float(np.max(np.abs(got[key].astype(np.float64) - plain[key]) - allowed)))
+        print(f"round {server_round}: {len(counted)} clients, bound {bound:.3g}, worst error {worst:.3f} of it")
+        assert worst > 0.01, "the secure model equals the exact mean: was anything discretized?"
+        assert off_plain > 0, "the clip range and max_weight changed nothing: the test cannot tell them apart"
+    third = report["rounds"][2]["fedagg"]
+    assert third["state"] == "FAILED" and "dropped out" in third["detail"], third
+    assert failed_partitions(third) == {4} and "CANCELLED" in third["failures"][0], third["failures"]
+    before, after = np.load(dump / "global-r2.npz"), np.load(dump / "global-r3.npz")
+    for key in before.files:
+        np.testing.assert_array_equal(after[key], before[key])
+    # The root holds a secure aggregation of dense discretized sums of one bit width, cohorts of 3.
+    with fedagg.connect(os.environ["FEDAGG_TEST_ROOT"]) as root:
+        spec = root.control.get(report["rounds"][0]["fedagg"]["aggregation_id"]).spec
+    assert spec.secure is not None and spec.secure.max_cohort == 3 and spec.max_contributions == SECURE_CLIENTS
+    assert {(leaf.intrinsic, leaf.value_encoding.kind, leaf.value_encoding.bits) for leaf in spec.leaves} == {
+        ("federated_sum", "discretized", SECURE_BITS)}
+    assert {leaf.value_encoding.scale for leaf in spec.leaves if leaf.path != "num_examples"} == {step}
+
+
+def test_secure_parameters_that_could_overflow_are_refused():
+    """FedaggFedAvg(secure=...) refuses, when it is made, parameters under which the sum of
+    max_clients clients could leave the signed secure_bits-bit range (ValueError saying what
+    to change), at the exact edge of the documented rule; what it accepts keeps the worst
+    case (every value at +-clip_range or beyond, every weight at max_weight or above) within
+    that range, through the client's own encoder."""
+    secure = fedagg.SecureAggregation()
+
+    def make(**options):
+        strategy = fedagg.flower.FedaggFedAvg("127.0.0.1:1", secure=secure, **options)
+        strategy.connection.close()
+        return strategy
+
+    # The weights: 8 clients x 4095 examples fit in 2^15 - 1 = 32767, 8 x 4096 do not.
+    make(secure_bits=16, max_clients=8, max_weight=4095)
+    with pytest.raises(ValueError, match="lower max_weight"):
+        make(secure_bits=16, max_clients=8, max_weight=4096)
+    with pytest.raises(ValueError, match="lower max_weight"):
+        make(secure_bits=16, max_clients=100)  # Flower's default max_weight 1000 needs 32 bits for 100 clients
+    # The values: a client needs at least one step a side plus one for rounding:
+    # 127 // 63 - 1 = 1, 127 // 64 - 1 = 0.
+    make(secure_bits=8, max_clients=63, max_weight=2)
+    with pytest.raises(ValueError, match="cannot hold the sum of max_clients=64"):
+        make(secure_bits=8, max_clients=64, max_weight=1)
+    with pytest.raises(ValueError, match="give max_clients"):
+        make()
+    with pytest.raises(ValueError, match="8, 16 or 32"):
+        make(secure_bits=12, max_clients=8)
+    with pytest.raises(ValueError, match="clip_range must be finite and > 0"):
+        make(clip_range=0.0, max_clients=8)
+    with pytest.raises(ValueError, match="max_weight must be finite and > 0"):
+        make(max_weight=float("inf"), max_clients=8)
+    with pytest.raises(ValueError, match="below min_cohort=3"):
+        make(max_clients=2)
+    with pytest.raises(ValueError, match="every array is sent dense"):
+        make(max_clients=8, row_sparse=["embedding"])
+    with pytest.raises(ValueError, match="not both"):
+        make(max_clients=8, privacy=fedagg.DifferentialPrivacy(clip_norm=1, noise_multiplier=1, expected_clients=8))
+    with pytest.raises(ValueError, match="leave encoding plain"):
+        make(max_clients=8, encoding="quantized:8")
+    # Integer arrays would be clipped and discretized beyond repair: refused by the layout.
+    discretization = make(secure_bits=16, max_clients=8, max_weight=4095, clip_range=0.25).secure_discretization
+    with pytest.raises(fedagg.FedaggError, match="is int64"):
+        ModelLayout.from_arrays({"w": np.zeros(3, np.float32), "steps": np.int64(7)}, secure=discretization)
+
+    # The worst case of what was accepted, through the client's encoder: |sum| <= 2^15 - 1.
+    arrays = {"w": np.array([0.25, -0.25, 1e6, -1e6, np.nextafter(np.float32(0.25), np.float32(1)), 0.1], np.float32),
+              "b": np.array([0.25, -0.25], np.float64)}
+    layout = ModelLayout.from_arrays(arrays, secure=discretization)
+    spec = fedagg.Spec(layout.spec("edge", secure=secure))
+    back = ModelLayout.from_spec(spec, list(arrays), discretization)
+    top = 2 ** 15 - 1
+    for n in (4095, 10 ** 9):
+        fields, weight = back.update(arrays, n)
+        assert weight is None and float(fields["num_examples"]) == 4095
+        np.testing.assert_allclose(fields["model"]["w"], [0.25, -0.25, 0.25, -0.25, 0.25, 0.1])
+        # A value's stochastic rounding gives floor(v / c) or one more: the largest either
+        # way, times 8, is in range; the weight is a whole number of its steps, sent exactly.
+        weight_steps = float(fields["num_examples"]) / spec.leaves[-1].value_encoding.scale
+        assert spec.leaves[-1].path == "num_examples" and weight_steps == int(weight_steps)
+        assert 8 * weight_steps <= top
+        for leaf in spec.leaves[:-1]:
+            steps = np.abs(fields["model"][leaf.path[len("model."):]]) / leaf.value_encoding.scale
+            assert 8 * (int(np.max(np.floor(steps))) + 1) <= top, (leaf.path, np.max(steps))
+        for seed in range(20):
+            prepared = fedagg.prepare_update(spec, fields, seed=seed)
+            integers = [np.frombuffer(f.values, "<i2").astype(np.int64) for f in prepared.fields]
+            assert all(8 * int(np.max(np.abs(q))) <= top for q in integers), [np.max(np.abs(q)) for q in integers]
+    # A client told another discretization than its spec's refuses the round.
+    with pytest.raises(fedagg.FedaggError, match="declares federated_sum"):
+        ModelLayout.from_spec(spec, list(arrays), SecureDiscretization(16, 0.5, 4095, 8))
+    with pytest.raises(fedagg.FedaggError, match="not finite"):
+        back.update(dict(arrays, b=np.array([np.nan, 0.0])), 3)

@@ -10,15 +10,22 @@ benchmark (bench/flower_bench.sh) run it too.
   flower_app.py --root 127.0.0.1:50051 --targets 127.0.0.1:50052,127.0.0.1:50053 \
                 --clients 8 --rounds 3 [--strategy fedagg|flower] [--vocab 1000]
                 [--min_contributions 1] [--encoding quantized:8] [--privacy CLIP,Z] [--refuse PARTITION:ROUND,...]
-                [--dump DIR] [--report FILE]
+                [--secure BITS,CLIP,MAX_WEIGHT [--secure_dropout PARTITION:ROUND:STAGE,...]
+                 [--stage_timeout_ms MS]] [--client_cpus CPUS] [--dump DIR] [--report FILE]
 
 --strategy flower runs Flower's own FedAvg on the same clients (the updates travel to the
 Flower server in the replies). --encoding sends the dense arrays in that value encoding
 (FedaggFedAvg's encoding=; the sparse ones stay plain). --privacy CLIP,Z runs DP-FedAvg: each client's
 change clipped to L2 norm CLIP, Gaussian noise of Z * CLIP / clients on the mean — with fedagg
 (FedaggFedAvg(privacy=...): clipped where received, noised once at its root) or with Flower's own
-DifferentialPrivacyServerSideFixedClipping around FedAvg (--strategy flower). --refuse makes the named clients send a malformed update
-in the named rounds (to see a failure handled). --dump DIR writes each client's update and each round's
+DifferentialPrivacyServerSideFixedClipping around FedAvg (--strategy flower). --secure BITS,CLIP,MAX_WEIGHT
+runs each round as a secure aggregation (FedaggFedAvg(secure=..., secure_bits=BITS, clip_range=CLIP,
+max_weight=MAX_WEIGHT, max_clients=--clients); every array dense): the clients of one aggregator form a
+cohort and must run at once, so each simulated client takes --client_cpus CPUs (default, with --secure:
+this machine's CPUs / --clients), and --clients must not exceed this machine's CPUs + 4 (the simulation
+engine's threads); --secure_dropout makes the named clients leave the protocol at STAGE
+(before_sharing, before_input, before_unmasking) in the named rounds. --refuse makes the named clients
+send a malformed update in the named rounds (to see a failure handled). --dump DIR writes each client's update and each round's
 global model as .npz files (to check the result against Flower's FedAvg); --report FILE
 writes a JSON summary: per round its seconds and fedagg's report, and the memory of this
 process — the Flower server's (ServerApp, SuperLink state and simulation engine; the
@@ -126,7 +133,7 @@ def train(model, x, t, y):
     return m, loss
 
 
-def make_client_app(strategy: str, vocab: int, dump: str, refuse=frozenset()) -> ClientApp:
+def make_client_app(strategy: str, vocab: int, dump: str, refuse=frozenset(), dropouts=None) -> ClientApp:
     app = ClientApp()
 
     @app.train()
@@ -148,7 +155,8 @@ def make_client_app(strategy: str, vocab: int, dump: str, refuse=frozenset()) ->
                            reply_to=msg)
         import fedagg.flower
         return fedagg.flower.contribute(msg, trained, len(y), metrics={"loss": loss},
-                                        client_id=f"partition-{partition}")
+                                        client_id=f"partition-{partition}",
+                                        secure_dropout=(dropouts or {}).get((partition, server_round)))
 
     return app
 
@@ -169,10 +177,16 @@ def make_server_app(args, report: dict) -> ServerApp:
             import fedagg.flower
             privacy = (fedagg.DifferentialPrivacy(clip_norm=clip, noise_multiplier=z, expected_clients=args.clients)
                        if args.privacy else None)
-            strategy = fedagg.flower.FedaggFedAvg(args.root, args.targets.split(","), sparse=["token_bias"],
-                                                  row_sparse=["embedding"],
+            if args.secure:  # every array dense: a secure aggregation masks dense vectors
+                bits, clip_range, max_weight = args.secure.split(",")
+                secure = dict(secure=fedagg.SecureAggregation(stage_timeout_ms=args.stage_timeout_ms),
+                              secure_bits=int(bits), clip_range=float(clip_range), max_weight=float(max_weight),
+                              max_clients=args.clients)
+            else:
+                secure = dict(sparse=["token_bias"], row_sparse=["embedding"])
+            strategy = fedagg.flower.FedaggFedAvg(args.root, args.targets.split(","),
                                                   min_contributions=args.min_contributions,
-                                                  encoding=args.encoding, privacy=privacy, **common)
+                                                  encoding=args.encoding, privacy=privacy, **secure, **common)
         rounds = report.setdefault("rounds", [])
         started = [time.time()]
 
@@ -209,19 +223,32 @@ def main():
                         help="value encoding of the dense arrays (fedagg strategy): plain, quantized:8, ...")
     parser.add_argument("--privacy", default="", help="CLIP,Z: DP-FedAvg with that clip norm and noise multiplier")
     parser.add_argument("--refuse", default="", help="PARTITION:ROUND,...: these clients send a malformed update")
+    parser.add_argument("--secure", default="", help="BITS,CLIP,MAX_WEIGHT: secure aggregation (fedagg strategy)")
+    parser.add_argument("--secure_dropout", default="",
+                        help="PARTITION:ROUND:STAGE,...: these clients leave the secure protocol at STAGE")
+    parser.add_argument("--stage_timeout_ms", type=int, default=0, help="secure aggregation's stage timeout (0: 30 s)")
+    parser.add_argument("--client_cpus", type=float, default=0.0,
+                        help="CPUs each simulated client takes (default 1; with --secure: this machine's / clients)")
     parser.add_argument("--dump", default="")
     parser.add_argument("--report", default="")
     args = parser.parse_args()
     args.targets = args.targets or args.root
     refuse = frozenset(tuple(int(v) for v in item.split(":")) for item in args.refuse.split(",") if item)
+    if args.secure and args.strategy != "fedagg":
+        raise SystemExit("--secure runs with --strategy fedagg")
+    dropouts = {(int(p), int(r)): stage for p, r, stage in (item.split(":") for item in args.secure_dropout.split(",")
+                                                             if item)}
+    client_cpus = args.client_cpus or ((os.cpu_count() or 1) / args.clients if args.secure else 1.0)
     report = {"strategy": args.strategy, "clients": args.clients, "vocab": args.vocab, "encoding": args.encoding,
+              "secure": args.secure,
               "model_bytes": sum(a.nbytes for a in initial_model(args.vocab).values()),
               "rss_before_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
     report["anon_before_kib"] = status_kib("RssAnon")
     anonymous = AnonymousPeak()
-    run_simulation(make_server_app(args, report), make_client_app(args.strategy, args.vocab, args.dump, refuse),
+    run_simulation(make_server_app(args, report),
+                   make_client_app(args.strategy, args.vocab, args.dump, refuse, dropouts),
                    num_supernodes=args.clients,
-                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}})
+                   backend_config={"client_resources": {"num_cpus": client_cpus, "num_gpus": 0.0}})
     report["peak_anon_kib"] = anonymous.stop()
     report["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     if len(report.get("rounds", [])) != args.rounds:

@@ -13,8 +13,10 @@ the global model's arrays (fedagg.model_layout), names it in the train message's
 and clients send their trained arrays straight to a fedagg aggregator (`contribute`);
 their reply to Flower carries only the number of examples and their metrics. The
 strategy then seals the aggregation at the root and reads the weighted mean back: the
-Flower server holds the global model once, never the N updates. docs/FRAMEWORKS.md says
-more. Needs the `flower` extra: pip install ./client_stub/python[flower].
+Flower server holds the global model once, never the N updates. With
+`FedaggFedAvg(..., secure=fedagg.SecureAggregation(), max_clients=N)` the clients mask their
+arrays (SecAgg+) and only the fedagg root sees their sum. docs/FRAMEWORKS.md says more.
+Needs the `flower` extra: pip install ./client_stub/python[flower].
 """
 try:
     import flwr  # noqa: F401

@@ -15,6 +15,19 @@ refusal (local or from fedagg) becomes an error reply, Error(ERROR_CODE_BASE + t
 status code number, "fedagg refused the update: CODE: message"), which the strategy
 counts as a failure; UNAVAILABLE is retried with backoff first, and ALREADY_EXISTS (the
 update was counted before, e.g. the message was delivered twice) is a success.
+
+When the round's aggregation is secure (FedaggFedAvg(secure=...): the config carries the
+spec with `secure` and the discretization), `contribute` runs this client's whole SecAgg+
+part instead (fedagg.contribute_securely, with the node the round assigned it): it clips
+its arrays to the clip range, multiplies them by its weight ratio min(num_examples,
+max_weight) / max_weight and sends them masked (fedagg.model_layout.SecureDiscretization),
+so that no node sees them. It returns once its cohort has finished (a cohort forms among
+the round's clients of one aggregator: they must run at the same time). A client with 0
+examples still joins, with weight 0, so that its cohort does not wait for it. A stage the
+node ended without it (DEADLINE_EXCEEDED), a cohort ended because too few of it shared
+(UNAVAILABLE), ALREADY_EXISTS (this client id is in a cohort of the aggregation already)
+and every other refusal become error replies as above; nothing is retried (the cohort has
+moved on).
 """
 import threading
 import time
@@ -26,6 +39,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Error, Message, MetricRecord, Re
 from ..connection import Connection, connect
 from ..errors import FedaggError, invalid_argument
 from ..model_layout import ModelLayout
+from ..secure_aggregation import contribute_securely
 from .config import FedaggRoundConfig
 
 ERROR_CODE_BASE = 1000
@@ -77,13 +91,19 @@ def contribute(msg: Message, arrays: Union[ArrayRecord, Mapping[str, Any], Seque
                num_examples: float, *, metrics: Optional[Mapping[str, Any]] = None,
                client_id: Optional[str] = None, allow_lossy_cast: bool = False,
                connect_options: Optional[Mapping[str, Any]] = None, max_attempts: int = 8,
-               initial_backoff_s: float = 0.05) -> Message:
+               initial_backoff_s: float = 0.05, secure_timeout_s: float = 300.0,
+               pinned_root_key: Optional[bytes] = None, secure_dropout: Optional[str] = None) -> Message:
     """Sends `arrays` (an ArrayRecord, a dict name -> array, or a list in the model's
     order) with weight `num_examples` to fedagg, and returns the reply to `msg`.
 
     client_id: the exactly-once key at fedagg (default: "node-<Flower node id>").
     allow_lossy_cast: cast values the model's dtype cannot hold exactly (fedagg.update_input).
     connect_options: keyword arguments of fedagg.connect (token, root_certificates, ...).
+    Secure rounds only (see the module comment): secure_timeout_s bounds the whole protocol
+    (cohort forming included); pinned_root_key is the root's public key as this client
+    learnt it from the root itself (fedagg.contribute_securely); secure_dropout
+    ("before_sharing", "before_input", "before_unmasking") stops this client there, as a
+    client that drops out would (tests).
     """
     round_config = FedaggRoundConfig.find(msg.content)
     if round_config is None:
@@ -95,7 +115,13 @@ def contribute(msg: Message, arrays: Union[ArrayRecord, Mapping[str, Any], Seque
     reply_metrics = MetricRecord({**(metrics or {}), round_config.weight_key: num_examples})
     record = ConfigRecord({"aggregation-id": round_config.aggregation_id, "target": target})
     try:
-        layout = ModelLayout.from_spec(round_config.spec, round_config.keys)
+        layout = ModelLayout.from_spec(round_config.spec, round_config.keys, round_config.secure)
+        if layout.secure is not None:
+            fields, _ = layout.update(_as_mapping(arrays, round_config.keys), num_examples)
+            contribute_securely(_connection(target, connect_options), round_config.spec, client_id, fields,
+                                timeout=secure_timeout_s, pinned_root_key=pinned_root_key, dropout=secure_dropout)
+            record["counted"] = True
+            return Message(RecordDict({"metrics": reply_metrics, REPLY_RECORD: record}), reply_to=msg)
         base = None
         if layout.needs_base:
             sent = list(msg.content.array_records.values())
