@@ -7,13 +7,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/rpc/grpc_status.h"
+#include "service/rpc/service_context.h"
 
 namespace fedagg {
 namespace {
-constexpr size_t kPushChunkBytes = 4 << 20;
-// Covered client ids sent with one chunk, at most (bytes of ids): keeps a chunk under the
-// parent's message limit with its data.
+// A push chunk's partial bytes, and the covered client ids sent with it (counting each
+// id's field framing), at most: together, with the first chunk's header, under the
+// parent's message limit. (A partial of 4 MiB and more used to fail at the parent once
+// one push covered more than 64 KiB of client ids: a secure aggregation's one push does.)
+constexpr size_t kPushChunkBytes = 3 << 20;
 constexpr size_t kPushChunkIdBytes = 1 << 20;
+constexpr size_t kPushChunkIdFraming = 8;  // a repeated string's tag and length, at most
+static_assert(kPushChunkBytes + kPushChunkIdBytes + (32 << 10) <= kMaxReceivedMessageBytes,
+              "a push chunk must fit the parent's message limit");
 constexpr absl::Duration kRejoinBackoff = absl::Milliseconds(200);
 }  // namespace
 
@@ -386,8 +392,10 @@ absl::StatusOr<v1::PushPartialResponse> ParentLink::Push(const Aggregation& mirr
     const size_t n = std::min(kPushChunkBytes, bytes.size() - offset);
     chunk.set_data(bytes.substr(offset, n));
     offset += n;
-    for (size_t id_bytes = 0; next_covered < covered.size() && id_bytes < kPushChunkIdBytes; ++next_covered) {
-      id_bytes += covered[next_covered].size();
+    for (size_t id_bytes = 0; next_covered < covered.size(); ++next_covered) {
+      const size_t framed = covered[next_covered].size() + kPushChunkIdFraming;
+      if (id_bytes > 0 && id_bytes + framed > kPushChunkIdBytes) break;  // the next chunk takes it
+      id_bytes += framed;
       chunk.add_covered_client_ids(covered[next_covered]);
     }
     if (!writer->Write(chunk)) break;

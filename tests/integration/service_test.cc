@@ -337,6 +337,39 @@ TEST(ServiceTest, DeadlineBelowQuorumFails) {
   EXPECT_EQ(control.GetResult("late").status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// One push of a partial larger than a chunk that covers more client ids than the margin of
+// the parent's message limit (as a secure aggregation's single push does): every chunk
+// fits, and the root counts them all.
+TEST(ServiceTest, AFinalPushOfALargePartialCoveringManyLongClientIdsIsDelivered) {
+  ServerConfig config = LoopbackConfig();
+  config.forward_interval = absl::Hours(1);  // everything goes up with the final push
+  auto cluster = Cluster::Start(1, config);
+  ASSERT_NE(cluster, nullptr);
+  ControlClient control(Connect(cluster->root->port()));
+  constexpr int64_t kWidth = 600000;  // float64: a 4.8 MB partial
+  constexpr int kClients = 40;        // 40 ids of 3,000 bytes: 120 KB of ids
+  const v1::AggregationSpec spec =
+      MakeSpec("wide-push", {{"w", absl::StrCat("float64[", kWidth, "]"), Intrinsic::kFederatedSum}}, kClients);
+  ASSERT_TRUE(control.Create(spec).ok());
+  std::vector<double> values(kWidth);
+  for (int64_t i = 0; i < kWidth; ++i) values[static_cast<size_t>(i)] = static_cast<double>(i % 7);
+  for (int c = 0; c < kClients; ++c) {
+    auto stream = ContributeStream::Open(Connect(cluster->intermediates[0]->port()),
+                                         absl::StrCat(std::string(3000, 'x'), "-", c));
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    ASSERT_TRUE((*stream)->Contribute(spec, UpdateView{{FieldValue::Dense<double>(values)}, std::nullopt}).ok());
+  }
+  const v1::AggregationStatus final = SealAndWait(control, "wide-push");
+  ASSERT_EQ(final.state(), v1::FINALIZED) << final.detail();
+  EXPECT_EQ(final.contributions(), kClients);
+  absl::StatusOr<AggregateResult> result = control.GetResult("wide-push");
+  ASSERT_TRUE(result.ok()) << result.status();
+  const absl::Span<const double> sum = result->fields[0].value.values<double>();
+  for (int64_t i = 0; i < kWidth; ++i) {
+    ASSERT_EQ(sum[static_cast<size_t>(i)], kClients * static_cast<double>(i % 7)) << "coordinate " << i;
+  }
+}
+
 TEST(ServiceTest, KilledIntermediateLosesOnlyWhatItHadNotForwarded) {
   ServerConfig config = LoopbackConfig();
   config.forward_interval = absl::Hours(1);  // nothing goes up before the seal
