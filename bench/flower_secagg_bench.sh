@@ -18,18 +18,19 @@
 # the serialized arrays the server received; fedagg: the root's fedagg_payload_bytes_total,
 # the update chunks' bytes; neither counts the key and share messages), and issue 49's
 # goals. Every client and the server share the machine's cores in both cases.
-# --ingest_window_mib=M gives the root that window (default: its own, auto).
+# --ingest_window_mib=M and --stream_window_kib=K give the root that ingest window and
+# per-stream HTTP/2 window (defaults: the server's own, auto and 1024).
 #   bench/flower_secagg_bench.sh [BUILD_DIR] [--runs=3] [--clients=100] [--parameters=1000000]
 #                                [--dropouts=0,0.3] [--dropout_stage=unmask] [--degree=64]
-#                                [--ingest_window_mib=auto]
+#                                [--ingest_window_mib=auto] [--stream_window_kib=1024]
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=$REPO/build RUNS=3 CLIENTS=100 PARAMETERS=1000000 DROPOUTS=0,0.3 STAGE=unmask DEGREE=64 WINDOW=auto
+BUILD=$REPO/build RUNS=3 CLIENTS=100 PARAMETERS=1000000 DROPOUTS=0,0.3 STAGE=unmask DEGREE=64 WINDOW=auto STREAM_WINDOW=1024
 for arg in "$@"; do
   case $arg in
     --runs=*) RUNS=${arg#*=} ;; --clients=*) CLIENTS=${arg#*=} ;; --parameters=*) PARAMETERS=${arg#*=} ;;
     --dropouts=*) DROPOUTS=${arg#*=} ;; --dropout_stage=*) STAGE=${arg#*=} ;; --degree=*) DEGREE=${arg#*=} ;;
-    --ingest_window_mib=*) WINDOW=${arg#*=} ;;
+    --ingest_window_mib=*) WINDOW=${arg#*=} ;; --stream_window_kib=*) STREAM_WINDOW=${arg#*=} ;;
     -*) echo "unknown option $arg" >&2; exit 2 ;;
     *) BUILD=$(cd "$arg" && pwd) ;;
   esac
@@ -47,14 +48,15 @@ source "$REPO/tests/e2e/e2e_lib.sh"
 PORT=$E2E_BASE METRICS=$((E2E_BASE + 5))
 export RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0 RAY_DISABLE_USAGE_STATS=1 FLWR_TELEMETRY_ENABLED=0
 echo "machine: $(nproc) cores shared by all $CLIENTS clients and the server in both cases, $(date -u +%F)," \
-     "$(git -C "$REPO" log --oneline -1 | cut -c1-7); fedagg root --ingest_window_mib=$WINDOW"
+     "$(git -C "$REPO" log --oneline -1 | cut -c1-7); fedagg root --ingest_window_mib=$WINDOW --stream_window_kib=$STREAM_WINDOW"
 for run in $(seq "$RUNS"); do
   for dropout in ${DROPOUTS//,/ }; do
     (cd "$E2E_DIR" && timeout 3600 "$PYTHON" "$REPO/bench/flower_secagg_app.py" --clients="$CLIENTS" \
         --parameters="$PARAMETERS" --dropout="$dropout" --dropout_stage="$STAGE" --degree="$DEGREE" \
         --report="$E2E_DIR/flower-$dropout-$run.json" >"$E2E_DIR/flower-$dropout-$run.log" 2>&1) \
       || { tail -n 30 "$E2E_DIR/flower-$dropout-$run.log"; exit 1; }
-    e2e_start_server "$SERVER" "root-$dropout-$run" "$PORT" "$METRICS" --ingest_window_mib="$WINDOW"
+    e2e_start_server "$SERVER" "root-$dropout-$run" "$PORT" "$METRICS" --ingest_window_mib="$WINDOW" \
+        --stream_window_kib="$STREAM_WINDOW"
     pid=${E2E_PIDS[-1]}
     fault=()
     [ "$dropout" != 0 ] && fault=("$leave=$dropout")

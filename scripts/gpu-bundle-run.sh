@@ -11,7 +11,10 @@
 #      beside it (fedagg-secagg-unmask-bench, issue 49's goal: <= 1 s on the device);
 #   5. a service round on the cuda plugin: a root with --backend=cuda and an intermediate
 #      with --backend=auto (which must find the device and load the plugin), fedagg-demo's
-#      clients through the intermediate, the result checked against the float64 reference.
+#      clients through the intermediate, the result checked against the float64 reference;
+#      then a secure aggregation through the same two (fedagg-loadgen, 200 clients in
+#      cohorts of 100, 10% leaving before unmasking): the root unmasks on the device
+#      (the cuda backend's mask adder), and the result must be the exact sum.
 #   6. the service table (service-table.sh beside this script): fedagg-loadgen against the
 #      cpu and cuda backends and the bare gRPC sink, five workloads, two rounds on each
 #      server: the second's ratios and goals, then the first's apart;
@@ -103,6 +106,11 @@ service_round() {
   sleep 2
   grep -h "reduction backend" "$LOGS/root.log" "$LOGS/intermediate.log"
   "$DIR/bin/fedagg-demo" --root="127.0.0.1:$root" --intermediates="127.0.0.1:$((root + 1))" --clients=50 || rc=$?
+  "$DIR/bin/fedagg-loadgen" --control="127.0.0.1:$root" --servers="127.0.0.1:$((root + 1))" --clients=200 \
+      --concurrency=200 --type='<w=float32[100000]>' --encoding=discretized:32@0.0001 \
+      --secure=cohort=100,timeout_ms=30000 --leave_before_unmasking=0.1 --json >"$LOGS/secure_round.json" || rc=$?
+  grep -q '"passed": true' "$LOGS/secure_round.json" && echo "secure round unmasked on the device: exact" ||
+    { echo "the secure round failed its check"; rc=1; }
   kill "${pids[@]}" 2>/dev/null
   wait "${pids[@]}" 2>/dev/null
   grep -q "reduction backend cuda" "$LOGS/root.log" || { echo "the root did not reduce on the cuda backend"; rc=1; }
@@ -111,7 +119,7 @@ service_round() {
   return "$rc"
 }
 step service_round service_round
-grep -E "FINALIZED|check against|reduction backend" "$LOGS/service_round.log" | sed 's/^/    /' >>"$REPORT"
+grep -E "FINALIZED|check against|reduction backend|secure round" "$LOGS/service_round.log" | sed 's/^/    /' >>"$REPORT"
 
 # 6. The service table: its figures go in the report.
 step service_table "$DIR/service-table.sh" "$DIR/bin" --backends=cpu,cuda
