@@ -4,7 +4,10 @@
 # a small model (dense layers, a row-sparse embedding table, sparse token counts) through
 # the intermediate aggregators, the result fetched from the root and checked against the
 # float64 reference; then the same clients again with the dense layers sent as 8-bit
-# quantized values (a quarter of the bytes), whose error is checked against its bound.
+# quantized values (a quarter of the bytes), whose error is checked against its bound;
+# then a secure aggregation (docs/SEMANTICS.md 13): 120 fedagg-loadgen clients in cohorts of
+# 20 at the intermediate aggregators, 5% leaving at each stage, each update masked so that
+# no aggregator below the root sees it; the root unmasks only the sum, checked exact.
 # Extra arguments go to fedagg-demo (e.g. --clients=1000).
 # With --page as the first argument, it then keeps the tree running with an aggregation for
 # the example web page (client_stub/js/examples): open the URL it prints in three browser
@@ -17,7 +20,7 @@ page=false
 if [ "${1:-}" = "--page" ]; then page=true; shift; fi
 
 ./scripts/setup.sh --demo
-./scripts/build.sh default fedagg-server fedagg-demo fedagg-client
+./scripts/build.sh default fedagg-server fedagg-demo fedagg-client fedagg-loadgen
 
 ROOT_PORT=${FEDAGG_DEMO_PORT:-50551}
 LOG_DIR=$(mktemp -d /tmp/fedagg-demo.XXXXXX)
@@ -45,6 +48,13 @@ echo "fedagg tree on loopback: root :$ROOT_PORT, intermediate aggregators :$((RO
 
 ./build/service/demo/fedagg-demo --root="127.0.0.1:$ROOT_PORT" \
     --intermediates="127.0.0.1:$((ROOT_PORT + 1)),127.0.0.1:$((ROOT_PORT + 2))" "$@"
+echo
+echo "A secure aggregation: 120 clients in cohorts of up to 20 at the intermediate aggregators, 5% leaving at each"
+echo "stage; the intermediates add masked updates and relay the cohorts' messages, only the root unmasks the sum."
+./build/client_stub/fedagg-loadgen --control="127.0.0.1:$ROOT_PORT" --id_prefix=secure-demo \
+    --servers="127.0.0.1:$((ROOT_PORT + 1)),127.0.0.1:$((ROOT_PORT + 2))" --clients=120 --concurrency=120 \
+    --type='<w=float32[10000]>' --encoding='discretized:32@0.0001' --secure='cohort=20,min=5,timeout_ms=10000' \
+    --leave_before_sharing=0.05 --leave_before_input=0.05 --leave_before_unmasking=0.05
 echo "Prometheus metrics: http://127.0.0.1:$((ROOT_PORT + 1000))/metrics (root), :$((ROOT_PORT + 1001)) and :$((ROOT_PORT + 1002)) (intermediate aggregators)"
 curl -s "http://127.0.0.1:$((ROOT_PORT + 1000))/metrics" 2>/dev/null | grep -E '^fedagg_(updates_accepted_total|partials_merged_total|aggregations\{state="FINALIZED"\})' || true
 echo "server logs: $LOG_DIR"
