@@ -56,7 +56,9 @@ void ExpectSame(const AggregationCheckpoint& a, const AggregationCheckpoint& b) 
   }
   EXPECT_EQ(a.partial, b.partial);
   ASSERT_EQ(a.noise_key.has_value(), b.noise_key.has_value());
-  if (a.noise_key.has_value()) EXPECT_EQ(a.noise_key->bytes, b.noise_key->bytes);
+  if (a.noise_key.has_value()) {
+    EXPECT_EQ(a.noise_key->bytes, b.noise_key->bytes);
+  }
   EXPECT_EQ(a.secure_root_key, b.secure_root_key);
 }
 

@@ -112,25 +112,25 @@ TEST(GraphParametersTest, TailsAtLargePopulationsMatchAFullSum) {
 
 // H(n, k) over positions 0..n-1 of a ring, with the positions in `removed` taken out:
 // are the rest connected?
-bool RingRestConnected(int n, int k, const std::vector<bool>& removed) {
+bool RingRestConnected(int n, int k, const std::vector<char>& removed) {
   std::vector<int> rest;
   for (int p = 0; p < n; ++p) {
     if (!removed[p]) rest.push_back(p);
   }
   if (rest.size() <= 1) return true;
-  std::vector<bool> seen(n, false);
+  std::vector<char> seen(static_cast<size_t>(n), 0);
   std::vector<int> stack = {rest[0]};
-  seen[rest[0]] = true;
+  seen[static_cast<size_t>(rest[0])] = 1;
   size_t reached = 1;
   while (!stack.empty()) {
     const int p = stack.back();
     stack.pop_back();
     for (int step = -k / 2; step <= k / 2; ++step) {
-      const int q = ((p + step) % n + n) % n;
+      const size_t q = static_cast<size_t>((p + step + n) % n);  // |step| < n
       if (step == 0 || removed[q] || seen[q]) continue;
-      seen[q] = true;
+      seen[q] = 1;
       ++reached;
-      stack.push_back(q);
+      stack.push_back(static_cast<int>(q));
     }
   }
   return reached == rest.size();
@@ -141,7 +141,7 @@ TEST(GraphParametersTest, DisconnectionBoundCoversEveryRemovalFromSmallRings) {
     for (int k = 2; k <= n - 2; k += 2) {
       std::vector<int> removals(n + 1, 0), disconnected(n + 1, 0);
       for (uint32_t set = 0; set < (1u << n); ++set) {
-        std::vector<bool> removed(n);
+        std::vector<char> removed(static_cast<size_t>(n));
         for (int p = 0; p < n; ++p) removed[p] = (set >> p) & 1;
         const int bad = std::popcount(set);
         ++removals[bad];
