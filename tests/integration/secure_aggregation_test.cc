@@ -53,6 +53,23 @@ std::vector<double> ExactSumOf(int first, int count) {
   return expected;
 }
 
+// Seals `id` at the root and expects it FINALIZED with `contributions` updates summing to
+// `expected`, to the bit.
+void SealAndExpectSecureSum(ControlClient& control, const std::string& id, int64_t contributions,
+                            const std::vector<double>& expected) {
+  ASSERT_TRUE(control.Seal(id).ok());
+  absl::StatusOr<v1::AggregationStatus> final_status = control.WatchUntilFinal(id);
+  ASSERT_TRUE(final_status.ok()) << final_status.status();
+  ASSERT_EQ(final_status->state(), v1::FINALIZED) << final_status->detail();
+  EXPECT_EQ(final_status->contributions(), contributions);
+  absl::StatusOr<AggregateResult> result = control.GetResult(id);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const absl::Span<const float> sum = result->fields[0].value.values<float>();
+  for (int64_t i = 0; i < kSecureWidth; ++i) {
+    ASSERT_EQ(sum[static_cast<size_t>(i)], static_cast<float>(expected[static_cast<size_t>(i)])) << "coordinate " << i;
+  }
+}
+
 // Runs `count` clients, client-`first` on, through the node at `port`, concurrently;
 // client first + k leaves at leave(k). Their statuses (CANCELLED for those that left).
 std::vector<absl::Status> RunClients(int port, const v1::AggregationSpec& spec, int first, int count,
@@ -125,17 +142,7 @@ TEST(SecureAggregationTest, ThroughTwoIntermediatesWithDropoutsTheRootGetsThePla
     for (int64_t i = 0; i < kSecureWidth; ++i) expected[static_cast<size_t>(i)] += values[static_cast<size_t>(i)];
   }
 
-  ASSERT_TRUE(control.Seal("secure-tree").ok());
-  absl::StatusOr<v1::AggregationStatus> final_status = control.WatchUntilFinal("secure-tree");
-  ASSERT_TRUE(final_status.ok()) << final_status.status();
-  ASSERT_EQ(final_status->state(), v1::FINALIZED) << final_status->detail();
-  EXPECT_EQ(final_status->contributions(), 2 * (kPerNode - 2));
-  absl::StatusOr<AggregateResult> result = control.GetResult("secure-tree");
-  ASSERT_TRUE(result.ok()) << result.status();
-  const absl::Span<const float> sum = result->fields[0].value.values<float>();
-  for (int64_t i = 0; i < kSecureWidth; ++i) {
-    ASSERT_EQ(sum[static_cast<size_t>(i)], static_cast<float>(expected[static_cast<size_t>(i)])) << "coordinate " << i;
-  }
+  SealAndExpectSecureSum(control, "secure-tree", 2 * (kPerNode - 2), expected);
 }
 
 TEST(SecureAggregationTest, ALostIntermediateLosesItsCohortAndNothingElse) {
@@ -155,18 +162,7 @@ TEST(SecureAggregationTest, ALostIntermediateLosesItsCohortAndNothingElse) {
   // The second intermediate's cohort completed, but its partial had not gone up (a secure
   // aggregation's goes up once, at the end): losing the node loses that cohort whole.
   cluster->intermediates[1].reset();
-  ASSERT_TRUE(control.Seal("secure-loss").ok());
-  absl::StatusOr<v1::AggregationStatus> final_status = control.WatchUntilFinal("secure-loss");
-  ASSERT_TRUE(final_status.ok()) << final_status.status();
-  ASSERT_EQ(final_status->state(), v1::FINALIZED) << final_status->detail();
-  EXPECT_EQ(final_status->contributions(), 4);
-  absl::StatusOr<AggregateResult> result = control.GetResult("secure-loss");
-  ASSERT_TRUE(result.ok()) << result.status();
-  const std::vector<double> expected = ExactSumOf(0, 4);
-  const absl::Span<const float> sum = result->fields[0].value.values<float>();
-  for (int64_t i = 0; i < kSecureWidth; ++i) {
-    ASSERT_EQ(sum[static_cast<size_t>(i)], static_cast<float>(expected[static_cast<size_t>(i)])) << "coordinate " << i;
-  }
+  SealAndExpectSecureSum(control, "secure-loss", 4, ExactSumOf(0, 4));
 }
 
 // A root restarted on its port from its checkpoint directory.
@@ -208,18 +204,7 @@ TEST(SecureAggregationTest, ARestartedRootKeepsItsKeyAndUnmasksEveryCompletedCoh
   ASSERT_NE(cluster->root, nullptr);
   ASSERT_EQ(cluster->root->restored_aggregations(), 1);
   ControlClient control(Connect(root_port));
-  ASSERT_TRUE(control.Seal("secure-restart").ok());
-  absl::StatusOr<v1::AggregationStatus> final_status = control.WatchUntilFinal("secure-restart");
-  ASSERT_TRUE(final_status.ok()) << final_status.status();
-  ASSERT_EQ(final_status->state(), v1::FINALIZED) << final_status->detail();
-  EXPECT_EQ(final_status->contributions(), 8);
-  absl::StatusOr<AggregateResult> result = control.GetResult("secure-restart");
-  ASSERT_TRUE(result.ok()) << result.status();
-  const std::vector<double> expected = ExactSumOf(0, 8);
-  const absl::Span<const float> sum = result->fields[0].value.values<float>();
-  for (int64_t i = 0; i < kSecureWidth; ++i) {
-    ASSERT_EQ(sum[static_cast<size_t>(i)], static_cast<float>(expected[static_cast<size_t>(i)])) << "coordinate " << i;
-  }
+  SealAndExpectSecureSum(control, "secure-restart", 8, ExactSumOf(0, 8));
 }
 
 TEST(SecureAggregationTest, ARestartedRootWithoutItsKeyFailsTheAggregationAtOnceSayingWhy) {

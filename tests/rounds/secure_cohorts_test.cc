@@ -176,6 +176,16 @@ std::vector<SimulatedClient> MakeClients(int n, const std::string& prefix, std::
   return clients;
 }
 
+// The report is the plain sum of every client's input, to the bit.
+void ExpectSumOfEveryInput(const AggregateResult& result, const std::vector<SimulatedClient>& clients) {
+  const absl::Span<const float> values = result.fields[0].value.values<float>();
+  for (int64_t i = 0; i < kSecureCoordinates; ++i) {
+    int64_t sum = 0;
+    for (const SimulatedClient& client : clients) sum += client.input[static_cast<size_t>(i)];
+    ASSERT_EQ(values[i], static_cast<float>(static_cast<double>(sum) * kSecureStep)) << "coordinate " << i;
+  }
+}
+
 struct Dropouts {
   std::set<int> before_sharing, before_input, before_unmasking;
 };
@@ -508,12 +518,7 @@ TEST(SecureSpecTest, AThreatModelDerivesEachCohortsGraphOrIsRefusedSayingWhy) {
   ASSERT_TRUE(UnmaskSecureSum(frame, root, leaf.partial()).ok());
   absl::StatusOr<AggregateResult> result = leaf.partial().Report();
   ASSERT_TRUE(result.ok());
-  const absl::Span<const float> values = result->fields[0].value.values<float>();
-  for (int64_t i = 0; i < kSecureCoordinates; ++i) {
-    int64_t sum = 0;
-    for (const SimulatedClient& client : clients) sum += client.input[static_cast<size_t>(i)];
-    ASSERT_EQ(values[i], static_cast<float>(static_cast<double>(sum) * kSecureStep)) << "coordinate " << i;
-  }
+  ExpectSumOfEveryInput(*result, clients);
 }
 
 TEST(SecureSpecTest, TheRootSetsItsKeyAndEveryNodeRelaysThroughCohorts) {
@@ -566,6 +571,10 @@ TEST(SecureRestartTest, ARestoredRootGoesOnWithItsCompletedCohortAndFailsWithAnO
   absl::StatusOr<std::optional<Aggregation::Snapshot>> snapshot = done->TakeSnapshot();
   ASSERT_TRUE(snapshot.ok() && snapshot->has_value()) << snapshot.status();
   ASSERT_TRUE((*snapshot)->checkpoint.secure_root_key.has_value());
+  // A key that is not the spec's (a checkpoint mixed up with another's) is refused.
+  AggregationCheckpoint other_key = (*snapshot)->checkpoint;
+  other_key.secure_root_key = SecAggUnmasker::Create()->private_key();
+  EXPECT_EQ(Aggregation::Restore(other_key, options).status().code(), absl::StatusCode::kDataLoss);
   absl::StatusOr<std::shared_ptr<Aggregation>> restored = Aggregation::Restore((*snapshot)->checkpoint, options);
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ((*restored)->Status().state(), v1::OPEN) << (*restored)->Status().detail();
@@ -573,12 +582,7 @@ TEST(SecureRestartTest, ARestoredRootGoesOnWithItsCompletedCohortAndFailsWithAnO
   ASSERT_EQ((*restored)->Status().state(), v1::FINALIZED) << (*restored)->Status().detail();
   absl::StatusOr<std::shared_ptr<const AggregateResult>> result = (*restored)->Result();
   ASSERT_TRUE(result.ok()) << result.status();
-  const absl::Span<const float> values = (*result)->fields[0].value.values<float>();
-  for (int64_t i = 0; i < kSecureCoordinates; ++i) {
-    int64_t sum = 0;
-    for (const SimulatedClient& client : clients) sum += client.input[static_cast<size_t>(i)];
-    ASSERT_EQ(values[i], static_cast<float>(static_cast<double>(sum) * kSecureStep)) << "coordinate " << i;
-  }
+  ExpectSumOfEveryInput(**result, clients);
 
   // A cohort with its masked updates counted but its last stage not over: the restored
   // root can never unmask them, and says so at once.
